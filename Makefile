@@ -1,0 +1,34 @@
+# Set-up is part of every target: the first run creates .venv and installs the project (CPU torch pinned).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+export MLFLOW_DISABLE_TELEMETRY := true
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: demo test test-all bench bench-quality clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "torch==2.13.0" -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)  ## the main job, end to end, on embedded defaults
+	$(BIN)/autorater demo
+
+test: $(STAMP)  ## the fast test suite (what CI runs)
+	$(BIN)/python -m pytest
+
+test-all: $(STAMP)  ## every test, the slow ones too
+	$(BIN)/python -m pytest -m "slow or not slow"
+
+bench: $(STAMP)  ## throughput benchmarks: generation, decoding
+	$(BIN)/python -m benchmarks.throughput
+
+bench-quality: $(STAMP)  ## the quality benchmark: held-out sets, baselines, training time
+	$(BIN)/python -m benchmarks.quality
+
+clean:
+	rm -rf demo-out bench-out runs mlruns mlflow.db

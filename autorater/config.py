@@ -1,0 +1,84 @@
+"""The model's configuration: a typed dataclass whose defaults are the real recipe; presets are instances."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class AutoraterConfig:
+    """Architecture of an Autorater. Saved as ``config.json`` in a model folder.
+
+    Example:
+        >>> cfg = PRESETS["tiny"]
+        >>> AutoraterConfig.from_dict(cfg.to_dict()) == cfg
+        True
+    """
+
+    # Frames: decoded at ``image_size`` x ``image_size``, ``num_frames`` sampled uniformly over the video.
+    encoder: str = "efficientnet_lite0"  # name in autorater.encoders.FRAME_ENCODERS
+    encoder_stage: int = 2  # timm feature stage of lite0: 2 -> stride 8 (40 ch), 3 -> stride 16 (112 ch)
+    image_size: int = 128
+    num_frames: int = 32
+    frame_diff: bool = True  # feed the change from the previous frame beside each frame's features
+    # Instruction.
+    text_encoder: str = "minilm"  # name in autorater.encoders.TEXT_ENCODERS
+    max_text_tokens: int = 24
+    use_instruction: bool = True  # False = the instruction-blind baseline
+    vocab: list[str] = field(default_factory=list)  # for the learned "bow" text encoder, set at training
+    # Fusion: a spatial FiLM block per frame, then a transformer over frame tokens attending to the text.
+    spatial_size: int = 64
+    hidden_size: int = 128
+    num_layers: int = 2
+    num_heads: int = 4
+    dropout: float = 0.1
+    # Heads.
+    marker_head: str = "distribution"  # "distribution": softmax over frames + end; "crossing": per-frame reached
+    failure_modes: list[str] = field(default_factory=list)  # set at training from the labels
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "AutoraterConfig":
+        """Build from a dict; unknown keys are an error, missing keys take today's default (old folders load)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"unknown AutoraterConfig field(s) {sorted(unknown)}; known: {sorted(names)}")
+        defaults = cls()
+        for key, value in d.items():
+            want = type(getattr(defaults, key))
+            ok = isinstance(value, want) and not (want is not bool and isinstance(value, bool))
+            if want is float and isinstance(value, int) and not isinstance(value, bool):
+                ok = True
+            if not ok:
+                raise ValueError(f"AutoraterConfig field {key!r} must be {want.__name__}, got {value!r}")
+        return cls(**d)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "AutoraterConfig":
+        try:
+            d = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ValueError(f"cannot read model config {path}: {err} (fix: restore config.json from the "
+                             f"model folder you saved)") from None
+        if not isinstance(d, dict):
+            raise ValueError(f"model config {path} must be a JSON object")
+        return cls.from_dict(d)
+
+    def replace(self, **changes) -> "AutoraterConfig":
+        return dataclasses.replace(self, **changes)
+
+
+PRESETS: dict[str, AutoraterConfig] = {
+    "tiny": AutoraterConfig(encoder="tiny_cnn", image_size=32, num_frames=8, text_encoder="bow",
+                            spatial_size=16, hidden_size=32, num_layers=1, num_heads=2, dropout=0.0),
+    "base": AutoraterConfig(),
+}

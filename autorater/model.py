@@ -1,0 +1,269 @@
+"""The Autorater: frames + instruction -> P(success), the marker time, the failure mode.
+
+Architecture (DESIGN.md section 3)::
+
+    frames --frame encoder--> (b, t, c, h, w) --[f_t, f_t - f_t-1]--> 1x1 conv --FiLM(instruction)--> 3x3 conv
+           --> instruction-queried attention pool + mean pool --> one token per frame
+    frame tokens + time embedding (seconds) + before/after-takeover embedding, and a [CLS] token
+           --> transformer decoder layers (self-attention over frames, cross-attention to instruction tokens)
+    [CLS] -> success logit, match logit (auxiliary: does this instruction belong to this video?), failure mode
+    frame tokens -> marker logits over frames (+ one "end of video" bin from [CLS])
+
+Example:
+    >>> model = Autorater(PRESETS["tiny"].replace(vocab=["go", "to", "the", "red", "ball"]))
+    >>> frames = torch.zeros(2, 8, 32, 32, 3, dtype=torch.uint8)
+    >>> times = torch.arange(8).float().repeat(2, 1) / 8
+    >>> out = model(frames=frames, times_s=times, takeover_s=torch.zeros(2),
+    ...             instructions=["go to the red ball"] * 2)
+    >>> out.success_logit.shape, out.marker_logits.shape
+    (torch.Size([2]), torch.Size([2, 9]))
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from autorater.config import PRESETS, AutoraterConfig
+from autorater.encoders import create_frame_encoder, create_text_encoder
+
+
+@dataclass
+class AutoraterOutput:
+    success_logit: torch.Tensor  # (batch,)
+    marker_logits: torch.Tensor  # (batch, frames + 1): per sampled frame, then "end of video"
+    failure_logits: torch.Tensor  # (batch, failure modes)
+    match_logit: torch.Tensor  # (batch,)
+    loss: torch.Tensor | None = None
+    losses: dict = field(default_factory=dict)
+
+
+@dataclass
+class Targets:
+    """Training targets; every field (batch,). Use NaN / -1 where unknown."""
+
+    success: torch.Tensor  # soft label in [0, 1]
+    marker_index: torch.Tensor  # long: the sampled frame nearest the marker, ``frames`` for "end"; -1 unknown
+    failure_mode: torch.Tensor  # long: index into config.failure_modes; -1 unknown / not a failure
+    match: torch.Tensor  # 1 = the video's own instruction, 0 = another's (then only the match loss counts)
+    weights: tuple[float, float, float, float] = (1.0, 1.0, 0.2, 0.5)  # success, marker, failure, match
+
+
+def time_embedding(times_s: torch.Tensor, dim: int) -> torch.Tensor:
+    """Sinusoidal embedding of times in seconds: (b, t) -> (b, t, dim); periods from 0.25 s to 60 s."""
+    half = dim // 2
+    periods = torch.logspace(math.log10(0.25), math.log10(60.0), half, device=times_s.device)
+    angles = 2 * math.pi * times_s[..., None] / periods
+    return torch.cat([angles.sin(), angles.cos()], dim=-1)
+
+
+class SpatialFiLM(nn.Module):
+    """Per-frame spatial block conditioned on the instruction; returns one token per frame."""
+
+    def __init__(self, in_channels: int, dim: int, out_dim: int, text_dim: int, grid: tuple[int, int]):
+        super().__init__()
+        self.proj = nn.Conv2d(in_channels, dim, 1)
+        self.pos = nn.Parameter(torch.zeros(1, dim, *grid))
+        self.film = nn.Linear(text_dim, 2 * dim)
+        self.conv = nn.Sequential(nn.GELU(), nn.Conv2d(dim, dim, 3, padding=1), nn.GELU())
+        self.query = nn.Linear(text_dim, dim)
+        self.out = nn.Linear(2 * dim, out_dim)
+
+    def forward(self, x: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+        # x (n, c, h, w); text (n, text_dim) pooled instruction -> (n, out_dim)
+        h = self.proj(x)
+        if h.shape[-2:] == self.pos.shape[-2:]:
+            h = h + self.pos
+        gamma, beta = self.film(text).chunk(2, dim=-1)
+        h = h * (1 + gamma[..., None, None]) + beta[..., None, None]
+        h = self.conv(h).flatten(2)  # (n, dim, h*w)
+        attn = torch.einsum("nd,ndp->np", self.query(text), h) / math.sqrt(h.shape[1])
+        pooled = torch.einsum("np,ndp->nd", attn.softmax(-1), h)
+        return self.out(torch.cat([pooled, h.mean(-1)], dim=-1))
+
+
+class Autorater(nn.Module):
+    """A video-language autorater. ``save_pretrained`` / ``from_pretrained`` round-trip a model folder."""
+
+    def __init__(self, config: AutoraterConfig):
+        super().__init__()
+        self.config = config
+        d = config.hidden_size
+        self.frame_encoder = create_frame_encoder(config)
+        self.text_encoder = create_text_encoder(config)
+        self.text_proj = nn.Linear(self.text_encoder.out_dim, d)
+        self.blank_text = nn.Parameter(torch.zeros(1, 1, d))  # the instruction-blind model's only "token"
+        c = self.frame_encoder.out_channels * (2 if config.frame_diff else 1)
+        grid = self._grid_size()
+        self.spatial = SpatialFiLM(c, config.spatial_size, d, d, grid)
+        self.time_proj = nn.Linear(d, d)
+        self.phase = nn.Embedding(2, d)  # 0 = replayed context (before takeover), 1 = the agent alone
+        self.cls = nn.Parameter(torch.zeros(1, 1, d))
+        layer = nn.TransformerDecoderLayer(d, config.num_heads, 2 * d, config.dropout, batch_first=True,
+                                           norm_first=True, activation="gelu")
+        self.fusion = nn.TransformerDecoder(layer, config.num_layers, norm=nn.LayerNorm(d))
+        self.success_head = nn.Linear(d, 1)
+        self.match_head = nn.Linear(d, 1)
+        self.failure_head = nn.Linear(d, max(1, len(config.failure_modes)))
+        self.marker_head = nn.Linear(d, 1)
+        self.end_head = nn.Linear(d, 1)
+
+    def _grid_size(self) -> tuple[int, int]:
+        with torch.no_grad():
+            probe = torch.zeros(1, 1, self.config.image_size, self.config.image_size, 3, dtype=torch.uint8)
+            return tuple(self.frame_encoder(probe).shape[-2:])
+
+    # -- forward ------------------------------------------------------------------------------
+    def encode_text(self, instructions: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(tokens (b, l, d), mask (b, l)); a single learned blank token when the instruction is not used."""
+        if not self.config.use_instruction:
+            b = len(instructions)
+            return self.blank_text.expand(b, 1, -1), torch.ones(b, 1, dtype=torch.bool)
+        tokens, mask = self.text_encoder(instructions)
+        return self.text_proj(tokens), mask
+
+    def forward(self, times_s: torch.Tensor, takeover_s: torch.Tensor, instructions: list[str],
+                frames: torch.Tensor | None = None, features: torch.Tensor | None = None,
+                targets: Targets | None = None) -> AutoraterOutput:
+        """Rate a batch of clips.
+
+        Args:
+            times_s: (b, t) time of each sampled frame, seconds from the first frame.
+            takeover_s: (b,) when the agent takes over, seconds.
+            instructions: b instructions.
+            frames: (b, t, H, W, 3) uint8; or pass ``features`` from the frame encoder (b, t, c, h, w).
+            targets: when given, the output carries the loss.
+        """
+        if features is None:
+            features = self.frame_encoder(frames)
+        features = features.float()
+        b, t = features.shape[:2]
+        if self.config.frame_diff:
+            diff = features - torch.cat([features[:, :1], features[:, :-1]], dim=1)
+            features = torch.cat([features, diff], dim=2)
+        text, mask = self.encode_text(instructions)  # (b, l, d)
+        pooled = (text * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
+        frame_tokens = self.spatial(features.flatten(0, 1), pooled.repeat_interleave(t, 0)).view(b, t, -1)
+        after = (times_s >= takeover_s[:, None]).long()
+        x = frame_tokens + self.time_proj(time_embedding(times_s, frame_tokens.shape[-1])) + self.phase(after)
+        x = torch.cat([self.cls.expand(b, 1, -1), x], dim=1)
+        x = self.fusion(x, text, memory_key_padding_mask=~mask)
+        cls, frames_out = x[:, 0], x[:, 1:]
+        out = AutoraterOutput(
+            success_logit=self.success_head(cls).squeeze(-1),
+            marker_logits=torch.cat([self.marker_head(frames_out).squeeze(-1), self.end_head(cls)], dim=-1),
+            failure_logits=self.failure_head(cls),
+            match_logit=self.match_head(cls).squeeze(-1))
+        if targets is not None:
+            out.losses = self.losses(out, targets)
+            w = targets.weights
+            out.loss = sum(wi * out.losses[k] for wi, k in zip(w, ("success", "marker", "failure", "match")))
+        return out
+
+    def losses(self, out: AutoraterOutput, tg: Targets) -> dict[str, torch.Tensor]:
+        own = tg.match > 0.5
+        zero = out.success_logit.sum() * 0
+        losses = {"match": F.binary_cross_entropy_with_logits(out.match_logit, tg.match.float())}
+        losses["success"] = F.binary_cross_entropy_with_logits(out.success_logit[own], tg.success[own].float()) \
+            if own.any() else zero
+        has_marker = own & (tg.marker_index >= 0)
+        losses["marker"] = self.marker_loss(out.marker_logits[has_marker], tg.marker_index[has_marker]) \
+            if has_marker.any() else zero
+        has_mode = own & (tg.failure_mode >= 0)
+        losses["failure"] = F.cross_entropy(out.failure_logits[has_mode], tg.failure_mode[has_mode]) \
+            if has_mode.any() else zero
+        return losses
+
+    def marker_loss(self, logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy against a soft target (a 1-frame Gaussian), or per-frame BCE for "crossing"."""
+        n = logits.shape[-1]
+        pos = torch.arange(n, dtype=torch.float32)
+        if self.config.marker_head == "crossing":
+            reached = (pos[None, :-1] >= index[:, None]).float()  # 1 from the marker frame on
+            return F.binary_cross_entropy_with_logits(logits[:, :-1], reached)
+        target = torch.exp(-0.5 * (pos[None] - index[:, None].float()) ** 2)
+        end = index == n - 1
+        target[end] = F.one_hot(index[end], n).float()  # "end of video" is its own bin
+        target[~end, -1] = 0
+        target = target / target.sum(-1, keepdim=True)
+        return -(target * logits.log_softmax(-1)).sum(-1).mean()
+
+    # -- decoding -----------------------------------------------------------------------------
+    def decode_marker(self, marker_logits: torch.Tensor, times_s: torch.Tensor, duration_s: torch.Tensor):
+        """Marker time (s) and its uncertainty (s, the spread of the distribution) per clip.
+
+        Args:
+            marker_logits: (b, t + 1).
+            times_s: (b, t) sampled frame times.
+            duration_s: (b,) video durations ("end" bin time).
+        """
+        bins = torch.cat([times_s, duration_s[:, None]], dim=1)  # (b, t + 1)
+        if self.config.marker_head == "crossing":
+            reached = torch.sigmoid(marker_logits[:, :-1]) >= 0.5
+            first = torch.where(reached.any(1), reached.float().argmax(1), torch.full_like(duration_s, -1).long())
+            idx = torch.where(first >= 0, first, torch.full_like(first, times_s.shape[1]))
+            p = torch.sigmoid(marker_logits[:, :-1])
+            spread = (p * (1 - p)).sum(1) / times_s.shape[1] * (duration_s)  # rough: width of the ramp
+            return bins.gather(1, idx[:, None]).squeeze(1), spread
+        probs = marker_logits.softmax(-1)
+        idx = probs.argmax(-1)
+        marker = bins.gather(1, idx[:, None]).squeeze(1)
+        mean = (probs * bins).sum(-1)
+        spread = ((probs * (bins - mean[:, None]) ** 2).sum(-1)).sqrt()
+        return marker, spread
+
+    # -- folders ------------------------------------------------------------------------------
+    def trainable_state_dict(self) -> dict[str, torch.Tensor]:
+        """Everything but the frozen pretrained encoders (they are rebuilt from their packages)."""
+        skip = [name for name, m in (("frame_encoder.", self.frame_encoder), ("text_encoder.", self.text_encoder))
+                if getattr(m, "frozen", False)]
+        return {k: v.detach().contiguous() for k, v in self.state_dict().items()
+                if not any(k.startswith(s) for s in skip)}
+
+    def save_pretrained(self, path: str | Path, metadata: dict | None = None) -> Path:
+        """Write ``config.json`` + ``model.safetensors`` (+ ``metadata.json``). No pickle."""
+        from safetensors.torch import save_file
+
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.config.save(path / "config.json")
+        save_file(self.trainable_state_dict(), str(path / "model.safetensors"),
+                  metadata={"format": "autorater", "encoder": self.config.encoder})
+        if metadata is not None:
+            (path / "metadata.json").write_text(json.dumps(metadata, indent=1, default=str) + "\n")
+        return path
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path) -> "Autorater":
+        """Load a model folder. Reads JSON and safetensors only: loading can never run code."""
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        path = Path(path)
+        if not (path / "config.json").is_file() or not (path / "model.safetensors").is_file():
+            raise FileNotFoundError(f"{path} is not a model folder: it needs config.json and model.safetensors "
+                                    f"(written by `autorater train` or Autorater.save_pretrained)")
+        model = cls(AutoraterConfig.load(path / "config.json"))
+        try:
+            state = load_file(str(path / "model.safetensors"))
+        except (SafetensorError, OSError, ValueError) as err:
+            raise ValueError(f"cannot read {path / 'model.safetensors'}: {err} (fix: the file is damaged; "
+                             f"restore it from the MLflow artifact or retrain)") from None
+        expected = model.trainable_state_dict()
+        missing, extra = set(expected) - set(state), set(state) - set(expected)
+        bad = [k for k in set(expected) & set(state) if state[k].shape != expected[k].shape]
+        if missing or extra or bad:
+            raise ValueError(f"{path / 'model.safetensors'} does not match config.json: missing "
+                             f"{sorted(missing)[:3]}, unexpected {sorted(extra)[:3]}, wrong shape {sorted(bad)[:3]} "
+                             f"(fix: keep the config.json that was saved with these weights)")
+        model.load_state_dict(state, strict=False)
+        return model.eval()
+
+
+__all__ = ["Autorater", "AutoraterOutput", "Targets", "PRESETS"]

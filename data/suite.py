@@ -1,0 +1,461 @@
+"""The suite format, version 1 (``shared/SUITE_FORMAT.md``): typed records, reading, validation, writing.
+
+A suite is a folder of JSON Lines files plus videos. Reading never stops at the first problem: every
+rule is checked and every problem is reported with its file, line and fix, so a team can repair a
+suite in one pass.
+
+Example:
+    >>> suite = Suite.load("my-suite")                      # doctest: +SKIP
+    >>> suite.instruction_of("c000913")                     # doctest: +SKIP
+    'put the red box next to the grey key'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Iterable, Iterator
+
+FORMAT = "autorater-suite"
+FORMAT_VERSION = 1
+OUTCOMES = ("success", "failure")
+
+SUITE_FILE = "suite.json"
+SCENARIOS_FILE = "scenarios.jsonl"
+CONTINUATIONS_FILE = "continuations.jsonl"
+ANNOTATIONS_FILE = "annotations.jsonl"
+REFERENCES_FILE = "references.jsonl"
+
+
+# ----------------------------------------------------------------------------------------------
+# Records
+
+
+@dataclass
+class SuiteInfo:
+    name: str
+    version: str
+    description: str = ""
+    created_at: str | None = None
+    source: dict = field(default_factory=dict)
+    format: str = FORMAT
+    format_version: int = FORMAT_VERSION
+    extra: dict = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Scenario:
+    scenario_id: str
+    instruction: str
+    category: str
+    tags: list[str] = field(default_factory=list)
+    takeover_s: float = 0.0
+    metadata: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Continuation:
+    continuation_id: str
+    scenario_id: str
+    agent_id: str
+    video: str  # relative to the suite folder
+    takeover_s: float | None = None  # overrides the scenario's
+    metadata: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Annotation:
+    continuation_id: str
+    annotator_id: str
+    outcome: str  # "success" | "failure"
+    marker_s: float | None = None
+    failure_mode: str | None = None
+    created_at: str | None = None
+    source: str = "human"
+    extra: dict = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Reference:
+    continuation_id: str
+    outcome: str
+    marker_s: float | None = None
+    failure_mode: str | None = None
+    extra: dict = field(default_factory=dict, repr=False)
+
+
+# Field rules: name -> (required, accepted python types, default). bool is never a number here.
+_NUM = (int, float)
+_OPT_NUM = (int, float, type(None))
+_OPT_STR = (str, type(None))
+_SCHEMAS: dict[type, dict[str, tuple[bool, tuple]]] = {
+    SuiteInfo: {"format": (True, (str,)), "format_version": (True, (int,)), "name": (True, (str,)),
+                "version": (True, (str,)), "description": (False, (str,)),
+                "created_at": (False, _OPT_STR), "source": (False, (dict,))},
+    Scenario: {"scenario_id": (True, (str,)), "instruction": (True, (str,)), "category": (True, (str,)),
+               "tags": (False, (list,)), "takeover_s": (False, _NUM), "metadata": (False, (dict,))},
+    Continuation: {"continuation_id": (True, (str,)), "scenario_id": (True, (str,)),
+                   "agent_id": (True, (str,)), "video": (True, (str,)),
+                   "takeover_s": (False, _OPT_NUM), "metadata": (False, (dict,))},
+    Annotation: {"continuation_id": (True, (str,)), "annotator_id": (True, (str,)),
+                 "outcome": (True, (str,)), "marker_s": (False, _OPT_NUM),
+                 "failure_mode": (False, _OPT_STR), "created_at": (False, _OPT_STR),
+                 "source": (False, (str,))},
+    Reference: {"continuation_id": (True, (str,)), "outcome": (True, (str,)),
+                "marker_s": (False, _OPT_NUM), "failure_mode": (False, _OPT_STR)},
+}
+
+
+def record_to_dict(record) -> dict:
+    """A record as the JSON object the format writes (unknown fields kept, None optionals kept)."""
+    out = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name != "extra"}
+    if isinstance(record, SuiteInfo):  # the format's own fields first, as in the spec
+        out = {"format": out.pop("format"), "format_version": out.pop("format_version"), **out}
+    return {**out, **record.extra}
+
+
+# ----------------------------------------------------------------------------------------------
+# Problems
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One broken rule: where it is and how to fix it."""
+
+    file: str
+    line: int | None  # 1-based; None for whole-file problems
+    message: str
+    fix: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.message}" + (f" (fix: {self.fix})" if self.fix else "")
+
+
+class SuiteFormatError(ValueError):
+    """A suite breaks the format. ``problems`` lists every broken rule."""
+
+    def __init__(self, problems: list[Problem], root: str | os.PathLike = ""):
+        self.problems = problems
+        head = f"{len(problems)} problem(s) in suite {root}" if root else f"{len(problems)} problem(s)"
+        shown = "\n  ".join(str(p) for p in problems[:50])
+        more = f"\n  ... and {len(problems) - 50} more" if len(problems) > 50 else ""
+        super().__init__(f"{head}:\n  {shown}{more}")
+
+
+def _parse_record(cls, obj: Any, file: str, line: int | None, problems: list[Problem]):
+    """Build ``cls`` from a decoded JSON object, appending a Problem per broken rule."""
+    if not isinstance(obj, dict):
+        problems.append(Problem(file, line, f"expected a JSON object, got {type(obj).__name__}",
+                                "write one JSON object per line"))
+        return None
+    schema = _SCHEMAS[cls]
+    ok = True
+    for name, (required, types) in schema.items():
+        if name not in obj:
+            if required:
+                problems.append(Problem(file, line, f"missing required field '{name}'",
+                                        f"add \"{name}\" ({_type_names(types)})"))
+                ok = False
+            continue
+        value = obj[name]
+        if isinstance(value, bool) or not isinstance(value, types):
+            problems.append(Problem(file, line, f"field '{name}' must be {_type_names(types)}, "
+                                                f"got {json.dumps(value)[:60]}",
+                                    f"write '{name}' as {_type_names(types)}"))
+            ok = False
+        elif isinstance(value, float) and not math.isfinite(value):
+            problems.append(Problem(file, line, f"field '{name}' is not a finite number",
+                                    f"write a finite number for '{name}'"))
+            ok = False
+    if not ok:
+        return None
+    known = {k: obj[k] for k in schema if k in obj}
+    if "takeover_s" in known and known["takeover_s"] is not None:
+        known["takeover_s"] = float(known["takeover_s"])
+    if "marker_s" in known and known["marker_s"] is not None:
+        known["marker_s"] = float(known["marker_s"])
+    extra = {k: v for k, v in obj.items() if k not in schema}
+    return cls(**known, extra=extra)
+
+
+def _type_names(types: tuple) -> str:
+    names = {int: "an integer", float: "a number", str: "a string", list: "a list", dict: "an object",
+             type(None): "null"}
+    return " or ".join(dict.fromkeys(names[t] for t in types))
+
+
+def read_jsonl(path: Path, cls, problems: list[Problem], label: str | None = None) -> list:
+    """Read a JSON Lines file of records, appending problems (bad UTF-8, bad JSON, bad fields)."""
+    label = label or path.name
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        problems.append(Problem(label, None, f"cannot read: {err.strerror}", "check the file exists"))
+        return []
+    records = []
+    for number, line in enumerate(raw.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line.decode("utf-8"))
+        except UnicodeDecodeError:
+            problems.append(Problem(label, number, "line is not valid UTF-8", "save the file as UTF-8"))
+            continue
+        except json.JSONDecodeError as err:
+            problems.append(Problem(label, number, f"invalid JSON: {err.msg} (column {err.colno})",
+                                    "write one complete JSON object per line"))
+            continue
+        record = _parse_record(cls, obj, label, number, problems)
+        if record is not None:
+            record.extra["_line"] = number  # where it came from, for later messages; never written
+            records.append(record)
+    return records
+
+
+def write_jsonl(path: str | os.PathLike, records: Iterable) -> None:
+    """Write records (dataclasses or dicts) as JSON Lines, atomically (temp file + rename)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for r in records:
+            obj = r if isinstance(r, dict) else record_to_dict(r)
+            obj = {k: v for k, v in obj.items() if not k.startswith("_")}
+            f.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+
+
+def safe_relative_path(value: str) -> bool:
+    """True when ``value`` is a relative POSIX path that stays inside its folder."""
+    p = PurePosixPath(value)
+    return bool(value) and not p.is_absolute() and ".." not in p.parts and "\\" not in value \
+        and not (len(value) > 1 and value[1] == ":")
+
+
+# ----------------------------------------------------------------------------------------------
+# The suite
+
+
+@dataclass
+class Suite:
+    """One suite version in memory. ``Suite.load`` validates; ``suite.write`` writes the format."""
+
+    root: Path
+    info: SuiteInfo
+    scenarios: list[Scenario]
+    continuations: list[Continuation]
+    annotations: list[Annotation] = field(default_factory=list)
+    references: list[Reference] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.root = Path(self.root)
+        self._index()
+
+    def _index(self) -> None:
+        self.scenario_by_id = {s.scenario_id: s for s in self.scenarios}
+        self.continuation_by_id = {c.continuation_id: c for c in self.continuations}
+
+    # -- reading ------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, root: str | os.PathLike, check_videos: bool = False) -> "Suite":
+        """Read and validate a suite folder; raise SuiteFormatError listing every problem.
+
+        Args:
+            root: the suite folder.
+            check_videos: also open every video (slow on big suites; ``validate`` does it).
+        """
+        suite, problems = _load(Path(root), check_videos=check_videos)
+        if problems:
+            raise SuiteFormatError(problems, root)
+        return suite
+
+    def video_path(self, continuation_id: str) -> Path:
+        return self.root / self.continuation_by_id[continuation_id].video
+
+    def scenario_of(self, continuation_id: str) -> Scenario:
+        return self.scenario_by_id[self.continuation_by_id[continuation_id].scenario_id]
+
+    def instruction_of(self, continuation_id: str) -> str:
+        return self.scenario_of(continuation_id).instruction
+
+    def takeover_of(self, continuation_id: str) -> float:
+        c = self.continuation_by_id[continuation_id]
+        return c.takeover_s if c.takeover_s is not None else self.scenario_of(continuation_id).takeover_s
+
+    def continuation_ids(self) -> list[str]:
+        return [c.continuation_id for c in self.continuations]
+
+    def get(self, continuation_id: str) -> Continuation:
+        """The continuation with this id; a KeyError that names the id and the suite otherwise."""
+        try:
+            return self.continuation_by_id[continuation_id]
+        except KeyError:
+            raise KeyError(f"unknown continuation_id {continuation_id!r} in suite {self.root} "
+                           f"(it is not in {CONTINUATIONS_FILE})") from None
+
+    # -- writing ------------------------------------------------------------------------------
+    def write(self, root: str | os.PathLike | None = None) -> Path:
+        """Write the JSON files of the suite to ``root`` (default: its own root). Videos are not copied."""
+        root = Path(root) if root is not None else self.root
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = root / (SUITE_FILE + ".tmp")
+        tmp.write_text(json.dumps(record_to_dict(self.info), indent=1, ensure_ascii=False) + "\n",
+                       encoding="utf-8")
+        os.replace(tmp, root / SUITE_FILE)
+        write_jsonl(root / SCENARIOS_FILE, self.scenarios)
+        write_jsonl(root / CONTINUATIONS_FILE, self.continuations)
+        if self.annotations:
+            write_jsonl(root / ANNOTATIONS_FILE, self.annotations)
+        if self.references:
+            write_jsonl(root / REFERENCES_FILE, self.references)
+        return root
+
+
+def iter_problems(root: str | os.PathLike, check_videos: bool = True) -> Iterator[Problem]:
+    _, problems = _load(Path(root), check_videos=check_videos)
+    yield from problems
+
+
+def validate_suite(root: str | os.PathLike, check_videos: bool = True, progress: bool = False) -> list[Problem]:
+    """Check every rule of the format; return all problems (empty when the suite is valid).
+
+    Args:
+        root: the suite folder.
+        check_videos: open every video: it must exist, decode, and every marker must lie inside it.
+        progress: show a progress bar while checking videos.
+    """
+    _, problems = _load(Path(root), check_videos=check_videos, progress=progress)
+    return problems
+
+
+def _load(root: Path, check_videos: bool, progress: bool = False) -> tuple[Suite | None, list[Problem]]:
+    problems: list[Problem] = []
+    if not root.is_dir():
+        return None, [Problem(str(root), None, "suite folder does not exist", "pass the folder that holds suite.json")]
+    info = _read_info(root / SUITE_FILE, problems)
+    scenarios = _unique(read_jsonl(root / SCENARIOS_FILE, Scenario, problems), "scenario_id",
+                        SCENARIOS_FILE, problems)
+    continuations = _unique(read_jsonl(root / CONTINUATIONS_FILE, Continuation, problems),
+                            "continuation_id", CONTINUATIONS_FILE, problems)
+    annotations = read_jsonl(root / ANNOTATIONS_FILE, Annotation, problems) \
+        if (root / ANNOTATIONS_FILE).exists() else []
+    references = _unique(read_jsonl(root / REFERENCES_FILE, Reference, problems), "continuation_id",
+                         REFERENCES_FILE, problems) if (root / REFERENCES_FILE).exists() else []
+
+    for s in scenarios:
+        line = s.extra.get("_line")
+        if not s.instruction.strip():
+            problems.append(Problem(SCENARIOS_FILE, line, f"scenario {s.scenario_id!r} has an empty instruction",
+                                    "write the instruction the agent was given"))
+        if s.takeover_s < 0:
+            problems.append(Problem(SCENARIOS_FILE, line, f"takeover_s {s.takeover_s} is negative",
+                                    "takeover_s is seconds from the first frame, >= 0"))
+        if not all(isinstance(t, str) for t in s.tags):
+            problems.append(Problem(SCENARIOS_FILE, line, "tags must be a list of strings", "quote each tag"))
+    scenario_ids = {s.scenario_id for s in scenarios}
+    for c in continuations:
+        line = c.extra.get("_line")
+        if c.scenario_id not in scenario_ids:
+            problems.append(Problem(CONTINUATIONS_FILE, line, f"unknown scenario_id {c.scenario_id!r}",
+                                    f"add the scenario to {SCENARIOS_FILE} or correct the id"))
+        if not safe_relative_path(c.video):
+            problems.append(Problem(CONTINUATIONS_FILE, line, f"video path {c.video!r} leaves the suite folder",
+                                    "use a path relative to the suite folder, without '..'"))
+        if c.takeover_s is not None and c.takeover_s < 0:
+            problems.append(Problem(CONTINUATIONS_FILE, line, f"takeover_s {c.takeover_s} is negative",
+                                    "takeover_s is seconds from the first frame, >= 0"))
+    continuation_ids = {c.continuation_id for c in continuations}
+    for file, records in ((ANNOTATIONS_FILE, annotations), (REFERENCES_FILE, references)):
+        for r in records:
+            line = r.extra.get("_line")
+            if r.continuation_id not in continuation_ids:
+                problems.append(Problem(file, line, f"unknown continuation_id {r.continuation_id!r}",
+                                        f"add the continuation to {CONTINUATIONS_FILE} or correct the id"))
+            if r.outcome not in OUTCOMES:
+                problems.append(Problem(file, line, f"outcome {r.outcome!r} is not allowed",
+                                        "write \"success\" or \"failure\""))
+            if r.marker_s is not None and r.marker_s < 0:
+                problems.append(Problem(file, line, f"marker_s {r.marker_s} is negative",
+                                        "markers are seconds from the first frame, >= 0"))
+
+    suite = None
+    if info is not None:
+        suite = Suite(root, info, scenarios, continuations, annotations, references)
+        if check_videos and not any(p.file == CONTINUATIONS_FILE and "video path" in p.message for p in problems):
+            problems.extend(_check_videos(suite, progress))
+    return suite, problems
+
+
+def _read_info(path: Path, problems: list[Problem]) -> SuiteInfo | None:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        problems.append(Problem(SUITE_FILE, None, "missing", f"write {SUITE_FILE} with format, format_version, "
+                                                             "name and version"))
+        return None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        problems.append(Problem(SUITE_FILE, None, f"not valid UTF-8 JSON: {err}", "write one JSON object"))
+        return None
+    info = _parse_record(SuiteInfo, obj, SUITE_FILE, None, problems)
+    if info is not None:
+        if info.format != FORMAT:
+            problems.append(Problem(SUITE_FILE, None, f"format is {info.format!r}", f"write \"format\": \"{FORMAT}\""))
+        if info.format_version != FORMAT_VERSION:
+            problems.append(Problem(SUITE_FILE, None, f"format_version {info.format_version} is not supported",
+                                    f"this reader knows format_version {FORMAT_VERSION}"))
+    return info
+
+
+def _unique(records: list, key: str, file: str, problems: list[Problem]) -> list:
+    seen: dict[str, int] = {}
+    out = []
+    for r in records:
+        value = getattr(r, key)
+        if value in seen:
+            problems.append(Problem(file, r.extra.get("_line"), f"duplicate {key} {value!r} "
+                                                                 f"(first on line {seen[value]})",
+                                    "give every record its own id"))
+            continue
+        seen[value] = r.extra.get("_line")
+        out.append(r)
+    return out
+
+
+def _check_videos(suite: Suite, progress: bool) -> list[Problem]:
+    from data.video import VideoError, video_info
+
+    problems = []
+    markers: dict[str, list[tuple[str, int | None, float]]] = {}
+    for file, records in ((ANNOTATIONS_FILE, suite.annotations), (REFERENCES_FILE, suite.references)):
+        for r in records:
+            if r.marker_s is not None:
+                markers.setdefault(r.continuation_id, []).append((file, r.extra.get("_line"), r.marker_s))
+    items = suite.continuations
+    if progress:
+        from tqdm import tqdm
+        items = tqdm(items, desc="checking videos", unit="video")
+    for c in items:
+        line = c.extra.get("_line")
+        try:
+            info = video_info(suite.root / c.video)
+        except VideoError as err:
+            problems.append(Problem(CONTINUATIONS_FILE, line, f"continuation {c.continuation_id!r}: {err}",
+                                    "re-export the video, or fix the 'video' path"))
+            continue
+        takeover = suite.takeover_of(c.continuation_id) if c.scenario_id in suite.scenario_by_id else 0.0
+        if takeover > info.duration_s:
+            problems.append(Problem(CONTINUATIONS_FILE, line, f"takeover at {takeover:.3f} s is after the end of "
+                                                              f"the video ({info.duration_s:.3f} s)",
+                                    "takeover_s is seconds from the first frame"))
+        for file, mline, marker in markers.get(c.continuation_id, []):
+            if marker > info.duration_s + 1e-6:
+                problems.append(Problem(file, mline, f"marker_s {marker:.3f} is after the end of video "
+                                                     f"{c.video} ({info.duration_s:.3f} s)",
+                                        "markers are seconds from the first frame; a timeout is marked at the end"))
+    return problems

@@ -1,0 +1,114 @@
+"""A feature cache: each video is decoded (and, for a frozen encoder, encoded) once, then re-used.
+
+Entries are keyed by the video's content (SHA-1 of its bytes) and by everything that changes the
+features (encoder, stage, image size, frames sampled), and stored as safetensors files under
+``root/<key>/<sha1>.safetensors``. For a trainable encoder the cache holds the decoded frames.
+
+Example:
+    >>> cache = FeatureCache("runs/cache")                              # doctest: +SKIP
+    >>> batch = cache.load(model, paths)   # second call reads from disk  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from autorater.config import AutoraterConfig
+from autorater.model import Autorater
+from data.video import VideoError, read_video
+
+
+@dataclass
+class CachedClips:
+    """Inputs of the model after the frame encoder, for n clips (rows aligned with the paths asked for)."""
+
+    features: torch.Tensor  # (n, t, c, h, w) float16 features, or (n, t, H, W, 3) uint8 frames
+    times_s: torch.Tensor  # (n, t) float32
+    durations_s: torch.Tensor  # (n,) float32
+    is_frames: bool  # True when ``features`` holds decoded frames (trainable encoder)
+    errors: dict[int, str]  # row -> message for videos that could not be decoded (their rows are zeros)
+
+
+def cache_key(config: AutoraterConfig, frozen: bool) -> str:
+    if frozen:
+        return f"{config.encoder}-stage{config.encoder_stage}-{config.image_size}px-{config.num_frames}f"
+    return f"frames-{config.image_size}px-{config.num_frames}f"
+
+
+def content_hash(path: str | Path) -> str:
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class FeatureCache:
+    """Disk cache of encoder outputs (or decoded frames), keyed by video content and encoder."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.hits = 0
+        self.misses = 0
+
+    def load(self, model: Autorater, paths: Sequence[str | Path], batch_size: int = 32,
+             progress: bool = False) -> CachedClips:
+        """Features for every path, computing and storing the missing ones."""
+        from safetensors.torch import load_file, save_file
+
+        cfg = model.config
+        frozen = getattr(model.frame_encoder, "frozen", False)
+        folder = self.root / cache_key(cfg, frozen)
+        folder.mkdir(parents=True, exist_ok=True)
+        hashes, errors = [], {}
+        for i, p in enumerate(paths):
+            try:
+                hashes.append(content_hash(p))
+            except OSError as err:
+                hashes.append(None)
+                errors[i] = f"video not found or unreadable: {p} ({err.strerror})"
+        todo = [i for i, h in enumerate(hashes) if h is not None and not (folder / f"{h}.safetensors").exists()]
+        self.misses += len(todo)
+        self.hits += sum(h is not None for h in hashes) - len(todo)
+        bar = None
+        if progress and todo:
+            from tqdm import tqdm
+            bar = tqdm(total=len(todo), desc=f"encoding ({cache_key(cfg, frozen)})", unit="video")
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start:start + batch_size]
+            clips = {}
+            for i in chunk:
+                try:
+                    clips[i] = read_video(paths[i], num_frames=cfg.num_frames, size=cfg.image_size)
+                except VideoError as err:
+                    errors[i] = str(err)
+            if clips:
+                frames = torch.from_numpy(np.stack([c.frames for c in clips.values()]))
+                out = model.frame_encoder(frames).to(torch.float16) if frozen else frames
+                for (i, clip), value in zip(clips.items(), out):
+                    tmp = folder / f"{hashes[i]}.{os.getpid()}.tmp"
+                    save_file({"x": value.contiguous(), "times_s": torch.from_numpy(clip.times_s.astype(np.float32)),
+                               "duration_s": torch.tensor([clip.info.duration_s], dtype=torch.float32)}, str(tmp))
+                    os.replace(tmp, folder / f"{hashes[i]}.safetensors")
+            if bar is not None:
+                bar.update(len(chunk))
+        if bar is not None:
+            bar.close()
+        rows = [None if i in errors else load_file(str(folder / f"{h}.safetensors")) for i, h in enumerate(hashes)]
+        template = next((r for r in rows if r is not None), None)
+        if template is None:
+            raise VideoError(f"none of the {len(paths)} videos could be decoded; first error: "
+                             f"{next(iter(errors.values()), '')}")
+        fill = {k: torch.zeros_like(v) for k, v in template.items()}
+        rows = [r if r is not None else fill for r in rows]
+        return CachedClips(features=torch.stack([r["x"] for r in rows]),
+                           times_s=torch.stack([r["times_s"] for r in rows]),
+                           durations_s=torch.cat([r["duration_s"] for r in rows]),
+                           is_frames=not frozen, errors=errors)

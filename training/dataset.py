@@ -1,0 +1,102 @@
+"""Training examples from suites: aggregated human labels joined to the videos' instructions and times.
+
+The model learns from the annotators' aggregate (Dawid-Skene posterior as a soft label by default),
+never from a suite's reference episodes (they are kept to calibrate and measure it).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from data.labels import aggregate, label_table
+from data.suite import Suite
+
+
+@dataclass
+class Examples:
+    """Parallel lists/arrays, one row per labelled continuation."""
+
+    suite_index: list[int] = field(default_factory=list)  # which suite of the list each row comes from
+    continuation_ids: list[str] = field(default_factory=list)
+    scenario_keys: list[str] = field(default_factory=list)  # "<suite>/<scenario_id>", for grouped splits
+    video_paths: list[str] = field(default_factory=list)
+    instructions: list[str] = field(default_factory=list)
+    categories: list[str] = field(default_factory=list)
+    takeover_s: list[float] = field(default_factory=list)
+    p_success: list[float] = field(default_factory=list)  # soft label
+    marker_s: list[float] = field(default_factory=list)  # NaN when no marker
+    failure_mode: list[str | None] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.continuation_ids)
+
+    def subset(self, rows: Sequence[int]) -> "Examples":
+        return Examples(**{k: [getattr(self, k)[i] for i in rows] for k in self.__dataclass_fields__})
+
+
+def _majority_failure_mode(table: pd.DataFrame) -> pd.Series:
+    modes = table[(table["outcome"] == "failure") & table["failure_mode"].notna()]
+    return modes.groupby("continuation_id")["failure_mode"].agg(lambda s: Counter(s).most_common(1)[0][0])
+
+
+def build_examples(suites: Sequence[Suite], aggregation: str = "dawid_skene", exclude_references: bool = True,
+                   ids: Sequence[set[str] | None] | None = None) -> Examples:
+    """Join aggregated annotations to the continuations of each suite.
+
+    Args:
+        suites: training suites.
+        aggregation: ``dawid_skene`` (soft posterior) or ``majority`` (share of success votes).
+        exclude_references: leave out the suites' reference episodes.
+        ids: optional per-suite sets of continuation ids to keep.
+    """
+    ex = Examples()
+    for si, suite in enumerate(suites):
+        table = label_table(suite.annotations)
+        if table.empty:
+            continue
+        agg = aggregate(table, aggregation)
+        modes = _majority_failure_mode(table)
+        refs = {r.continuation_id for r in suite.references} if exclude_references else set()
+        keep = ids[si] if ids is not None else None
+        for c in suite.continuations:
+            cid = c.continuation_id
+            if cid not in agg.index or cid in refs or (keep is not None and cid not in keep):
+                continue
+            scenario = suite.scenario_by_id[c.scenario_id]
+            ex.suite_index.append(si)
+            ex.continuation_ids.append(cid)
+            ex.scenario_keys.append(f"{si}/{c.scenario_id}")
+            ex.video_paths.append(str(suite.root / c.video))
+            ex.instructions.append(scenario.instruction)
+            ex.categories.append(scenario.category)
+            ex.takeover_s.append(suite.takeover_of(cid))
+            ex.p_success.append(float(agg.at[cid, "p_success"]))
+            ex.marker_s.append(float(agg.at[cid, "marker_s"]))
+            ex.failure_mode.append(modes.get(cid))
+    if not len(ex):
+        raise ValueError("no labelled continuations to train on: the suites have no annotations.jsonl "
+                         "(or every annotated continuation is a reference episode)")
+    return ex
+
+
+def marker_indices(marker_s: np.ndarray, times_s: np.ndarray, durations_s: np.ndarray) -> np.ndarray:
+    """The sampled frame nearest each marker, or ``t`` (the "end" bin) past the last frame; -1 when NaN.
+
+    Args:
+        marker_s: (n,) seconds; times_s: (n, t) sampled frame times; durations_s: (n,).
+    """
+    n, t = times_s.shape
+    out = np.full(n, -1, dtype=np.int64)
+    ok = np.isfinite(marker_s)
+    if not ok.any():
+        return out
+    step = np.where(t > 1, times_s[:, -1] - times_s[:, -2], durations_s)
+    nearest = np.abs(times_s - marker_s[:, None]).argmin(1)
+    end = marker_s > times_s[:, -1] + step / 2
+    out[ok] = np.where(end, t, nearest)[ok]
+    return out

@@ -1,0 +1,287 @@
+"""The training loop: cached encoder features in, a trained Autorater folder out.
+
+Read top to bottom: ``prepare`` (labels, vocabulary, features), ``make_batch`` (targets, instruction
+mismatch negatives, rotations), ``run_epoch``, ``validate``, ``train`` (early stopping on validation
+balanced accuracy). Randomness comes from ``TrainConfig.seed``; library code never prints or starts
+MLflow runs: metrics go to the ``log`` callback.
+
+Example:
+    >>> result = train([Suite.load("suite")], PRESETS["base"], TrainConfig(), out="model")  # doctest: +SKIP
+    >>> result.best["val_balanced_accuracy"]                                                # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from autorater.config import AutoraterConfig
+from autorater.encoders import tokenize_words
+from autorater.model import Autorater, Targets
+from calibration import marker_metrics, outcome_metrics
+from data.splits import split_groups
+from data.suite import Suite
+from training.cache import CachedClips, FeatureCache
+from training.dataset import Examples, build_examples, marker_indices
+
+
+@dataclass
+class TrainConfig:
+    """The training recipe. Defaults are the real recipe."""
+
+    epochs: int = 30
+    batch_size: int = 32
+    lr: float = 1e-3
+    weight_decay: float = 0.02
+    warmup_steps: int = 50
+    patience: int = 8  # epochs without a better validation balanced accuracy before stopping
+    val_share: float = 0.15  # share of scenarios held out for early stopping
+    aggregation: str = "dawid_skene"  # or "majority"
+    mismatch_share: float = 0.5  # extra rows per batch pairing a video with another scenario's instruction
+    success_weight: float = 1.0
+    marker_weight: float = 0.5
+    failure_weight: float = 0.2
+    match_weight: float = 0.5
+    rotate: bool = True  # random 90-degree rotations of the top-down view (never mirror: "left" must stay left)
+    seed: int = 0
+    cache_dir: str = "runs/cache"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        if set(d) - names:
+            raise ValueError(f"unknown TrainConfig field(s) {sorted(set(d) - names)}; known: {sorted(names)}")
+        return cls(**d)
+
+
+@dataclass
+class TrainResult:
+    model: Autorater
+    history: list[dict] = field(default_factory=list)
+    best: dict = field(default_factory=dict)
+    wall_s: float = 0.0
+    n_train: int = 0
+    n_val: int = 0
+
+
+@dataclass
+class _Data:
+    ex: Examples
+    clips: CachedClips
+    marker_index: torch.Tensor  # (n,) long
+    failure_index: torch.Tensor  # (n,) long
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig,
+            progress: bool = False) -> tuple[Autorater, _Data]:
+    """Labels from the annotations, the vocabulary and failure modes, the model, and cached features."""
+    ex = build_examples(suites, aggregation=tc.aggregation)
+    cfg = model_config
+    if cfg.text_encoder == "bow" and not cfg.vocab:
+        cfg = cfg.replace(vocab=sorted({w for t in ex.instructions for w in tokenize_words(t)}))
+    if not cfg.failure_modes:
+        cfg = cfg.replace(failure_modes=sorted({m for m in ex.failure_mode if m}))
+    torch.manual_seed(tc.seed)  # parameter init; the data order has its own generator below
+    model = Autorater(cfg)
+    clips = FeatureCache(tc.cache_dir).load(model, ex.video_paths, progress=progress)
+    if clips.errors:
+        keep = [i for i in range(len(ex)) if i not in clips.errors]
+        ex = ex.subset(keep)
+        clips = CachedClips(clips.features[keep], clips.times_s[keep], clips.durations_s[keep], clips.is_frames, {})
+    marker = marker_indices(np.array(ex.marker_s, dtype=float), clips.times_s.numpy(), clips.durations_s.numpy())
+    index = {m: i for i, m in enumerate(cfg.failure_modes)}
+    failure = [index.get(m, -1) if p < 0.5 else -1 for m, p in zip(ex.failure_mode, ex.p_success)]
+    return model, _Data(ex, clips, torch.from_numpy(marker), torch.tensor(failure, dtype=torch.long))
+
+
+def _rotate(x: torch.Tensor, k: torch.Tensor, spatial_dims: tuple[int, int]) -> torch.Tensor:
+    """Rotate each clip of a batch by its own multiple of 90 degrees over the two spatial dims."""
+    out = x.clone()
+    for r in range(1, 4):
+        rows = (k == r).nonzero().flatten()
+        if len(rows):
+            out[rows] = torch.rot90(x[rows], r, dims=spatial_dims)
+    return out
+
+
+def _mismatch_partners(rows: np.ndarray, data: _Data, share: float, rng: np.random.Generator):
+    """For a share of the batch, another row of the batch whose instruction differs (same category preferred)."""
+    chosen, partners = [], []
+    instr = [data.ex.instructions[r] for r in rows]
+    cats = [data.ex.categories[r] for r in rows]
+    for i in rng.permutation(len(rows))[: int(round(share * len(rows)))]:
+        other = [j for j in range(len(rows)) if instr[j] != instr[i]]
+        same = [j for j in other if cats[j] == cats[i]]
+        pool = same or other
+        if pool:
+            chosen.append(i)
+            partners.append(pool[rng.integers(len(pool))])
+    return chosen, partners
+
+
+def make_batch(data: _Data, rows: np.ndarray, tc: TrainConfig, rng: np.random.Generator | None):
+    """Model inputs and targets for ``rows``; with ``rng``, add mismatch negatives and rotations."""
+    ex, clips = data.ex, data.clips
+    feats = clips.features[rows]
+    instructions = [ex.instructions[r] for r in rows]
+    match = torch.ones(len(rows))
+    idx = torch.as_tensor(rows)
+    if rng is not None:
+        if tc.rotate:
+            dims = (2, 3) if clips.is_frames else (3, 4)
+            feats = _rotate(feats, torch.from_numpy(rng.integers(0, 4, len(rows))), dims)
+        chosen, partners = _mismatch_partners(rows, data, tc.mismatch_share, rng)
+        if chosen:
+            feats = torch.cat([feats, feats[chosen]])
+            instructions += [instructions[j] for j in partners]
+            match = torch.cat([match, torch.zeros(len(chosen))])
+            idx = torch.cat([idx, idx[chosen]])
+    targets = Targets(success=torch.tensor([ex.p_success[i] for i in idx.tolist()], dtype=torch.float32),
+                      marker_index=data.marker_index[idx], failure_mode=data.failure_index[idx], match=match,
+                      weights=(tc.success_weight, tc.marker_weight, tc.failure_weight, tc.match_weight))
+    inputs = {"times_s": clips.times_s[idx], "takeover_s": torch.tensor([ex.takeover_s[i] for i in idx.tolist()]),
+              "instructions": instructions, ("frames" if clips.is_frames else "features"): feats}
+    return inputs, targets
+
+
+def run_epoch(model: Autorater, data: _Data, rows: np.ndarray, tc: TrainConfig, opt, sched,
+              rng: np.random.Generator) -> dict:
+    model.train()
+    totals: dict[str, float] = {}
+    order = rng.permutation(rows)
+    n_batches = 0
+    for start in range(0, len(order), tc.batch_size):
+        inputs, targets = make_batch(data, order[start:start + tc.batch_size], tc, rng)
+        out = model(**inputs, targets=targets)
+        opt.zero_grad(set_to_none=True)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        n_batches += 1
+        for k, v in {"loss": out.loss, **out.losses}.items():
+            totals[k] = totals.get(k, 0.0) + float(v)
+    return {f"train_{k}": v / max(1, n_batches) for k, v in totals.items()}
+
+
+@torch.no_grad()
+def predict_rows(model: Autorater, data: _Data, rows: np.ndarray, batch_size: int = 64) -> dict[str, np.ndarray]:
+    """Model outputs for cached rows (no augmentation, each video with its own instruction)."""
+    from autorater.predict import predict_batch
+
+    parts = []
+    for start in range(0, len(rows), batch_size):
+        r = rows[start:start + batch_size]
+        inputs, _ = make_batch(data, r, TrainConfig(), None)
+        parts.append(predict_batch(model, durations_s=data.clips.durations_s[r].tolist(),
+                                   takeovers_s=inputs.pop("takeover_s").tolist(), **inputs))
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def validate(model: Autorater, data: _Data, rows: np.ndarray) -> dict:
+    """Validation metrics against the aggregated labels of held-out scenarios."""
+    pred = predict_rows(model, data, rows)
+    y = np.array([data.ex.p_success[r] for r in rows]) > 0.5
+    yhat = pred["p_success"] >= 0.5
+    m = outcome_metrics(y.astype(int), yhat.astype(int))
+    truth_marker = np.array([data.ex.marker_s[r] for r in rows])
+    both = y & yhat
+    mk = marker_metrics(truth_marker[both], pred["marker_s"][both])
+    return {"val_balanced_accuracy": m["balanced_accuracy"], "val_accuracy": m["accuracy"],
+            "val_marker_median_abs_error_s": mk["median_abs_error_s"]}
+
+
+def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig | None = None,
+          out: str | Path | None = None, log: Callable[[int, dict], None] | None = None,
+          progress: bool = False, prepared: tuple[Autorater, _Data] | None = None,
+          should_stop: Callable[[int, dict], bool] | None = None) -> TrainResult:
+    """Train an Autorater on the annotations of ``suites``; keep the epoch with the best validation BA.
+
+    Args:
+        suites: training suites (their reference episodes are left out).
+        model_config: the architecture.
+        tc: the recipe.
+        out: write the best model folder here.
+        log: called as ``log(epoch, metrics)`` after every epoch (MLflow, Optuna...).
+        progress: show progress bars.
+        prepared: re-use ``prepare``'s output (tuning trials share one feature cache in memory).
+        should_stop: called after every epoch; True stops (Optuna pruning).
+    """
+    tc = tc or TrainConfig()
+    start = time.time()
+    model, data = prepared if prepared is not None else prepare(suites, model_config, tc, progress)
+    if prepared is not None:  # a fresh model with this trial's architecture, same cached inputs
+        torch.manual_seed(tc.seed)
+        model = Autorater(model_config.replace(vocab=model.config.vocab, failure_modes=model.config.failure_modes))
+    train_rows, val_rows = split_groups(data.ex.scenario_keys, tc.val_share, tc.seed)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
+    steps = tc.epochs * int(np.ceil(len(train_rows) / tc.batch_size))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / tc.warmup_steps) * 0.5 * (1 + np.cos(np.pi * min(1.0, s / max(1, steps)))))
+    rng = np.random.default_rng(tc.seed)
+    result = TrainResult(model=model, n_train=len(train_rows), n_val=len(val_rows))
+    best_state, best_key, bad_epochs = None, None, 0
+    epochs = range(1, tc.epochs + 1)
+    if progress:
+        from tqdm import tqdm
+        epochs = tqdm(epochs, desc="training", unit="epoch")
+    for epoch in epochs:
+        metrics = {**run_epoch(model, data, train_rows, tc, opt, sched, rng), **validate(model, data, val_rows)}
+        metrics["epoch"] = epoch
+        result.history.append(metrics)
+        if log is not None:
+            log(epoch, metrics)
+        if progress:
+            epochs.set_postfix(loss=f"{metrics['train_loss']:.3f}", val_ba=f"{metrics['val_balanced_accuracy']:.3f}")
+        key = (metrics["val_balanced_accuracy"], -metrics["train_loss"])
+        if best_key is None or key[0] > best_key[0]:
+            best_key, best_state, bad_epochs = key, copy.deepcopy(model.state_dict()), 0
+            result.best = dict(metrics)
+        else:
+            bad_epochs += 1
+        if bad_epochs >= tc.patience or (should_stop is not None and should_stop(epoch, metrics)):
+            break
+    model.load_state_dict(best_state)
+    model.eval()
+    result.wall_s = time.time() - start
+    if out is not None:
+        model.save_pretrained(out, metadata={"train_config": tc.to_dict(), "best": result.best,
+                                             "n_train": result.n_train, "n_val": result.n_val,
+                                             "train_suites": [f"{s.info.name}@{s.info.version}" for s in suites],
+                                             "wall_s": round(result.wall_s, 1)})
+    return result
+
+
+def load_config_file(path: str | Path | None) -> tuple[AutoraterConfig, TrainConfig]:
+    """``{"preset": "base", "model": {...}, "train": {...}}`` -> the two configs (all keys optional)."""
+    from autorater.config import PRESETS
+
+    if path is None:
+        return PRESETS["base"], TrainConfig()
+    try:
+        d = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"cannot read config file {path}: {err}") from None
+    unknown = set(d) - {"preset", "model", "train"}
+    if unknown:
+        raise ValueError(f"{path}: unknown top-level key(s) {sorted(unknown)}; use preset, model, train")
+    preset = d.get("preset", "base")
+    if preset not in PRESETS:
+        raise ValueError(f"{path}: unknown preset {preset!r}; known: {sorted(PRESETS)}")
+    model = AutoraterConfig.from_dict({**PRESETS[preset].to_dict(), **d.get("model", {})})
+    return model, TrainConfig.from_dict(d.get("train", {}))
