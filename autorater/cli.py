@@ -61,6 +61,97 @@ def cmd_suite_stats(args) -> int:
 
 
 # ----------------------------------------------------------------------------------------------
+# model
+
+
+def _threads() -> None:
+    import torch
+
+    torch.set_num_threads(max(1, min(os.cpu_count() or 1, 8)))
+
+
+def cmd_train(args) -> int:
+    from data.suite import Suite
+    from training.train import load_config_file, train
+
+    _threads()
+    model_cfg, train_cfg = load_config_file(args.config)
+    if args.epochs is not None:
+        train_cfg.epochs = args.epochs
+    if args.seed is not None:
+        train_cfg.seed = args.seed
+    train_cfg.cache_dir = args.cache_dir
+    suites = [Suite.load(d) for d in args.suite]
+    if args.no_tracking:
+        result = train(suites, model_cfg, train_cfg, out=args.out, progress=not args.quiet)
+    else:
+        from training.tracking import default_tracking_uri, track_training
+
+        uri = args.tracking_uri or default_tracking_uri(args.workdir)
+        result, run_id, version = track_training(uri, args.experiment, args.run_name, model_cfg, train_cfg, suites,
+                                                 out=args.out, progress=not args.quiet)
+        print(f"MLflow run {run_id} ({uri}); registered model autorater version {version}")
+    best = result.best
+    print(f"trained on {result.n_train} continuations ({result.n_val} for validation) in {result.wall_s:.0f} s; "
+          f"best epoch {best.get('epoch')}: validation balanced accuracy {best.get('val_balanced_accuracy'):.3f}")
+    print(f"model written to {args.out}")
+    return 0
+
+
+def _load_model(arg: str, tracking_uri: str | None, workdir: str):
+    from autorater.model import Autorater
+
+    if arg.startswith("models:/"):
+        from training.tracking import default_tracking_uri, resolve_model_arg
+
+        arg = str(resolve_model_arg(arg, tracking_uri or default_tracking_uri(workdir), Path(workdir) / "models"))
+    return Autorater.from_pretrained(arg), Path(arg)
+
+
+def cmd_predict(args) -> int:
+    from autorater.predict import predict_suite
+    from data.suite import Suite, write_jsonl
+
+    _threads()
+    model, model_dir = _load_model(args.model, args.tracking_uri, args.workdir)
+    rows = predict_suite(model, Suite.load(args.suite), model_dir, progress=not args.quiet,
+                         batch_size=args.batch_size)
+    write_jsonl(args.out, rows)
+    errors = [r for r in rows if "error" in r]
+    for r in errors:
+        print(f"warning: {r['continuation_id']}: {r['error']}", file=sys.stderr)
+    print(f"wrote {len(rows) - len(errors)} predictions to {args.out}" +
+          (f" ({len(errors)} videos could not be decoded)" if errors else ""))
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    from autorater.predict import predict_suite
+    from data.suite import Suite
+    from training.evaluate import evaluate, format_report
+
+    _threads()
+    model, model_dir = _load_model(args.model, args.tracking_uri, args.workdir)
+    suite = Suite.load(args.suite)
+    rows = predict_suite(model, suite, model_dir, progress=not args.quiet)
+    golds = [args.gold] if args.gold != "both" else ["references", "truth"]
+    reports = {}
+    for gold in golds:
+        try:
+            reports[gold] = evaluate(suite, rows, gold=gold)
+        except ValueError as err:
+            if args.gold != "both":
+                raise
+            print(f"note: {err}", file=sys.stderr)
+    for report in reports.values():
+        print(format_report(report) + "\n")
+    if args.out:
+        Path(args.out).write_text(json.dumps(reports, indent=1, default=float) + "\n")
+        print(f"report written to {args.out}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
 # demo
 
 
@@ -109,6 +200,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(func=cmd_suite_stats)
+
+    def model_args(p, tracking=True):
+        p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite under --workdir)")
+        p.add_argument("--workdir", default="runs", help="local store for MLflow, caches and downloaded models")
+        p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    p = sub.add_parser("train", help="train an autorater on the annotations of one or more suites")
+    p.add_argument("--suite", action="append", required=True, help="training suite (repeat for several)")
+    p.add_argument("--out", required=True, help="model folder to write")
+    p.add_argument("--config", help='JSON: {"preset": "base", "model": {...}, "train": {...}}')
+    p.add_argument("--epochs", type=int, help="override the recipe's epochs")
+    p.add_argument("--seed", type=int, help="override the recipe's seed")
+    p.add_argument("--cache-dir", default="runs/cache", help="feature cache folder")
+    p.add_argument("--experiment", default="autorater", help="MLflow experiment")
+    p.add_argument("--run-name", default=None)
+    p.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
+    model_args(p)
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("predict", help="rate every continuation of a suite (SUITE_FORMAT predictions)")
+    p.add_argument("--model", required=True, help="model folder, or models:/autorater@champion")
+    p.add_argument("--suite", required=True)
+    p.add_argument("--out", required=True, help="predictions .jsonl")
+    p.add_argument("--batch-size", type=int, default=16)
+    model_args(p)
+    p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser("evaluate", help="score a model against gold labels, beside the human annotators")
+    p.add_argument("--model", required=True)
+    p.add_argument("--suite", required=True)
+    p.add_argument("--gold", choices=["references", "truth", "both"], default="both",
+                   help="references.jsonl, the simulator truth of synthetic suites, or both")
+    p.add_argument("--out", help="report .json")
+    model_args(p)
+    p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("demo", help="the end-to-end main job on embedded defaults")
     p.add_argument("--out", default="demo-out", help="working folder (suites, models, MLflow store)")

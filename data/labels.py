@@ -119,6 +119,8 @@ def krippendorff_alpha(table: pd.DataFrame) -> float:
                                                        values="v", aggfunc="first")
     if matrix.shape[0] < 2 or (matrix.notna().sum(axis=0) >= 2).sum() == 0:
         return float("nan")
+    if pd.unique(matrix.to_numpy().ravel()[matrix.notna().to_numpy().ravel()]).size < 2:
+        return float("nan")  # one outcome only: no expected disagreement, alpha is undefined
     return float(krippendorff.alpha(reliability_data=matrix.to_numpy(), level_of_measurement="nominal"))
 
 

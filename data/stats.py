@@ -31,7 +31,8 @@ def suite_stats(suite: Suite) -> dict:
             "by_agent": {k: _mean(v) for k, v in cont.groupby("agent")["aggregate_success"]},
             "by_category": {k: _mean(v) for k, v in cont.groupby("category")["aggregate_success"]}}
         spread = marker_spread(table)
-        out["agreement"] = {"krippendorff_alpha": krippendorff_alpha(table), "fleiss_kappa": fleiss_kappa(table),
+        out["agreement"] = {"krippendorff_alpha": _finite(krippendorff_alpha(table)),  # None when undefined:
+                            "fleiss_kappa": _finite(fleiss_kappa(table)),  # NaN is not JSON
                             "labels_per_continuation": float(table.groupby("continuation_id").size().mean()),
                             "marker_missing_share": float(table["marker_s"].isna().mean()),
                             "marker_spread_median_s": float(spread.median()) if len(spread) else None}
@@ -52,6 +53,10 @@ def suite_stats(suite: Suite) -> dict:
 def _mean(values) -> float | None:
     values = pd.to_numeric(pd.Series(values), errors="coerce").dropna()
     return round(float(values.mean()), 4) if len(values) else None
+
+
+def _finite(v: float) -> float | None:
+    return float(v) if np.isfinite(v) else None
 
 
 def _num(v):

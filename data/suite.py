@@ -310,10 +310,11 @@ class Suite:
         os.replace(tmp, root / SUITE_FILE)
         write_jsonl(root / SCENARIOS_FILE, self.scenarios)
         write_jsonl(root / CONTINUATIONS_FILE, self.continuations)
-        if self.annotations:
-            write_jsonl(root / ANNOTATIONS_FILE, self.annotations)
-        if self.references:
-            write_jsonl(root / REFERENCES_FILE, self.references)
+        for name, records in ((ANNOTATIONS_FILE, self.annotations), (REFERENCES_FILE, self.references)):
+            if records:
+                write_jsonl(root / name, records)
+            else:  # optional files: none left over from an earlier write of this folder
+                (root / name).unlink(missing_ok=True)
         return root
 
 
@@ -384,11 +385,11 @@ def _load(root: Path, check_videos: bool, progress: bool = False) -> tuple[Suite
                 problems.append(Problem(file, line, f"marker_s {r.marker_s} is negative",
                                         "markers are seconds from the first frame, >= 0"))
 
-    suite = None
-    if info is not None:
-        suite = Suite(root, info, scenarios, continuations, annotations, references)
-        if check_videos and not any(p.file == CONTINUATIONS_FILE and "video path" in p.message for p in problems):
-            problems.extend(_check_videos(suite, progress))
+    suite = Suite(root, info, scenarios, continuations, annotations, references) if info is not None else None
+    if check_videos:  # every video with a safe path is checked, even when suite.json or another path is broken
+        checked = suite or Suite(root, SuiteInfo(name="", version=""), scenarios, continuations, annotations,
+                                 references)
+        problems.extend(_check_videos(checked, progress))
     return suite, problems
 
 
@@ -442,6 +443,8 @@ def _check_videos(suite: Suite, progress: bool) -> list[Problem]:
         items = tqdm(items, desc="checking videos", unit="video")
     for c in items:
         line = c.extra.get("_line")
+        if not safe_relative_path(c.video):
+            continue  # already reported; never open a file outside the suite
         try:
             info = video_info(suite.root / c.video)
         except VideoError as err:

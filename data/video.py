@@ -103,11 +103,40 @@ def read_video(path: str | os.PathLike, num_frames: int | None = None,
     try:
         frames = vr.get_batch(list(idx)).asnumpy()
     except Exception as err:
-        raise VideoError(f"cannot decode frames of video {path} (truncated or corrupt?): "
-                         f"{str(err).splitlines()[0][:200]}") from None
+        frames, error = None, str(err).splitlines()[0][:200]
+    if frames is None or frames.ndim != 4 or frames.shape[-1] != 3:
+        # decord 0.6 pads decoded rows to a multiple of 32 pixels and, when the padded row is a
+        # multiple of the width (widths 8, 12, 16, 24, 48, 72), misreads it as more channels and
+        # fails: decode those with PyAV. A truly truncated or corrupt file fails there too.
+        try:
+            frames = _decode_pyav(path, idx, size)
+        except Exception as err:
+            reason = error if frames is None else str(err).splitlines()[0][:200]
+            raise VideoError(f"cannot decode frames of video {path} (truncated or corrupt?): {reason}") from None
     h, w = frames.shape[1:3]
     info = VideoInfo(num_frames=len(vr), fps=fps, width=int(w), height=int(h))
     return Clip(frames=frames, times_s=idx / fps, info=info)
+
+
+def _decode_pyav(path: str | os.PathLike, idx: np.ndarray, size: int | tuple[int, int] | None) -> np.ndarray:
+    """Frames ``idx`` (sorted, repeats allowed) decoded with PyAV, resized to ``size``: (n, h, w, 3) uint8."""
+    import av
+
+    kwargs = {}
+    if size is not None:
+        h, w = (size, size) if isinstance(size, int) else size
+        kwargs = {"width": w, "height": h}
+    wanted = {int(i) for i in idx}
+    decoded = {}
+    with av.open(str(path)) as container:
+        for i, frame in enumerate(container.decode(video=0)):
+            if i in wanted:
+                decoded[i] = frame.to_ndarray(format="rgb24", **kwargs)
+            if len(decoded) == len(wanted):
+                break
+    if len(decoded) < len(wanted):
+        raise VideoError(f"only {len(decoded)} of {len(wanted)} wanted frames could be decoded")
+    return np.stack([decoded[int(i)] for i in idx])
 
 
 def write_video(path: str | os.PathLike, frames: np.ndarray, fps: float = 8.0, crf: int = 18) -> Path:

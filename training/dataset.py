@@ -44,6 +44,29 @@ def _majority_failure_mode(table: pd.DataFrame) -> pd.Series:
     return modes.groupby("continuation_id")["failure_mode"].agg(lambda s: Counter(s).most_common(1)[0][0])
 
 
+def _append(ex: Examples, suite: Suite, si: int, c) -> None:
+    """Append the unlabelled fields of continuation ``c`` of suite number ``si``."""
+    scenario = suite.scenario_by_id[c.scenario_id]
+    ex.suite_index.append(si)
+    ex.continuation_ids.append(c.continuation_id)
+    ex.scenario_keys.append(f"{si}/{c.scenario_id}")
+    ex.video_paths.append(str(suite.root / c.video))
+    ex.instructions.append(scenario.instruction)
+    ex.categories.append(scenario.category)
+    ex.takeover_s.append(suite.takeover_of(c.continuation_id))
+
+
+def suite_examples(suite: Suite, ids: Sequence[str] | None = None) -> Examples:
+    """Unlabelled examples (NaN labels) for ``ids`` of a suite, in that order: inputs for prediction."""
+    ex = Examples()
+    for cid in ids if ids is not None else suite.continuation_ids():
+        _append(ex, suite, 0, suite.get(cid))
+        ex.p_success.append(float("nan"))
+        ex.marker_s.append(float("nan"))
+        ex.failure_mode.append(None)
+    return ex
+
+
 def build_examples(suites: Sequence[Suite], aggregation: str = "dawid_skene", exclude_references: bool = True,
                    ids: Sequence[set[str] | None] | None = None) -> Examples:
     """Join aggregated annotations to the continuations of each suite.
@@ -67,14 +90,7 @@ def build_examples(suites: Sequence[Suite], aggregation: str = "dawid_skene", ex
             cid = c.continuation_id
             if cid not in agg.index or cid in refs or (keep is not None and cid not in keep):
                 continue
-            scenario = suite.scenario_by_id[c.scenario_id]
-            ex.suite_index.append(si)
-            ex.continuation_ids.append(cid)
-            ex.scenario_keys.append(f"{si}/{c.scenario_id}")
-            ex.video_paths.append(str(suite.root / c.video))
-            ex.instructions.append(scenario.instruction)
-            ex.categories.append(scenario.category)
-            ex.takeover_s.append(suite.takeover_of(cid))
+            _append(ex, suite, si, c)
             ex.p_success.append(float(agg.at[cid, "p_success"]))
             ex.marker_s.append(float(agg.at[cid, "marker_s"]))
             ex.failure_mode.append(modes.get(cid))

@@ -174,7 +174,7 @@ def run_epoch(model: Autorater, data: _Data, rows: np.ndarray, tc: TrainConfig, 
         sched.step()
         n_batches += 1
         for k, v in {"loss": out.loss, **out.losses}.items():
-            totals[k] = totals.get(k, 0.0) + float(v)
+            totals[k] = totals.get(k, 0.0) + float(v.detach())
     return {f"train_{k}": v / max(1, n_batches) for k, v in totals.items()}
 
 

@@ -1,0 +1,41 @@
+"""Calibration: metrics, temperature scaling, agreement reports and the selective labelling policy.
+
+Depends only on numpy, scipy, matplotlib (imported inside the plot functions) and krippendorff,
+never on the project's other packages, so any of them can import it.
+"""
+
+from .agreement import agreement_report, format_agreement_table
+from .drift import drift_check
+from .metrics import (
+    bootstrap_ci,
+    brier_score,
+    expected_calibration_error,
+    marker_metrics,
+    outcome_metrics,
+    rank_metrics,
+    reliability_curve,
+)
+from .plots import plot_agreement_table, plot_reliability, plot_risk_coverage
+from .report import CalibrationRecord
+from .selective import InsufficientReferencesError, SelectivePolicy
+from .temperature import TemperatureScaler
+
+__all__ = [
+    "CalibrationRecord",
+    "InsufficientReferencesError",
+    "SelectivePolicy",
+    "TemperatureScaler",
+    "agreement_report",
+    "bootstrap_ci",
+    "brier_score",
+    "drift_check",
+    "expected_calibration_error",
+    "format_agreement_table",
+    "marker_metrics",
+    "outcome_metrics",
+    "plot_agreement_table",
+    "plot_reliability",
+    "plot_risk_coverage",
+    "rank_metrics",
+    "reliability_curve",
+]

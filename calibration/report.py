@@ -1,0 +1,130 @@
+"""``calibration.json``: what calibration learned, stored next to the model weights."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .selective import SelectivePolicy
+from .temperature import TemperatureScaler
+
+_N_QUANTILES = 101  # score summary: percentiles 0..100, enough to rebuild the distribution for drift_check
+
+
+def _utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclasses.dataclass
+class CalibrationRecord:
+    """Temperature, selective thresholds and their guarantee, and a summary of the calibration scores.
+
+    Fields mirror ``TemperatureScaler.to_dict()`` and ``SelectivePolicy.to_dict()`` (None stands
+    for NaN, e.g. the thresholds of an infeasible policy). The JSON is plain; on loading, unknown
+    fields are ignored and missing optional fields take their defaults.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> import numpy as np
+        >>> from calibration import SelectivePolicy, TemperatureScaler, drift_check
+        >>> rng = np.random.default_rng(0)
+        >>> logits = rng.normal(0.0, 6.0, 500)  # an over-confident model's scores of 500 references
+        >>> y = (rng.random(500) < 1 / (1 + np.exp(-logits / 2))).astype(int)
+        >>> scaler = TemperatureScaler().fit(logits, y)
+        >>> policy = SelectivePolicy(target_agreement=0.9).fit(scaler.predict_proba(logits), y)
+        >>> record = CalibrationRecord.from_fitted(scaler, policy, logits, "babyai-sts", "v2")
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "calibration.json"
+        >>> record.to_json(path)
+        >>> loaded = CalibrationRecord.from_json(path)
+        >>> decisions = loaded.policy().decide(loaded.scaler().predict_proba(logits))
+        >>> drift_check(loaded.score_sample(), logits)["drifted"]
+        False
+    """
+
+    temperature: float
+    target_agreement: float
+    confidence: float
+    t_success: float | None
+    t_fail: float | None
+    bound: float | None
+    expected_coverage: float
+    n_references: int
+    feasible: bool = True
+    empirical_agreement: float | None = None
+    max_marker_uncertainty_s: float | None = None
+    reference_suite: str = ""
+    reference_suite_version: str = ""
+    created_at: str = dataclasses.field(default_factory=_utc_now)
+    score_quantiles: list[float] = dataclasses.field(default_factory=list)  # raw logits at percentiles 0..100
+    score_count: int = 0  # number of calibration scores summarised
+
+    @classmethod
+    def from_fitted(
+        cls,
+        scaler: TemperatureScaler,
+        policy: SelectivePolicy,
+        scores,
+        reference_suite: str = "",
+        reference_suite_version: str = "",
+    ) -> CalibrationRecord:
+        """Gathers a fitted scaler and policy.
+
+        Args:
+            scaler: fitted temperature scaler.
+            policy: fitted selective policy.
+            scores: (n,) raw logits of the calibration references, summarised for drift checks.
+            reference_suite: name of the suite the references come from.
+            reference_suite_version: its version.
+        """
+        scores = np.asarray(scores, dtype=float)
+        if not np.isfinite(scores).all():
+            raise ValueError("scores must be the references' finite raw logits; drop episodes the model did not score")
+        summary = {
+            "score_quantiles": np.quantile(scores, np.linspace(0, 1, _N_QUANTILES)).tolist() if scores.size else [],
+            "score_count": int(scores.size),
+        }
+        suite = {"reference_suite": reference_suite, "reference_suite_version": reference_suite_version}
+        return cls._from_mapping({**scaler.to_dict(), **policy.to_dict(), **summary, **suite})
+
+    def scaler(self) -> TemperatureScaler:
+        """The fitted ``TemperatureScaler`` this record describes."""
+        return TemperatureScaler.from_dict(dataclasses.asdict(self))
+
+    def policy(self) -> SelectivePolicy:
+        """The fitted ``SelectivePolicy`` this record describes."""
+        return SelectivePolicy.from_dict(dataclasses.asdict(self))
+
+    def score_sample(self) -> np.ndarray:
+        """(score_count,) scores with the stored distribution, for ``drift_check``."""
+        if not self.score_quantiles or self.score_count == 0:
+            raise ValueError("this calibration record has no score summary; re-run `autorater calibrate` to add one")
+        levels = (np.arange(self.score_count) + 0.5) / self.score_count
+        return np.interp(levels, np.linspace(0, 1, len(self.score_quantiles)), self.score_quantiles)
+
+    def to_json(self, path) -> None:
+        """Writes the record as indented plain JSON (no NaN or Infinity)."""
+        Path(path).write_text(json.dumps(dataclasses.asdict(self), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+
+    @classmethod
+    def from_json(cls, path) -> CalibrationRecord:
+        """Reads a record written by ``to_json``, possibly by an older or newer version."""
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        required = [
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ]
+        missing = [name for name in required if name not in data]
+        if missing:
+            raise ValueError(f"{path}: missing required fields {missing}; re-run `autorater calibrate` to rewrite it")
+        return cls._from_mapping(data)
+
+    @classmethod
+    def _from_mapping(cls, data: dict) -> CalibrationRecord:
+        """Builds a record from the known keys of ``data``."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})

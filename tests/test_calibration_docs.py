@@ -1,0 +1,10 @@
+import doctest
+import importlib
+
+import pytest
+
+
+@pytest.mark.parametrize("module", ["metrics", "temperature", "selective", "report"])
+def test_docstring_examples_run(module):
+    result = doctest.testmod(importlib.import_module(f"calibration.{module}"))
+    assert result.failed == 0

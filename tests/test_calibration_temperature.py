@@ -1,0 +1,29 @@
+import numpy as np
+import pytest
+from scipy.special import expit
+
+from calibration import TemperatureScaler, brier_score, expected_calibration_error
+
+
+@pytest.mark.parametrize("k", [0.5, 3.0])
+def test_temperature_recovers_the_miscalibration_factor(k):
+    rng = np.random.default_rng(0)
+    true_logit = rng.normal(0.0, 2.0, 20_000)
+    y = (rng.random(true_logit.size) < expit(true_logit)).astype(int)
+    logits = k * true_logit  # k > 1 over-confident, k < 1 under-confident
+    scaler = TemperatureScaler().fit(logits, y)
+    assert scaler.temperature_ == pytest.approx(k, rel=0.1)
+    before, after = expit(logits), scaler.predict_proba(logits)
+    assert expected_calibration_error(after, y) < expected_calibration_error(before, y)
+    assert brier_score(after, y) < brier_score(before, y)
+
+
+def test_temperature_round_trip_and_unfitted_error():
+    rng = np.random.default_rng(1)
+    logits = rng.normal(0, 3, 500)
+    y = (rng.random(500) < expit(logits / 2)).astype(int)
+    scaler = TemperatureScaler().fit(logits, y)
+    loaded = TemperatureScaler.from_dict(scaler.to_dict())
+    np.testing.assert_array_equal(loaded.predict_proba(logits), scaler.predict_proba(logits))
+    with pytest.raises(RuntimeError, match="fit"):
+        TemperatureScaler().predict_proba(logits)

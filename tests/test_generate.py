@@ -1,0 +1,152 @@
+"""The BabyAI suite generator: format, determinism, anti-shortcut properties, ground truth, swaps."""
+
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from data.babyai import AGENTS, LEVELS, RenderConfig, make_env, render_frame, replay, resolve_level
+from data.generate import (DEFAULT_LEVELS, TRUTH_FILE, generate_suite, load_truth, simulate_truths,
+                           swap_instructions)
+from data.suite import Suite, validate_suite
+from data.video import read_video
+
+ALL_AGENTS = tuple(AGENTS)
+SMALL = dict(levels=DEFAULT_LEVELS, agents=ALL_AGENTS, scenarios=8, continuations_per_scenario=3, seed=7,
+             progress=False)
+
+
+@pytest.fixture(scope="module")
+def suite_dir(tmp_path_factory) -> Path:
+    return generate_suite(tmp_path_factory.mktemp("suite") / "s", workers=1, **SMALL)
+
+
+@pytest.fixture(scope="module")
+def truths(suite_dir) -> list[dict]:
+    return load_truth(suite_dir)
+
+
+@pytest.fixture(scope="module")
+def frames(suite_dir, truths) -> dict[str, np.ndarray]:
+    return {t["continuation_id"]: read_video(suite_dir / "videos" / f"{t['continuation_id']}.mp4").frames
+            for t in truths}
+
+
+def test_suite_is_valid(suite_dir):
+    assert validate_suite(suite_dir) == []
+    suite = Suite.load(suite_dir)
+    assert len(suite.scenarios) == 8 and len(suite.continuations) == 24
+    assert [s.scenario_id for s in suite.scenarios][:2] == ["s0000", "s0001"]
+    assert suite.continuations[0].video == "videos/c000000.mp4"
+    assert {s.category for s in suite.scenarios} == {"go_to", "pick_up", "put_next", "open"}
+    assert all(s.tags[1] == "v1" and s.tags[0] in LEVELS for s in suite.scenarios)
+    assert suite.info.source["seed"] == 7 and suite.info.created_at
+
+
+def test_same_seed_same_suite_whatever_the_workers(suite_dir, frames, tmp_path):
+    other = generate_suite(tmp_path / "again", workers=2, **SMALL)
+    for name in ("scenarios.jsonl", "continuations.jsonl", "annotations.jsonl", "references.jsonl", TRUTH_FILE):
+        assert (other / name).read_text() == (suite_dir / name).read_text(), name
+    for cid, video in frames.items():
+        assert np.array_equal(read_video(other / "videos" / f"{cid}.mp4").frames, video), cid
+
+
+def test_truth_without_videos_matches_the_suite(truths):
+    assert simulate_truths(**{k: v for k, v in SMALL.items() if k != "progress"}) == truths
+
+
+def test_videos_have_one_length_per_scenario_and_match_the_truth(truths, frames):
+    lengths = defaultdict(set)
+    for t in truths:
+        assert len(frames[t["continuation_id"]]) == t["num_frames"] == len(t["actions"]) + 1
+        lengths[t["scenario_id"]].add(t["num_frames"])
+    assert all(len(v) == 1 for v in lengths.values())
+
+
+def still(a, b) -> bool:
+    """Two decoded frames show the same state (H.264 noise stays under 48 levels, on few pixels)."""
+    return int((np.abs(a.astype(int) - b.astype(int)) > 48).sum()) < 3
+
+
+def test_no_frozen_tail_and_motion_after_the_event(truths, frames):
+    successes = [t for t in truths if t["outcome"] == "success"]
+    frozen = [t for t in successes if all(still(frames[t["continuation_id"]][-1], f)
+                                          for f in frames[t["continuation_id"]][-8:])]
+    assert successes and len(frozen) < 0.1 * len(successes)
+    for t in truths:
+        if t["event_frame"] is not None:
+            video = frames[t["continuation_id"]]
+            assert any(not still(video[t["event_frame"]], f) for f in video[t["event_frame"] + 1:])
+
+
+def test_context_is_shared_and_markers_follow_the_takeover(truths, frames):
+    by_scenario = defaultdict(list)
+    for t in truths:
+        by_scenario[t["scenario_id"]].append(t)
+    for group in by_scenario.values():
+        k = group[0]["takeover_frame"]
+        assert all(t["actions"][:k] == group[0]["actions"][:k] for t in group)
+        first = frames[group[0]["continuation_id"]]
+        assert all(still(frames[t["continuation_id"]][i], first[i]) for t in group for i in range(k + 1))
+    for t in truths:
+        if t["outcome"] == "success":
+            assert t["event_frame"] > t["takeover_frame"]
+            assert t["marker_s"] == pytest.approx(t["event_frame"] / t["fps"])
+        elif t["failure_mode"] == "timeout":
+            assert t["marker_s"] == pytest.approx(t["num_frames"] / t["fps"]) and t["event_frame"] is None
+
+
+def test_ground_truth_is_sane():
+    truths = simulate_truths(agents=("expert", "random", "distractor", "ditherer"), scenarios=24,
+                             continuations_per_scenario=4, seed=11)
+    rate = {a: np.mean([t["outcome"] == "success" for t in truths if t["agent"] == a])
+            for a in ("expert", "random", "distractor", "ditherer")}
+    assert rate["expert"] >= 0.95 and rate["random"] <= 0.3 and rate["distractor"] <= 0.3
+    assert rate["ditherer"] >= 0.5
+    modes = Counter(t["failure_mode"] for t in truths if t["agent"] == "distractor" and t["outcome"] == "failure")
+    assert modes["wrong_object"] + modes["wrong_door"] + modes["wrong_placement"] > modes["timeout"]
+    assert all(t["traits"]["off_expert_share"] == 0 for t in truths if t["agent"] == "expert")
+
+
+def test_swapped_instructions_flip_labels_and_replay_is_exact(suite_dir, truths, tmp_path):
+    for t in truths:  # replaying the original instruction gives back the recorded truth
+        again = replay(t["level"], t["env_seed"], t["instruction_spec"], t["actions"], t["takeover_frame"], t["fps"])
+        assert (again.outcome, again.event_frame, again.failure_mode) == \
+            (t["outcome"], t["event_frame"], t["failure_mode"])
+    out = swap_instructions(suite_dir, tmp_path / "swapped", seed=1)
+    assert validate_suite(out) == []
+    swapped = load_truth(out)
+    assert len(swapped) == len(truths)
+    flipped = [t for t in swapped if t["outcome"] != t["original_outcome"]]
+    assert len(flipped) >= 0.2 * len(swapped)
+    assert all(t["instruction"] != t["original_instruction"] for t in swapped)
+    refs = Suite.load(out).references
+    assert {r.continuation_id: r.outcome for r in refs} == {t["continuation_id"]: t["outcome"] for t in swapped}
+
+
+def test_levels_agents_and_views_are_checked():
+    assert resolve_level("GoToLocal") == resolve_level("BabyAI-GoToLocal-v0") == ("GoToLocal", "BabyAI-GoToLocal-v0")
+    with pytest.raises(ValueError, match="valid levels: .*PickupLoc"):
+        resolve_level("GoToMoon")
+    with pytest.raises(ValueError, match="valid agents"):
+        simulate_truths(agents=("expert", "genius"), scenarios=1)
+    with pytest.raises(ValueError, match="even"):
+        RenderConfig(image_size=127)
+    env = make_env("OpenDoor", 3)
+    for view in ("full", "ego"):
+        frame = render_frame(env, RenderConfig(view=view, image_size=96))
+        assert frame.shape == (96, 96, 3) and frame.dtype == np.uint8 and frame.any()
+
+
+def test_out_folder_must_be_new(suite_dir):
+    with pytest.raises(FileExistsError):
+        generate_suite(suite_dir, scenarios=1, progress=False)
+
+
+def test_truth_file_is_documented_json(suite_dir):
+    line = json.loads((suite_dir / TRUTH_FILE).read_text().splitlines()[0])
+    for key in ("continuation_id", "outcome", "marker_s", "failure_mode", "event_frame", "num_frames", "agent",
+                "level", "env_seed", "actions", "traits"):
+        assert key in line

@@ -1,0 +1,161 @@
+"""Optuna tuning: the search space, the objective, a resumable study whose trials are MLflow runs.
+
+Offline and small: the hand-built tiny suite of test_tracking, the ``tiny`` preset, 2 epochs a trial.
+"""
+
+import os
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # before anything imports mlflow
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import optuna
+import pytest
+
+from autorater.config import PRESETS
+from data.suite import Annotation, Continuation, Scenario, Suite, SuiteInfo
+from data.video import write_video
+import training.tune
+from training import tracking
+from training.train import TrainConfig, load_config_file
+from training.tune import (MARKER_PENALTY_CAP_S, MARKER_PENALTY_PER_S, best_configs, default_storage,
+                           objective_value, suggest, trials_table, tune, write_best_config)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """Tiny models train 10-30x faster on one intra-op thread when the 2 cores are shared (OpenMP waits)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def make_tiny_suite(root: Path, n_scenarios: int = 10, per_scenario: int = 2, seed: int = 0) -> Suite:
+    """8-frame 32x32 videos: a success lights a bright square at frame 4 (0.5 s); a failure stays dark."""
+    rng = np.random.default_rng(seed)
+    scenarios, continuations, annotations = [], [], []
+    for s in range(n_scenarios):
+        color = ("red", "blue")[s % 2]
+        scenarios.append(Scenario(f"s{s:02d}", f"go to the {color} ball", category=f"goto_{color}"))
+        for k in range(per_scenario):
+            cid = f"c{s:02d}{k}"
+            success = (s + k) % 2 == 0
+            frames = rng.integers(0, 40, (8, 32, 32, 3), dtype=np.uint8)
+            if success:
+                frames[4:, 8:24, 8:24] = 255
+            write_video(root / "videos" / f"{cid}.mp4", frames, fps=8.0)
+            continuations.append(Continuation(cid, f"s{s:02d}", agent_id=f"agent{k}", video=f"videos/{cid}.mp4"))
+            for a in range(2):
+                annotations.append(Annotation(cid, f"annotator{a}", "success" if success else "failure",
+                                              marker_s=0.5 if success else 0.25))
+    Suite(root, SuiteInfo(name="tiny", version="v1"), scenarios, continuations, annotations).write(root)
+    return Suite.load(root)
+
+
+def fresh_tracking_uri(tmp_path_factory, folder: Path) -> str:
+    """A new store in ``folder``: a copy of one session-wide initialised database (migrations run once)."""
+    template = tmp_path_factory.getbasetemp() / "mlflow-template"
+    if not (template / "mlflow.db").exists():
+        tracking._client(tracking.default_tracking_uri(template))
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(template / "mlflow.db", folder / "mlflow.db")
+    return tracking.default_tracking_uri(folder)
+
+
+def test_suggest_samples_inside_the_documented_space_and_replays():
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    base_m, base_t = PRESETS["tiny"], TrainConfig(epochs=2)
+    for _ in range(20):
+        trial = study.ask()
+        m, t = suggest(trial, base_m, base_t)
+        assert 3e-4 <= t.lr <= 3e-3 and 1e-3 <= t.weight_decay <= 1e-1
+        assert m.hidden_size in (64, 128, 192) and m.num_layers in (1, 2, 3) and m.spatial_size in (32, 64, 96)
+        assert 0 <= m.dropout <= 0.3 and 0.1 <= t.mismatch_share <= 1.0
+        assert 0.1 <= t.marker_weight <= 1.0 and 0.1 <= t.match_weight <= 1.0
+        assert (m.encoder, m.image_size, m.num_frames, t.epochs) == ("tiny_cnn", 32, 8, 2)  # cache inputs untouched
+        study.tell(trial, 0.0)
+        assert suggest(optuna.trial.FixedTrial(trial.params), base_m, base_t) == (m, t)
+
+
+def test_objective_is_balanced_accuracy_minus_a_capped_marker_penalty():
+    assert objective_value({"val_balanced_accuracy": 0.8, "val_marker_median_abs_error_s": 1.0}) == \
+        pytest.approx(0.8 - MARKER_PENALTY_PER_S)
+    nan_marker = objective_value({"val_balanced_accuracy": 0.8, "val_marker_median_abs_error_s": float("nan")})
+    assert nan_marker == pytest.approx(0.8 - MARKER_PENALTY_PER_S * MARKER_PENALTY_CAP_S)
+    assert objective_value({"val_balanced_accuracy": 0.8, "val_marker_median_abs_error_s": 99.0}) == nan_marker
+    # Balanced accuracy dominates: a point of it outweighs any marker error.
+    assert objective_value({"val_balanced_accuracy": 0.81, "val_marker_median_abs_error_s": 99.0}) > \
+        objective_value({"val_balanced_accuracy": 0.75, "val_marker_median_abs_error_s": 0.0})
+    assert math.isnan(objective_value({"val_balanced_accuracy": float("nan")}))
+
+
+def test_a_study_logs_each_trial_as_a_nested_mlflow_run_and_resumes(tmp_path, tmp_path_factory, monkeypatch):
+    suite = make_tiny_suite(tmp_path / "suite")
+    uri = fresh_tracking_uri(tmp_path_factory, tmp_path / "runs")
+    storage = default_storage(tmp_path / "runs")
+    base_m, base_t = PRESETS["tiny"], TrainConfig(epochs=2, batch_size=16, aggregation="majority",
+                                                  cache_dir=str(tmp_path / "cache"))
+    study = tune([suite], base_m, base_t, n_trials=2, study_name="s1", storage=storage, tracking_uri=uri, seed=0)
+    assert len(study.trials) == 2
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
+
+    client = tracking._client(uri)
+    exp = client.get_experiment_by_name("autorater-tune")
+    parents = client.search_runs([exp.experiment_id], "tags.`autorater.kind` = 'study'")
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    parent_id = parents[0].info.run_id
+
+    def trial_runs():
+        return client.search_runs([exp.experiment_id], "tags.`autorater.kind` = 'trial'")
+
+    runs = trial_runs()
+    assert len(runs) == 2
+    assert {r.data.tags["mlflow.parentRunId"] for r in runs} == {parent_id}
+    assert {r.data.tags["optuna.trial_number"] for r in runs} == {"0", "1"}
+    for r in runs:  # params = the sampled hyperparameters (+ the suites); metrics per epoch and the objective
+        trial = study.trials[int(r.data.tags["optuna.trial_number"])]
+        assert {k: r.data.params[k] for k in trial.params} == {k: str(v) for k, v in trial.params.items()}
+        assert [m.step for m in client.get_metric_history(r.info.run_id, "train_loss")] == [1, 2]
+        assert r.data.metrics["objective"] == pytest.approx(trial.value)
+        assert trial.user_attrs["mlflow_run_id"] == r.info.run_id
+        assert sorted(trial.intermediate_values) == [1, 2]  # val balanced accuracy reported per epoch
+
+    # Resume: one more trial in the same storage, under the same parent run, with new sampled values.
+    again = tune([suite], base_m, base_t, n_trials=1, study_name="s1", storage=storage, tracking_uri=uri, seed=0)
+    assert len(again.trials) == 3 and len(trial_runs()) == 3
+    assert {r.data.tags["mlflow.parentRunId"] for r in trial_runs()} == {parent_id}
+    assert again.trials[2].params != again.trials[0].params  # not a replay of the first random point
+    assert len(optuna.load_study(study_name="s1", storage=storage).trials) == 3
+
+    # The best configs: the best trial's values on the stored base configs, as a config file `train` reads.
+    model_cfg, train_cfg = best_configs(again)
+    assert train_cfg.lr == again.best_params["lr"] and model_cfg.hidden_size == again.best_params["hidden_size"]
+    assert model_cfg.encoder == "tiny_cnn" and train_cfg.epochs == 2
+    path = write_best_config(again, tmp_path / "best.json")
+    loaded_m, loaded_t = load_config_file(path)
+    assert loaded_t == train_cfg and loaded_m.hidden_size == model_cfg.hidden_size
+    assert "vocab" not in json.loads(path.read_text())["model"]
+    assert [row["number"] for row in trials_table(again)] == [0, 1, 2]
+
+    # A trial the pruner stops: marked PRUNED in Optuna and in MLflow, after its first epoch.
+    monkeypatch.setattr(training.tune, "make_pruner", lambda: optuna.pruners.ThresholdPruner(lower=1.5))
+    pruned = tune([suite], base_m, base_t, n_trials=1, study_name="s2", storage=storage, tracking_uri=uri)
+    assert pruned.trials[0].state == optuna.trial.TrialState.PRUNED
+    run_id = pruned.trials[0].user_attrs["mlflow_run_id"]
+    assert client.get_run(run_id).data.tags["optuna.state"] == "PRUNED"
+    assert [m.step for m in client.get_metric_history(run_id, "train_loss")] == [1]
+    with pytest.raises(ValueError, match="no completed trial"):
+        best_configs(pruned)
+
+    # Resuming with other base configs is refused: the trials would not be comparable.
+    with pytest.raises(ValueError, match="train.epochs"):
+        tune([suite], base_m, TrainConfig(epochs=3, cache_dir=str(tmp_path / "cache"), aggregation="majority",
+                                          batch_size=16),
+             n_trials=1, study_name="s1", storage=storage, tracking_uri=uri)

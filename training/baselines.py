@@ -1,0 +1,146 @@
+"""Simple baselines, trained and scored on the same data as the autorater (DESIGN.md section 4).
+
+- ``majority``: always the training set's majority outcome (and its median marker).
+- ``last_frame``: the autorater's architecture shown only the last frame (does the end reveal the outcome?).
+- ``instruction_blind``: the autorater with the instruction removed (does it read the instruction?).
+- ``barcode``: each frame averaged over its width into one column, the columns stacked into one
+  image, a small CNN on it (the Navigation Turing Test's "bar code" model); no instruction.
+
+Every baseline returns SUITE_FORMAT-like prediction rows via ``predict``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from autorater.config import AutoraterConfig
+from autorater.model import Autorater
+from data.suite import Suite
+from training.cache import CachedClips, FeatureCache
+from training.dataset import build_examples, suite_examples
+from training.train import TrainConfig, _Data, prepare, predict_rows, train
+
+
+def predict_cached(model: Autorater, suite: Suite, cache_dir: str, last_frame_only: bool = False,
+                   name: str = "autorater", temperature: float = 1.0) -> list[dict]:
+    """Predictions for every continuation of ``suite`` from the feature cache (fast re-scoring)."""
+    from autorater.predict import to_records
+
+    ids = suite.continuation_ids()
+    clips = FeatureCache(cache_dir).load(model, [str(suite.video_path(i)) for i in ids])
+    if last_frame_only:
+        clips = _last_frame(clips)
+    ex = suite_examples(suite, ids)
+    data = _Data(ex, clips, torch.full((len(ids),), -1), torch.full((len(ids),), -1))
+    raw = predict_rows(model, data, np.arange(len(ids)))
+    raw["p_success"] = 1 / (1 + np.exp(-raw["logit"] / temperature))
+    rows = to_records(ids, raw, model, name)
+    return [r if i not in clips.errors else {"continuation_id": r["continuation_id"], "error": clips.errors[i]}
+            for i, r in enumerate(rows)]
+
+
+def _last_frame(clips: CachedClips) -> CachedClips:
+    return CachedClips(clips.features[:, -1:], clips.times_s[:, -1:], clips.durations_s, clips.is_frames, clips.errors)
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def train_majority(suites: list[Suite], tc: TrainConfig) -> dict:
+    ex = build_examples(suites, aggregation=tc.aggregation)
+    y = np.array(ex.p_success) > 0.5
+    success = bool(y.mean() >= 0.5)
+    markers = np.array(ex.marker_s)[y == success]
+    return {"outcome": "success" if success else "failure", "marker_s": float(np.nanmedian(markers))}
+
+
+def predict_majority(state: dict, suite: Suite) -> list[dict]:
+    p = 1.0 if state["outcome"] == "success" else 0.0
+    return [{"continuation_id": cid, "p_success": p, "outcome": state["outcome"], "marker_s": state["marker_s"],
+             "failure_mode": None, "model": "majority"} for cid in suite.continuation_ids()]
+
+
+def train_last_frame(suites: list[Suite], model_config: AutoraterConfig, tc: TrainConfig, progress: bool = False):
+    model, data = prepare(suites, model_config, tc, progress)
+    no_marker = torch.full_like(data.marker_index, -1)  # one frame cannot place a marker
+    data = _Data(data.ex, _last_frame(data.clips), no_marker, data.failure_index)
+    return train(suites, model.config.replace(frame_diff=False), dataclasses.replace(tc, marker_weight=0.0),
+                 prepared=(model, data), progress=progress).model
+
+
+def train_instruction_blind(suites: list[Suite], model_config: AutoraterConfig, tc: TrainConfig,
+                            progress: bool = False):
+    cfg = model_config.replace(use_instruction=False)
+    return train(suites, cfg, dataclasses.replace(tc, mismatch_share=0.0, match_weight=0.0), progress=progress).model
+
+
+# ----------------------------------------------------------------------------------------------
+# Bar code
+
+
+class BarcodeCNN(nn.Module):
+    """(b, t, H, W, 3) uint8 frames -> success logit, from the (H x t) bar-code image."""
+
+    def __init__(self, width: int = 32):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Conv2d(3, width, 3, padding=1), nn.GELU(), nn.MaxPool2d(2),
+            nn.Conv2d(width, width, 3, padding=1), nn.GELU(), nn.MaxPool2d(2),
+            nn.Conv2d(width, width, 3, padding=1), nn.GELU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+            nn.Linear(width, 1))
+
+    @staticmethod
+    def barcode(frames: torch.Tensor) -> torch.Tensor:
+        return frames.float().div(255).mean(dim=3).permute(0, 3, 2, 1)  # (b, 3, H, t)
+
+    def forward(self, frames: torch.Tensor) -> torch.Tensor:
+        return self.net(self.barcode(frames)).squeeze(-1)
+
+
+@dataclass
+class BarcodeBaseline:
+    model: BarcodeCNN
+    config: AutoraterConfig  # only image_size / num_frames matter: which frames to decode
+
+
+def _frame_config(model_config: AutoraterConfig) -> AutoraterConfig:
+    return model_config.replace(encoder="tiny_cnn", text_encoder="bow", vocab=[], failure_modes=[],
+                                spatial_size=8, hidden_size=16, num_layers=1, num_heads=1)
+
+
+def train_barcode(suites: list[Suite], model_config: AutoraterConfig, tc: TrainConfig, epochs: int = 30,
+                  progress: bool = False) -> BarcodeBaseline:
+    cfg = _frame_config(model_config)
+    ex = build_examples(suites, aggregation=tc.aggregation)
+    clips = FeatureCache(tc.cache_dir).load(Autorater(cfg), ex.video_paths, progress=progress)
+    keep = [i for i in range(len(ex)) if i not in clips.errors]
+    frames, y = clips.features[keep], torch.tensor(ex.p_success, dtype=torch.float32)[keep]
+    torch.manual_seed(tc.seed)
+    model = BarcodeCNN()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=tc.weight_decay)
+    g = torch.Generator().manual_seed(tc.seed)
+    for _ in range(epochs):
+        model.train()
+        for idx in torch.randperm(len(y), generator=g).split(tc.batch_size):
+            loss = F.binary_cross_entropy_with_logits(model(frames[idx]), y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return BarcodeBaseline(model.eval(), cfg)
+
+
+@torch.no_grad()
+def predict_barcode(baseline: BarcodeBaseline, suite: Suite, cache_dir: str) -> list[dict]:
+    ids = suite.continuation_ids()
+    clips = FeatureCache(cache_dir).load(Autorater(baseline.config), [str(suite.video_path(i)) for i in ids])
+    p = torch.sigmoid(torch.cat([baseline.model(f) for f in clips.features.split(64)])).numpy()
+    return [{"continuation_id": cid, "p_success": float(pi), "outcome": "success" if pi >= 0.5 else "failure",
+             "marker_s": float("nan"), "failure_mode": None, "model": "barcode"}
+            if i not in clips.errors else {"continuation_id": cid, "error": clips.errors[i]}
+            for i, (cid, pi) in enumerate(zip(ids, p))]

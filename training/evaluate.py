@@ -1,0 +1,151 @@
+"""Evaluation of predictions against gold labels, with the human annotators side by side.
+
+Gold is the suite's ``references.jsonl``; for synthetic suites it can also be the full simulator
+truth (``simulator_truth.jsonl``), which covers every continuation. Every method (the autorater,
+a baseline, an annotator, the annotators' majority) is scored by the same functions from
+``calibration`` on the same gold items.
+
+Example:
+    >>> report = evaluate(suite, predictions, gold="truth")        # doctest: +SKIP
+    >>> print(format_report(report))                               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from calibration import marker_metrics, outcome_metrics, rank_metrics
+from data.labels import label_table, majority_vote, reference_table
+from data.suite import Suite
+
+TRUTH_FILE = "simulator_truth.jsonl"  # written by data.generate for synthetic suites
+
+
+def gold_table(suite: Suite, gold: str = "references") -> pd.DataFrame:
+    """Gold labels indexed by continuation_id (``outcome``, ``marker_s``): ``references`` or ``truth``."""
+    if gold == "references":
+        if not suite.references:
+            raise ValueError(f"suite {suite.root} has no references.jsonl; evaluate against gold='truth' "
+                             f"(synthetic suites) or add reference episodes")
+        return reference_table(suite.references)
+    if gold == "truth":
+        path = suite.root / TRUTH_FILE
+        if not path.is_file():
+            raise ValueError(f"suite {suite.root} has no {TRUTH_FILE} (only synthetic suites do); "
+                             f"use gold='references'")
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return reference_table(rows)
+    raise ValueError(f"gold must be 'references' or 'truth', got {gold!r}")
+
+
+def score(gold: pd.DataFrame, pred: pd.DataFrame, groups: dict[str, pd.Series] | None = None) -> dict:
+    """Outcome and marker metrics of ``pred`` (indexed by continuation_id: outcome, marker_s) on shared items.
+
+    Marker error is measured on gold successes predicted as successes (DESIGN.md section 5).
+    """
+    ids = gold.index.intersection(pred.index)
+    y = (gold.loc[ids, "outcome"] == "success").to_numpy().astype(int)
+    yhat = (pred.loc[ids, "outcome"] == "success").to_numpy().astype(int)
+    out = {"outcome": outcome_metrics(y, yhat)}
+    both = (y == 1) & (yhat == 1)
+    out["marker"] = marker_metrics(gold.loc[ids, "marker_s"].to_numpy(float)[both],
+                                   pred.loc[ids, "marker_s"].to_numpy(float)[both])
+    for name, series in (groups or {}).items():
+        g = series.reindex(ids).to_numpy()
+        out[f"by_{name}"] = {str(k): outcome_metrics(y[g == k], yhat[g == k]) for k in sorted(set(g))}
+    return out
+
+
+def predictions_table(predictions: Sequence[dict]) -> pd.DataFrame:
+    rows = [p for p in predictions if "error" not in p]
+    return pd.DataFrame(rows).set_index("continuation_id")[["outcome", "marker_s", "p_success"]]
+
+
+def evaluate(suite: Suite, predictions: Sequence[dict] | dict[str, Sequence[dict]], gold: str = "references",
+             include_humans: bool = True) -> dict:
+    """Score one or several methods' predictions and the human annotators on the same gold items.
+
+    Args:
+        suite: the suite the predictions are for.
+        predictions: SUITE_FORMAT prediction rows, or ``{method name: rows}``.
+        gold: ``references`` or ``truth``.
+        include_humans: add each annotator and the annotators' majority vote.
+
+    Returns:
+        ``{"gold", "n_gold", "methods": {name: scores}, "agent_rates": {...}}`` (JSON-able).
+    """
+    methods = predictions if isinstance(predictions, dict) else {"autorater": predictions}
+    g = gold_table(suite, gold)
+    agent = pd.Series({c.continuation_id: c.agent_id for c in suite.continuations})
+    category = pd.Series({c.continuation_id: suite.scenario_by_id[c.scenario_id].category
+                          for c in suite.continuations})
+    groups = {"category": category, "agent": agent}
+    report: dict = {"suite": f"{suite.info.name}@{suite.info.version}", "gold": gold, "n_gold": len(g),
+                    "methods": {}}
+    tables = {name: predictions_table(rows) for name, rows in methods.items()}
+    for name, table in tables.items():
+        report["methods"][name] = score(g, table, groups)
+    if include_humans and suite.annotations:
+        labels = label_table(suite.annotations)
+        labels = labels[labels["continuation_id"].isin(g.index)]
+        if len(labels):
+            report["methods"]["human_majority"] = score(g, majority_vote(labels), groups)
+            per = {}
+            for annotator, rows in labels.groupby("annotator_id"):
+                per[annotator] = score(g, rows.set_index("continuation_id")[["outcome", "marker_s"]])
+            report["annotators"] = per
+            bas = [v["outcome"]["balanced_accuracy"] for v in per.values()]
+            report["methods"]["human_annotator_mean"] = {"outcome": {
+                "balanced_accuracy": float(np.nanmean(bas)),
+                "accuracy": float(np.nanmean([v["outcome"]["accuracy"] for v in per.values()])),
+                "n_annotators": len(per)}, "marker": {"median_abs_error_s": float(np.nanmedian(
+                    [v["marker"]["median_abs_error_s"] for v in per.values()]))}}
+    report["agent_rates"] = _agent_rates(g, tables, agent)
+    return report
+
+
+def _agent_rates(gold: pd.DataFrame, tables: dict[str, pd.DataFrame], agent: pd.Series) -> dict:
+    """Per-agent success rate by each method vs gold on the gold items, with Spearman and MMRV."""
+    truth = (gold["outcome"] == "success").groupby(agent.reindex(gold.index)).mean().to_dict()
+    out = {"gold": {k: round(float(v), 4) for k, v in truth.items()}}
+    for name, table in tables.items():
+        ids = gold.index.intersection(table.index)
+        est = (table.loc[ids, "outcome"] == "success").groupby(agent.reindex(ids)).mean().to_dict()
+        out[name] = {"rates": {k: round(float(v), 4) for k, v in est.items()}, **rank_metrics(truth, est)}
+    return out
+
+
+def format_report(report: dict) -> str:
+    """One fixed-width table: methods as rows, the main metrics as columns."""
+    head = (f"{'method':<26}{'n':>6}{'bal.acc':>9}{'acc':>8}{'prec':>8}{'kappa':>8}"
+            f"{'marker |err| s':>16}{'<=0.5s':>8}{'spearman':>10}{'mmrv':>8}")
+    lines = [f"{report['suite']} against {report['gold']} ({report['n_gold']} gold items)", head, "-" * len(head)]
+    rates = report.get("agent_rates", {})
+    for name, s in report["methods"].items():
+        o, m = s["outcome"], s.get("marker", {})
+        r = rates.get(name, {})
+        lines.append(f"{name:<26}{o.get('n', o.get('n_annotators', '')):>6}{_f(o.get('balanced_accuracy')):>9}"
+                     f"{_f(o.get('accuracy')):>8}{_f(o.get('success_precision')):>8}{_f(o.get('cohen_kappa')):>8}"
+                     f"{_f(m.get('median_abs_error_s')):>16}{_f(m.get('within_0_5s')):>8}"
+                     f"{_f(r.get('spearman')):>10}{_f(r.get('mmrv')):>8}")
+    return "\n".join(lines)
+
+
+def _f(v) -> str:
+    if v is None or isinstance(v, str):
+        return "-" if v is None else v
+    return "-" if not np.isfinite(v) else f"{v:.3f}"
+
+
+def by_group_table(report: dict, method: str, key: str) -> str:
+    """Balanced accuracy of one method per category or agent."""
+    groups = report["methods"][method].get(f"by_{key}", {})
+    rows = defaultdict(str)
+    for k, m in groups.items():
+        rows[k] = f"{k:<20}{m['n']:>6}{_f(m['balanced_accuracy']):>9}{_f(m['accuracy']):>8}"
+    return "\n".join([f"{key:<20}{'n':>6}{'bal.acc':>9}{'acc':>8}"] + list(rows.values()))
