@@ -151,6 +151,69 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def cmd_calibrate(args) -> int:
+    from data.suite import Suite
+    from serving.calibrate import calibrate_model, format_calibration
+
+    _threads()
+    if args.model.startswith("models:/"):
+        raise ValueError("calibrate writes calibration.json into a local model folder: download the registered "
+                         "model first (autorater predict does it under --workdir/models) and pass that folder")
+    suite = Suite.load(args.suite)
+    report_dir = args.report or str(Path(args.model) / "calibration-report")
+    result = calibrate_model(args.model, suite, report_dir, args.target_agreement, args.confidence,
+                             args.max_marker_uncertainty_s, progress=not args.quiet)
+    print(format_calibration(result))
+    print(f"calibration.json written to {args.model}")
+    return 0
+
+
+def cmd_tune(args) -> int:
+    import optuna
+
+    from data.suite import Suite
+    from training.tracking import default_tracking_uri
+    from training.train import load_config_file
+    from training.tune import default_storage, trials_table, tune, write_best_config
+
+    _threads()
+    if args.quiet:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+    model_cfg, train_cfg = load_config_file(args.config)
+    train_cfg.cache_dir = args.cache_dir
+    if args.epochs is not None:
+        train_cfg.epochs = args.epochs
+    study = tune([Suite.load(d) for d in args.suite], model_cfg, train_cfg, args.trials, args.study_name,
+                 args.storage or default_storage(args.workdir),
+                 args.tracking_uri or default_tracking_uri(args.workdir), seed=args.seed,
+                 timeout_s=args.timeout_s, progress=not args.quiet)
+    for row in trials_table(study):
+        value = "-" if row["value"] is None else f"{row['value']:.4f}"
+        print(f"trial {row['number']:>3}  {row['state']:<9} {value:>8}  {row['params']}")
+    path = write_best_config(study, args.best_config or Path(args.workdir) / f"best-{args.study_name}.json")
+    print(f"best trial {study.best_trial.number} ({study.best_value:.4f}); its config: {path}\n"
+          f"retrain with: autorater train --suite ... --config {path} --out MODEL")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from training.tracking import compare_runs, default_tracking_uri, format_runs_table
+
+    rows = compare_runs(args.tracking_uri or default_tracking_uri(args.workdir), args.experiment,
+                        args.metric or None, args.max_runs, kind=args.kind, order_by=args.order_by)
+    print(json.dumps(rows, indent=1, default=str) if args.json else format_runs_table(rows))
+    return 0
+
+
+def cmd_promote(args) -> int:
+    from training.tracking import default_tracking_uri, promote
+
+    done = promote(args.tracking_uri or default_tracking_uri(args.workdir), args.name, args.version, args.alias)
+    was = f" (was version {done['previous_version']})" if done.get("previous_version") else ""
+    print(f"{done['uri']} -> version {done['version']}{was}")
+    return 0
+
+
 # ----------------------------------------------------------------------------------------------
 # demo
 
@@ -235,6 +298,48 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="report .json")
     model_args(p)
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("calibrate", help="fit temperature and the selective policy on a suite's references")
+    p.add_argument("--model", required=True, help="local model folder (calibration.json is written into it)")
+    p.add_argument("--suite", required=True, help="suite with references.jsonl (and annotations for the comparison)")
+    p.add_argument("--target-agreement", type=float, default=0.95)
+    p.add_argument("--confidence", type=float, default=0.9)
+    p.add_argument("--max-marker-uncertainty-s", type=float, default=None,
+                   help="send continuations whose predicted marker is more uncertain than this to humans")
+    p.add_argument("--report", help="report folder (default: MODEL/calibration-report)")
+    model_args(p)
+    p.set_defaults(func=cmd_calibrate)
+
+    p = sub.add_parser("tune", help="Optuna study (SQLite, resumable, pruned); every trial logged to MLflow")
+    p.add_argument("--suite", action="append", required=True)
+    p.add_argument("--config", help="base config JSON (as for train)")
+    p.add_argument("--trials", type=int, default=20, help="trials to add to the study")
+    p.add_argument("--study-name", default="autorater")
+    p.add_argument("--storage", help="Optuna storage URL (default: sqlite under --workdir)")
+    p.add_argument("--epochs", type=int, help="epochs per trial")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout-s", type=float)
+    p.add_argument("--best-config", help="where to write the best trial's config JSON")
+    p.add_argument("--cache-dir", default="runs/cache")
+    model_args(p)
+    p.set_defaults(func=cmd_tune)
+
+    p = sub.add_parser("compare", help="a table of MLflow runs: params and metrics side by side")
+    p.add_argument("--experiment")
+    p.add_argument("--kind", choices=["train", "trial", "study", "evaluation"])
+    p.add_argument("--metric", action="append", help="metric name or pattern (repeatable)")
+    p.add_argument("--order-by", help="sort by this metric, highest first")
+    p.add_argument("--max-runs", type=int, default=20)
+    p.add_argument("--json", action="store_true")
+    model_args(p)
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("promote", help="set the registry alias 'champion' on a model version")
+    p.add_argument("--name", default="autorater")
+    p.add_argument("--version", type=int, help="default: the latest version")
+    p.add_argument("--alias", default="champion")
+    model_args(p)
+    p.set_defaults(func=cmd_promote)
 
     p = sub.add_parser("demo", help="the end-to-end main job on embedded defaults")
     p.add_argument("--out", default="demo-out", help="working folder (suites, models, MLflow store)")

@@ -48,10 +48,10 @@ class AutoraterOutput:
 class Targets:
     """Training targets; every field (batch,). Use NaN / -1 where unknown."""
 
-    success: torch.Tensor  # soft label in [0, 1]
+    success: torch.Tensor  # soft label in [0, 1]; NaN = unknown (no success loss)
     marker_index: torch.Tensor  # long: the sampled frame nearest the marker, ``frames`` for "end"; -1 unknown
     failure_mode: torch.Tensor  # long: index into config.failure_modes; -1 unknown / not a failure
-    match: torch.Tensor  # 1 = the video's own instruction, 0 = another's (then only the match loss counts)
+    match: torch.Tensor  # 1 = the video's own instruction, 0 = another's (no marker or failure-mode loss)
     weights: tuple[float, float, float, float] = (1.0, 1.0, 0.2, 0.5)  # success, marker, failure, match
 
 
@@ -68,7 +68,9 @@ class SpatialFiLM(nn.Module):
 
     def __init__(self, in_channels: int, dim: int, out_dim: int, text_dim: int, grid: tuple[int, int]):
         super().__init__()
+        self.norm_in = nn.GroupNorm(1, in_channels)  # encoder features come at any scale (std ~7 for lite0)
         self.proj = nn.Conv2d(in_channels, dim, 1)
+        self.norm = nn.GroupNorm(8 if dim % 8 == 0 else 1, dim)  # FiLM modulates normalised features
         self.pos = nn.Parameter(torch.zeros(1, dim, *grid))
         self.film = nn.Linear(text_dim, 2 * dim)
         self.conv = nn.Sequential(nn.GELU(), nn.Conv2d(dim, dim, 3, padding=1), nn.GELU())
@@ -77,9 +79,10 @@ class SpatialFiLM(nn.Module):
 
     def forward(self, x: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
         # x (n, c, h, w); text (n, text_dim) pooled instruction -> (n, out_dim)
-        h = self.proj(x)
+        h = self.proj(self.norm_in(x))
         if h.shape[-2:] == self.pos.shape[-2:]:
             h = h + self.pos
+        h = self.norm(h)
         gamma, beta = self.film(text).chunk(2, dim=-1)
         h = h * (1 + gamma[..., None, None]) + beta[..., None, None]
         h = self.conv(h).flatten(2)  # (n, dim, h*w)
@@ -152,7 +155,7 @@ class Autorater(nn.Module):
         frame_tokens = self.spatial(features.flatten(0, 1), pooled.repeat_interleave(t, 0)).view(b, t, -1)
         after = (times_s >= takeover_s[:, None]).long()
         x = frame_tokens + self.time_proj(time_embedding(times_s, frame_tokens.shape[-1])) + self.phase(after)
-        x = torch.cat([self.cls.expand(b, 1, -1), x], dim=1)
+        x = torch.cat([self.cls + pooled[:, None], x], dim=1)  # [CLS] starts from the instruction
         x = self.fusion(x, text, memory_key_padding_mask=~mask)
         cls, frames_out = x[:, 0], x[:, 1:]
         out = AutoraterOutput(
@@ -170,8 +173,9 @@ class Autorater(nn.Module):
         own = tg.match > 0.5
         zero = out.success_logit.sum() * 0
         losses = {"match": F.binary_cross_entropy_with_logits(out.match_logit, tg.match.float())}
-        losses["success"] = F.binary_cross_entropy_with_logits(out.success_logit[own], tg.success[own].float()) \
-            if own.any() else zero
+        known = torch.isfinite(tg.success)
+        losses["success"] = F.binary_cross_entropy_with_logits(out.success_logit[known], tg.success[known].float()) \
+            if known.any() else zero
         has_marker = own & (tg.marker_index >= 0)
         losses["marker"] = self.marker_loss(out.marker_logits[has_marker], tg.marker_index[has_marker]) \
             if has_marker.any() else zero
@@ -261,7 +265,8 @@ class Autorater(nn.Module):
         if missing or extra or bad:
             raise ValueError(f"{path / 'model.safetensors'} does not match config.json: missing "
                              f"{sorted(missing)[:3]}, unexpected {sorted(extra)[:3]}, wrong shape {sorted(bad)[:3]} "
-                             f"(fix: keep the config.json that was saved with these weights)")
+                             f"(fix: keep the config.json saved with these weights, and load with the autorater version that "
+                             f"trained them; a folder from an older architecture must be retrained)")
         model.load_state_dict(state, strict=False)
         return model.eval()
 

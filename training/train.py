@@ -46,6 +46,7 @@ class TrainConfig:
     val_share: float = 0.15  # share of scenarios held out for early stopping
     aggregation: str = "dawid_skene"  # or "majority"
     mismatch_share: float = 0.5  # extra rows per batch pairing a video with another scenario's instruction
+    negative_label: float = 0.02  # success target of a success video under another scenario's instruction
     success_weight: float = 1.0
     marker_weight: float = 0.5
     failure_weight: float = 0.2
@@ -150,7 +151,14 @@ def make_batch(data: _Data, rows: np.ndarray, tc: TrainConfig, rng: np.random.Ge
             instructions += [instructions[j] for j in partners]
             match = torch.cat([match, torch.zeros(len(chosen))])
             idx = torch.cat([idx, idx[chosen]])
-    targets = Targets(success=torch.tensor([ex.p_success[i] for i in idx.tolist()], dtype=torch.float32),
+    success = torch.tensor([ex.p_success[i] for i in idx.tolist()], dtype=torch.float32)
+    # A success video paired with another scenario's instruction is (almost surely) a failure of that
+    # instruction: the agent succeeded at *its* task, not this one. These free counterfactuals teach the
+    # success head to read the instruction. A failure video's label under another instruction is unknown.
+    swapped = match == 0
+    success[swapped] = torch.where(success[swapped] > 0.5, torch.full_like(success[swapped], tc.negative_label),
+                                   torch.full_like(success[swapped], float("nan")))
+    targets = Targets(success=success,
                       marker_index=data.marker_index[idx], failure_mode=data.failure_index[idx], match=match,
                       weights=(tc.success_weight, tc.marker_weight, tc.failure_weight, tc.match_weight))
     inputs = {"times_s": clips.times_s[idx], "takeover_s": torch.tensor([ex.takeover_s[i] for i in idx.tolist()]),

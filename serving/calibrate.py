@@ -1,0 +1,106 @@
+"""``autorater calibrate``: fit the temperature and the selective policy on a suite's reference episodes.
+
+Writes ``calibration.json`` into the model folder (``predict`` applies its temperature from then on)
+and a report folder with the agreement table (autorater beside every annotator, with bootstrap
+intervals over scenarios), the reliability diagram before/after scaling and the risk-coverage
+curve with the chosen operating point.
+
+Example:
+    >>> result = calibrate_model("model", Suite.load("reference-suite"), out="calibration-report")  # doctest: +SKIP
+    >>> result.record.t_success, result.record.expected_coverage                                   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from autorater.model import Autorater
+from autorater.predict import iter_suite_predictions, model_name
+from calibration import (CalibrationRecord, InsufficientReferencesError, SelectivePolicy, TemperatureScaler,
+                         agreement_report, brier_score, expected_calibration_error, format_agreement_table,
+                         plot_agreement_table, plot_reliability, plot_risk_coverage)
+from data.labels import label_table
+from data.suite import Suite
+
+
+@dataclass
+class CalibrationResult:
+    record: CalibrationRecord
+    report: dict  # agreement report plus calibration metrics
+    report_dir: Path
+
+
+def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target_agreement: float = 0.95,
+                    confidence: float = 0.9, max_marker_uncertainty_s: float | None = None,
+                    progress: bool = False) -> CalibrationResult:
+    """Fit and store the calibration of the model folder ``model_dir`` on ``suite``'s references."""
+    model_dir, out = Path(model_dir), Path(out)
+    if not suite.references:
+        raise ValueError(f"suite {suite.root} has no references.jsonl: calibration needs reference episodes "
+                         f"with known outcomes")
+    model = Autorater.from_pretrained(model_dir)
+    refs = {r.continuation_id: r for r in suite.references}
+    rows = [r for r in iter_suite_predictions(model, suite, ids=list(refs), name=model_name(model_dir),
+                                              progress=progress) if "error" not in r]
+    if not rows:
+        raise ValueError(f"none of the reference videos of {suite.root} could be decoded")
+    ids = [r["continuation_id"] for r in rows]
+    logits = np.array([r["logit"] for r in rows])
+    spread = np.array([r["marker_spread_s"] for r in rows])
+    y = np.array([refs[i].outcome == "success" for i in ids], dtype=int)
+
+    scaler = TemperatureScaler().fit(logits, y)
+    p_before, p = 1 / (1 + np.exp(-logits)), scaler.predict_proba(logits)
+    policy = SelectivePolicy(target_agreement=target_agreement, confidence=confidence,
+                             max_marker_uncertainty_s=max_marker_uncertainty_s, on_infeasible="route_all")
+    policy.fit(p, y, marker_uncertainty=spread)
+    record = CalibrationRecord.from_fitted(scaler, policy, logits, suite.info.name, suite.info.version)
+    record.to_json(model_dir / "calibration.json")
+
+    scenario = [suite.get(i).scenario_id for i in ids]
+    category = [suite.scenario_by_id[s].category for s in scenario]
+    report = agreement_report(ids, y, [refs[i].marker_s for i in ids], scenario, category, p,
+                              [r["marker_s"] for r in rows], label_table(suite.annotations).to_dict("list"))
+    report["calibration"] = {"temperature": record.temperature, "n_references": len(ids),
+                             "ece_before": expected_calibration_error(p_before, y),
+                             "ece_after": expected_calibration_error(p, y),
+                             "brier_before": brier_score(p_before, y), "brier_after": brier_score(p, y)}
+    report["policy"] = policy.to_dict()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(report, indent=1, default=_json_default) + "\n")
+    plot_reliability(p_before, p, y, out / "reliability.png")
+    curve = policy.risk_coverage_curve(p, y, marker_uncertainty=spread)
+    point = (record.expected_coverage, 1 - record.empirical_agreement) if record.feasible and \
+        record.empirical_agreement is not None else None
+    plot_risk_coverage(curve, point, out / "risk_coverage.png")
+    plot_agreement_table(report, out / "agreement.png")
+    return CalibrationResult(record, report, out)
+
+
+def _json_default(x):
+    return None if isinstance(x, float) and not np.isfinite(x) else float(x)
+
+
+def format_calibration(result: CalibrationResult) -> str:
+    r, c = result.record, result.report["calibration"]
+    lines = [format_agreement_table(result.report), "",
+             f"temperature {r.temperature:.3f}: ECE {c['ece_before']:.3f} -> {c['ece_after']:.3f}, "
+             f"Brier {c['brier_before']:.3f} -> {c['brier_after']:.3f} on {c['n_references']} references"]
+    if r.feasible:
+        lines.append(f"operating point: auto-success if p >= {r.t_success:.3f}, auto-failure if p <= {r.t_fail:.3f}, "
+                     f"else a human. Expected coverage {r.expected_coverage:.1%}; with {r.confidence:.0%} confidence "
+                     f"the auto-labelled part agrees with the truth at >= {r.bound:.3f} (target {r.target_agreement}), "
+                     f"assuming the references are drawn like the suites it will label.")
+    else:
+        lines.append(f"no operating point reaches agreement {r.target_agreement} with {r.confidence:.0%} confidence "
+                     f"on these {r.n_references} references: every continuation goes to a human. Add references "
+                     f"or lower --target-agreement.")
+    lines.append(f"written: {result.report_dir}/report.json, reliability.png, risk_coverage.png, agreement.png")
+    return "\n".join(lines)
+
+
+__all__ = ["CalibrationResult", "InsufficientReferencesError", "calibrate_model", "format_calibration"]
