@@ -1,7 +1,8 @@
 """``autorater demo``: the main job end to end on embedded defaults (local files, SQLite, nothing to start).
 
 Steps: generate a training suite and a new suite version (synthetic BabyAI STS), describe them,
-train the autorater (tracked in MLflow, registered), and evaluate it on the new version against the
+train the autorater (tracked in MLflow, registered), calibrate it on reference episodes (temperature,
+selective policy, agreement with the annotators), and evaluate it on the new version against the
 simulator truth beside the human annotators and a baseline.
 """
 
@@ -28,6 +29,7 @@ def run_demo(out: Path, quick: bool = False) -> int:
     from training.tracking import default_tracking_uri, track_training
     from training.train import TrainConfig
     from autorater.config import PRESETS
+    from serving.calibrate import calibrate_model, format_calibration
 
     torch.set_num_threads(2)
     out.mkdir(parents=True, exist_ok=True)
@@ -52,8 +54,15 @@ def run_demo(out: Path, quick: bool = False) -> int:
     print(f"best validation balanced accuracy {result.best['val_balanced_accuracy']:.3f} at epoch "
           f"{result.best['epoch']}; registered as autorater version {version} ({time.time() - t:.0f} s)")
 
-    t = _step("3. evaluate on the new suite version, against the simulator truth, beside the annotators")
-    rows = predict_cached(result.model, new_suite, tc.cache_dir, name=f"autorater@{version}")
+    t = _step("3. calibrate on the training suite's reference episodes (never trained on): temperature, "
+              "the selective policy, the agreement table")
+    calib = calibrate_model(model_dir, train_suite, out / "calibration-report")
+    print(format_calibration(calib))
+    print(f"({time.time() - t:.0f} s)")
+
+    t = _step("4. evaluate on the new suite version, against the simulator truth, beside the annotators")
+    rows = predict_cached(result.model, new_suite, tc.cache_dir, name=f"autorater@{version}",
+                          temperature=calib.record.temperature)
     majority = predict_majority(train_majority([train_suite], tc), new_suite)
     report = evaluate(new_suite, {"autorater": rows, "majority_baseline": majority}, gold="truth")
     print(format_report(report))

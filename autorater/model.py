@@ -253,7 +253,12 @@ class Autorater(nn.Module):
         if not (path / "config.json").is_file() or not (path / "model.safetensors").is_file():
             raise FileNotFoundError(f"{path} is not a model folder: it needs config.json and model.safetensors "
                                     f"(written by `autorater train` or Autorater.save_pretrained)")
-        model = cls(AutoraterConfig.load(path / "config.json"))
+        try:
+            model = cls(AutoraterConfig.load(path / "config.json"))
+        except ValueError as err:  # an unknown field, a wrong type or an unknown encoder: name the file
+            msg = str(err)
+            raise ValueError(msg if str(path / "config.json") in msg else f"{path / 'config.json'}: {msg} (fix: "
+                             f"restore the config.json saved with this model)") from None
         try:
             state = load_file(str(path / "model.safetensors"))
         except (SafetensorError, OSError, ValueError) as err:

@@ -59,7 +59,12 @@ def model_name(model_dir: str | Path | None) -> str:
     if model_dir is None:
         return "autorater"
     meta_path = Path(model_dir) / "metadata.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"cannot read {meta_path}: {err} (fix: restore it, or delete it: it is optional)") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{meta_path} must be a JSON object (fix: restore it, or delete it: it is optional)")
     name = meta.get("registered_name") or "autorater"
     version = meta.get("registered_version")
     return f"{name}@{version}" if version else f"{name}:{Path(model_dir).name}"
@@ -100,10 +105,10 @@ def to_records(ids: Sequence[str], raw: dict[str, np.ndarray], model: Autorater,
     modes = model.config.failure_modes
     rows = []
     for i, cid in enumerate(ids):
-        p = float(raw["p_success"][i])
+        p = round(float(raw["p_success"][i]), 6)  # outcome from the written value: 0.4999996 -> 0.5, success
         outcome = "success" if p >= 0.5 else "failure"
         mode = modes[raw["failure_mode"][i]] if outcome == "failure" and raw["failure_mode"][i] >= 0 else None
-        rows.append({"continuation_id": cid, "p_success": round(p, 6), "outcome": outcome,
+        rows.append({"continuation_id": cid, "p_success": p, "outcome": outcome,
                      "marker_s": round(float(raw["marker_s"][i]), 4), "failure_mode": mode, "model": name,
                      "logit": round(float(raw["logit"][i]), 6),
                      "marker_spread_s": round(float(raw["marker_spread_s"][i]), 4)})

@@ -1,0 +1,386 @@
+"""The Autorater model: outputs and losses, the model folder (round trip, no pickle, tampering), marker decoding.
+
+Everything uses the ``tiny`` preset (no pretrained weights) except one test that builds the real ``base``
+encoders from their installed packages, offline.
+"""
+
+from __future__ import annotations
+
+import doctest
+import json
+import pickle
+import socket
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+
+import autorater.config
+import autorater.model
+from autorater.config import PRESETS, AutoraterConfig
+from autorater.model import Autorater, AutoraterOutput, Targets
+from autorater.predict import to_records
+from model_suites import one_thread
+
+VOCAB = ["go", "to", "the", "red", "blue", "ball"]
+MODES = ["timeout", "wrong_object"]
+B, T = 3, 8  # clips, sampled frames
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    before = one_thread()
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny_model(seed: int = 0, **changes) -> Autorater:
+    """A tiny model whose every parameter (zeros at init included) is moved off its initial value."""
+    torch.manual_seed(seed)
+    model = Autorater(PRESETS["tiny"].replace(vocab=VOCAB, failure_modes=MODES, **changes))
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=g))
+    return model.eval()
+
+
+def inputs(seed: int = 0) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    return {"frames": torch.randint(0, 256, (B, T, 32, 32, 3), dtype=torch.uint8, generator=g),
+            "times_s": (torch.arange(T).float() / T).repeat(B, 1),  # 1-s videos
+            "takeover_s": torch.tensor([0.0, 0.25, 0.5]),
+            "instructions": ["go to the red ball", "go to the blue ball", "pick up a key"]}  # unknown words too
+
+
+def targets(success=(1.0, 0.0, 0.7)) -> Targets:
+    return Targets(success=torch.tensor(success), marker_index=torch.tensor([4, -1, T]),
+                   failure_mode=torch.tensor([-1, 1, -1]), match=torch.tensor([1.0, 1.0, 0.0]))
+
+
+def outputs_equal(a: AutoraterOutput, b: AutoraterOutput) -> bool:
+    return all(torch.equal(getattr(a, k), getattr(b, k))
+               for k in ("success_logit", "marker_logits", "failure_logits", "match_logit"))
+
+
+# ----------------------------------------------------------------------------------------------
+# Outputs and losses
+
+
+def test_outputs_have_the_documented_shapes_and_are_finite():
+    model = tiny_model()
+    with torch.no_grad():
+        out = model(**inputs())
+    assert out.success_logit.shape == (B,) and out.match_logit.shape == (B,)
+    assert out.marker_logits.shape == (B, T + 1)  # every sampled frame, then "end of video"
+    assert out.failure_logits.shape == (B, len(MODES))
+    for k in ("success_logit", "marker_logits", "failure_logits", "match_logit"):
+        assert torch.isfinite(getattr(out, k)).all(), k
+
+
+def test_cached_features_give_the_same_outputs_as_frames():
+    model, x = tiny_model(), inputs()
+    with torch.no_grad():
+        from_frames = model(**x)
+        features = model.frame_encoder(x.pop("frames"))  # (b, t, c, h, w)
+        from_features = model(**x, features=features)
+    assert features.shape[:2] == (B, T)
+    assert outputs_equal(from_frames, from_features)
+
+
+def test_the_loss_comes_only_when_targets_are_passed():
+    model = tiny_model().train()
+    out = model(**inputs())
+    assert out.loss is None and out.losses == {}
+    out = model(**inputs(), targets=targets())
+    assert set(out.losses) == {"success", "marker", "failure", "match"}
+    assert out.loss.shape == () and torch.isfinite(out.loss) and out.loss.requires_grad
+    assert all(torch.isfinite(v) for v in out.losses.values())
+    out.loss.backward()
+    assert model.success_head.weight.grad.abs().sum() > 0
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_the_instruction_changes_the_outputs_and_the_blind_model_ignores_it():
+    x = inputs()
+    swapped = {**x, "instructions": x["instructions"][::-1]}
+    model = tiny_model()
+    with torch.no_grad():
+        assert not torch.equal(model(**x).success_logit, model(**swapped).success_logit)
+    blind = tiny_model(use_instruction=False)
+    with torch.no_grad():
+        assert outputs_equal(blind(**x), blind(**swapped))
+
+
+def _free_outputs(seed: int = 0) -> AutoraterOutput:
+    """Outputs as leaf tensors, to look at the gradient each row receives."""
+    g = torch.Generator().manual_seed(seed)
+    return AutoraterOutput(success_logit=torch.randn(B, generator=g).requires_grad_(),
+                           marker_logits=torch.randn(B, T + 1, generator=g).requires_grad_(),
+                           failure_logits=torch.randn(B, len(MODES), generator=g).requires_grad_(),
+                           match_logit=torch.randn(B, generator=g).requires_grad_())
+
+
+def test_nan_success_targets_are_ignored():
+    model, out = tiny_model(), _free_outputs()
+    losses = model.losses(out, targets(success=(1.0, float("nan"), 0.0)))
+    known = torch.tensor([0, 2])
+    expected = F.binary_cross_entropy_with_logits(out.success_logit[known].detach(), torch.tensor([1.0, 0.0]))
+    assert torch.isfinite(losses["success"]) and torch.allclose(losses["success"], expected)
+    losses["success"].backward()
+    grad = out.success_logit.grad
+    assert grad[1] == 0 and (grad[known] != 0).all()  # the unknown row gets no push either way
+
+
+def test_all_nan_success_targets_give_a_zero_success_loss_and_a_finite_total():
+    model = tiny_model().train()
+    out = model(**inputs(), targets=targets(success=(float("nan"),) * B))
+    assert out.losses["success"] == 0
+    assert torch.isfinite(out.loss)
+    out.loss.backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_a_mismatched_instruction_gets_no_marker_or_failure_mode_loss():
+    model, out = tiny_model(), _free_outputs()
+    tg = targets()
+    tg.match = torch.tensor([1.0, 0.0, 0.0])  # row 1 has a failure mode, row 2 a marker: both now mismatched
+    losses = model.losses(out, tg)
+    marker_grad, failure_grad = torch.autograd.grad(losses["marker"] + losses["failure"],
+                                                    [out.marker_logits, out.failure_logits], allow_unused=True)
+    assert marker_grad[1:].abs().sum() == 0 and marker_grad[0].abs().sum() > 0
+    assert failure_grad is None or failure_grad.abs().sum() == 0
+
+
+# ----------------------------------------------------------------------------------------------
+# The model folder
+
+
+def test_save_then_load_gives_identical_predictions(tmp_path):
+    model = tiny_model(seed=1)
+    model.save_pretrained(tmp_path / "plain")
+    assert sorted(p.name for p in (tmp_path / "plain").iterdir()) == ["config.json", "model.safetensors"]
+    meta = {"train_suites": ["tiny@v1"], "n_train": 8}
+    model.save_pretrained(tmp_path / "m", metadata=meta)
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["config.json", "metadata.json",
+                                                                   "model.safetensors"]
+    assert json.loads((tmp_path / "m" / "metadata.json").read_text()) == meta
+    loaded = Autorater.from_pretrained(tmp_path / "m")
+    assert not loaded.training and loaded.config == model.config
+    x = inputs()
+    with torch.no_grad():
+        assert outputs_equal(model(**x), loaded(**x))
+        assert not torch.equal(model(**x).success_logit, tiny_model(seed=2)(**x).success_logit)  # not vacuous
+
+
+def test_loading_never_unpickles(tmp_path, monkeypatch):
+    tiny_model().save_pretrained(tmp_path / "m")
+    calls = []
+
+    def forbidden(name):
+        def fn(*args, **kwargs):
+            calls.append(name)
+            raise AssertionError(f"{name} called while loading a model folder")
+        return fn
+
+    for owner, name in ((pickle, "load"), (pickle, "loads"), (torch, "load"), (torch.serialization, "load")):
+        monkeypatch.setattr(owner, name, forbidden(f"{owner.__name__}.{name}"))
+    Autorater.from_pretrained(tmp_path / "m")
+    assert calls == []
+
+
+@pytest.mark.parametrize("keep", [0, 7, 0.5, -1], ids=["empty", "8-bytes", "half", "last-byte-cut"])
+def test_a_truncated_safetensors_file_is_a_clear_error(tmp_path, keep):
+    tiny_model().save_pretrained(tmp_path / "m")
+    path = tmp_path / "m" / "model.safetensors"
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep) if isinstance(keep, float) else keep])
+    with pytest.raises(ValueError, match="model.safetensors") as err:
+        Autorater.from_pretrained(tmp_path / "m")
+    assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("change", ["wrong_shape", "missing", "extra"])
+def test_a_tensor_that_does_not_fit_the_config_is_a_clear_error(tmp_path, change):
+    tiny_model().save_pretrained(tmp_path / "m")
+    path = tmp_path / "m" / "model.safetensors"
+    state = load_file(str(path))
+    if change == "wrong_shape":
+        state["success_head.weight"] = torch.zeros(1, 7)
+    elif change == "missing":
+        del state["success_head.weight"]
+    else:
+        state["surprise.weight"] = torch.zeros(2)
+    save_file(state, str(path))
+    with pytest.raises(ValueError, match="success_head.weight|surprise.weight") as err:
+        Autorater.from_pretrained(tmp_path / "m")
+    assert str(path) in str(err.value)
+
+
+def _edit_config(folder, fn=None, text=None):
+    path = folder / "config.json"
+    if text is None:
+        d = json.loads(path.read_text())
+        fn(d)
+        text = json.dumps(d)
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("edit", [
+    lambda d: d.update(colour="red"),  # an unknown field
+    lambda d: d.update(hidden_size="32"),  # a wrong type
+    lambda d: d.update(num_layers=True),  # bool is not an int here
+    lambda d: d.update(vocab="go to"),  # a string is not a list
+    lambda d: d.update(encoder="resnet9000"),  # not in the registry
+], ids=["unknown-field", "wrong-type", "bool-for-int", "str-for-list", "unknown-encoder"])
+def test_a_tampered_config_is_a_clear_error_naming_the_file(tmp_path, edit):
+    tiny_model().save_pretrained(tmp_path / "m")
+    path = _edit_config(tmp_path / "m", edit)
+    with pytest.raises(ValueError) as err:
+        Autorater.from_pretrained(tmp_path / "m")
+    assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("text", ['{"encoder": "tiny_cnn",', "[]", "\xff\xfe"], ids=["invalid-json", "not-an-object",
+                                                                                 "not-utf8"])
+def test_an_unreadable_config_is_a_clear_error_naming_the_file(tmp_path, text):
+    tiny_model().save_pretrained(tmp_path / "m")
+    path = tmp_path / "m" / "config.json"
+    path.write_bytes(text.encode("latin-1"))
+    with pytest.raises(ValueError) as err:
+        Autorater.from_pretrained(tmp_path / "m")
+    assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("missing", ["config.json", "model.safetensors"])
+def test_a_folder_without_its_files_is_not_a_model_folder(tmp_path, missing):
+    tiny_model().save_pretrained(tmp_path / "m")
+    (tmp_path / "m" / missing).unlink()
+    with pytest.raises(FileNotFoundError, match="config.json and model.safetensors") as err:
+        Autorater.from_pretrained(tmp_path / "m")
+    assert str(tmp_path / "m") in str(err.value)
+
+
+def test_from_dict_fills_defaults_for_missing_keys():
+    defaults, tiny = AutoraterConfig(), PRESETS["tiny"]
+    old = tiny.to_dict()
+    dropped = ["frame_diff", "marker_head", "failure_modes", "use_instruction", "encoder_stage", "dropout"]
+    for key in dropped:
+        del old[key]
+    cfg = AutoraterConfig.from_dict(old)
+    for key in dropped:
+        assert getattr(cfg, key) == getattr(defaults, key), key
+    assert all(getattr(cfg, k) == v for k, v in old.items())
+    assert AutoraterConfig.from_dict({}) == defaults
+    assert AutoraterConfig.from_dict(tiny.to_dict()) == tiny
+
+
+def test_an_old_folder_without_newer_config_fields_still_loads(tmp_path):
+    model = tiny_model()
+    model.save_pretrained(tmp_path / "m")
+    # Fields added after this folder was written, whose defaults are what the model was trained with.
+    _edit_config(tmp_path / "m", lambda d: [d.pop(k) for k in ("marker_head", "encoder_stage", "use_instruction")])
+    loaded = Autorater.from_pretrained(tmp_path / "m")
+    with torch.no_grad():
+        assert outputs_equal(model(**inputs()), loaded(**inputs()))
+
+
+# ----------------------------------------------------------------------------------------------
+# Marker decoding
+
+
+@pytest.mark.parametrize("head", ["distribution", "crossing"])
+def test_decoded_markers_lie_inside_the_video(head):
+    model = tiny_model(marker_head=head)
+    g = torch.Generator().manual_seed(0)
+    n = 96
+    durations = 0.5 + 10 * torch.rand(n, generator=g)  # seconds
+    times = (torch.arange(T) + 0.5) / T * durations[:, None]  # centre of each segment, as read_video samples
+    scale = torch.tensor([0.1, 3.0, 1e3])[torch.arange(n) % 3]  # flat, ordinary and saturated logits
+    logits = torch.randn(n, T + 1, generator=g) * scale[:, None]
+    marker, spread = model.decode_marker(logits, times, durations)
+    assert marker.shape == spread.shape == (n,)
+    assert torch.isfinite(marker).all() and torch.isfinite(spread).all() and (spread >= 0).all()
+    assert (marker >= 0).all() and (marker <= durations).all()
+
+
+def test_a_peaked_marker_distribution_decodes_to_its_frame_time_or_the_end():
+    model = tiny_model()
+    times = (torch.arange(T) + 0.5).repeat(T + 1, 1) / T * 2.0  # 2-s videos
+    durations = torch.full((T + 1,), 2.0)
+    logits = torch.full((T + 1, T + 1), -10.0)
+    logits[torch.arange(T + 1), torch.arange(T + 1)] = 10.0  # row k peaks at bin k; the last at "end"
+    marker, spread = model.decode_marker(logits, times, durations)
+    assert torch.allclose(marker[:T], times[0]) and marker[T] == 2.0
+    assert (spread < 0.01).all()
+
+
+def test_a_crossing_marker_decodes_to_the_first_reached_frame_or_the_end():
+    model = tiny_model(marker_head="crossing")
+    times = (torch.arange(T) + 0.5).repeat(3, 1) / T
+    reached_from = torch.tensor([2, 0, T])  # row 2 never reaches the goal
+    logits = torch.where(torch.arange(T + 1)[None] >= reached_from[:, None], 8.0, -8.0)
+    marker, _ = model.decode_marker(logits, times, torch.ones(3))
+    assert marker.tolist() == pytest.approx([times[0, 2].item(), times[0, 0].item(), 1.0])
+
+
+def test_docstring_examples_run():
+    for module in (autorater.model, autorater.config):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0 and result.attempted > 0, module.__name__
+
+
+def test_records_say_success_exactly_when_the_written_p_success_is_at_least_one_half():
+    model = tiny_model()
+    p = np.array([0.4999994, 0.4999996, 0.5, 0.9, 0.1, 0.0, 1.0])
+    raw = {"p_success": p, "logit": np.log(p / (1 - p + 1e-12) + 1e-12), "marker_s": np.full(len(p), 0.5),
+           "marker_spread_s": np.zeros(len(p)), "failure_mode": np.array([1, 1, 1, 0, 0, -1, 0])}
+    rows = to_records([f"c{i}" for i in range(len(p))], raw, model, "autorater:m")
+    for r in rows:
+        assert 0 <= r["p_success"] <= 1
+        assert r["outcome"] == ("success" if r["p_success"] >= 0.5 else "failure"), r
+        assert r["failure_mode"] is None or (r["outcome"] == "failure" and r["failure_mode"] in MODES)
+    assert [r["failure_mode"] for r in rows[4:6]] == ["timeout", None]
+
+
+# ----------------------------------------------------------------------------------------------
+# The real encoders (the one test that is not tiny: about 6 s, most of it importing timm and transformers)
+
+
+def test_base_preset_encoders_load_offline_and_round_trip(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+
+    def no_network(*args, **kwargs):
+        raise AssertionError(f"network access while building the base encoders: {args}")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    torch.manual_seed(0)
+    model = Autorater(PRESETS["base"]).eval()
+    frames = torch.randint(0, 256, (1, 2, 128, 128, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    x = {"frames": frames, "times_s": torch.tensor([[0.0, 0.5]]), "takeover_s": torch.zeros(1),
+         "instructions": ["go to the red ball"]}
+    with torch.no_grad():
+        features = model.frame_encoder(frames)  # (b, t, c, h, w): lite0 stage 2 is stride 8, 40 channels
+        tokens, mask = model.text_encoder(x["instructions"])  # (b, l, 384), (b, l)
+        out = model(**x)
+    assert features.shape == (1, 2, 40, 16, 16) and torch.isfinite(features).all()
+    assert features.std() > 0 and not torch.equal(features[0, 0], features[0, 1])  # real weights, not constants
+    assert tokens.shape[0] == 1 and tokens.shape[2] == 384 and torch.isfinite(tokens).all()
+    assert mask.dtype == torch.bool and mask.shape == tokens.shape[:2] and mask.all()
+    assert out.success_logit.shape == (1,) and out.marker_logits.shape == (1, 3)
+    assert all(torch.isfinite(getattr(out, k)).all() for k in ("success_logit", "marker_logits", "match_logit"))
+    assert not any(p.requires_grad for p in model.frame_encoder.parameters())
+    assert not any(p.requires_grad for p in model.text_encoder.parameters())
+
+    model.save_pretrained(tmp_path / "m")
+    stored = load_file(str(tmp_path / "m" / "model.safetensors"))
+    assert not any(k.startswith(("frame_encoder.", "text_encoder.")) for k in stored)  # rebuilt from packages
+    assert (tmp_path / "m" / "model.safetensors").stat().st_size < 10 * 2 ** 20
+    loaded = Autorater.from_pretrained(tmp_path / "m")
+    with torch.no_grad():
+        assert outputs_equal(out, loaded(**x))

@@ -1,0 +1,205 @@
+"""Training: the model overfits a handful of episodes, reads the instruction, re-uses cached features,
+never trains on reference episodes, and validates on whole held-out scenarios.
+
+The ``tiny`` preset (from-scratch CNN, learned bag of words) on 32x32 videos of 8 frames, one torch thread.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import training.train
+from autorater.config import PRESETS
+from autorater.model import Autorater
+from autorater.predict import predict_batch
+from data.splits import split_groups
+from data.suite import Suite
+from data.video import read_video
+from model_suites import bright_square_video, colour_suite, colour_video, learnable_suite, one_thread
+from training.cache import FeatureCache
+from training.dataset import build_examples
+from training.train import TrainConfig, predict_rows, prepare, run_epoch, train
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    before = one_thread()
+    yield
+    torch.set_num_threads(before)
+
+
+def fit(suites, tc: TrainConfig, epochs: int):
+    """``prepare`` then ``epochs`` of ``run_epoch`` on every row at a constant learning rate (no validation)."""
+    model, data = prepare(suites, PRESETS["tiny"], tc)
+    rows = np.arange(len(data.ex))
+    opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
+    rng = np.random.default_rng(tc.seed)
+    history = [run_epoch(model, data, rows, tc, opt, sched, rng) for _ in range(epochs)]
+    return model, data, history
+
+
+def test_a_few_dozen_steps_overfit_eight_episodes(tmp_path):
+    suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
+    tc = TrainConfig(batch_size=8, lr=3e-3, aggregation="majority", mismatch_share=0.0,
+                     cache_dir=str(tmp_path / "cache"))
+    model, data, history = fit([suite], tc, epochs=40)  # one step per epoch
+    assert len(data.ex) == 8
+    rows = np.arange(8)
+    p = predict_rows(model, data, rows)["p_success"]
+    y = np.array(data.ex.p_success) > 0.5
+    assert y.any() and not y.all()
+    assert ((p >= 0.5) == y).all()  # train accuracy 1.0
+    assert history[-1]["train_success"] < 0.1 < history[0]["train_success"]
+    assert history[-1]["train_loss"] < 0.5 * history[0]["train_loss"]
+
+
+def test_the_instruction_matters_on_held_out_videos(tmp_path):
+    """Same videos, swapped instruction: P(success) follows whether the *named* colour appeared."""
+    suite = colour_suite(tmp_path / "suite", n_scenarios=8, per_scenario=2)  # 16 episodes
+    tc = TrainConfig(batch_size=8, lr=2e-3, aggregation="majority", cache_dir=str(tmp_path / "cache"))
+    model, data, _ = fit([suite], tc, epochs=80)
+    p = predict_rows(model, data, np.arange(len(data.ex)))["p_success"]
+    assert ((p >= 0.5) == (np.array(data.ex.p_success) > 0.5)).all()
+
+    rng = np.random.default_rng(123)  # videos the model has never seen
+    shown = ["red", "blue"] * 4
+    clips = [read_video(colour_video(tmp_path / "held_out" / f"{i}.mp4", c, rng), num_frames=8, size=32)
+             for i, c in enumerate(shown)]
+    frames = torch.from_numpy(np.stack([c.frames for c in clips]))
+    times = torch.from_numpy(np.stack([c.times_s for c in clips]).astype(np.float32))
+
+    def p_success(instruction: str) -> np.ndarray:
+        return predict_batch(model, frames=frames, times_s=times, durations_s=[1.0] * 8, takeovers_s=[0.0] * 8,
+                             instructions=[instruction] * 8)["p_success"]
+
+    red, blue = p_success("red"), p_success("blue")
+    named_shown = np.array([c == "red" for c in shown])
+    # Swapping the instruction moves P(success) the right way on every video, and across 0.5.
+    assert (red[named_shown] - blue[named_shown] > 0.5).all()
+    assert (blue[~named_shown] - red[~named_shown] > 0.5).all()
+
+
+def test_the_feature_cache_is_hit_on_a_second_prepare(tmp_path, monkeypatch):
+    caches = []
+
+    class SpyCache(FeatureCache):
+        def __init__(self, root):
+            super().__init__(root)
+            caches.append(self)
+
+    monkeypatch.setattr(training.train, "FeatureCache", SpyCache)
+    suite = learnable_suite(tmp_path / "suite", n_scenarios=2, per_scenario=2)
+    tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "cache"))
+    _, first = prepare([suite], PRESETS["tiny"], tc)
+    _, second = prepare([suite], PRESETS["tiny"], tc)
+    assert (caches[0].hits, caches[0].misses) == (0, 4)
+    assert (caches[1].hits, caches[1].misses) == (4, 0)
+    assert torch.equal(first.clips.features, second.clips.features)
+    assert torch.equal(first.clips.times_s, second.clips.times_s)
+
+
+def test_a_changed_video_is_a_cache_miss_and_a_copied_one_a_hit(tmp_path):
+    suite = learnable_suite(tmp_path / "suite", n_scenarios=2, per_scenario=2)
+    paths = [str(suite.video_path(c)) for c in suite.continuation_ids()]
+    model = Autorater(PRESETS["tiny"])
+    before = FeatureCache(tmp_path / "cache").load(model, paths)
+
+    bright_square_video(paths[0], success=True, rng=np.random.default_rng(99))  # new bytes, same path
+    cache = FeatureCache(tmp_path / "cache")
+    after = cache.load(model, paths)
+    assert (cache.hits, cache.misses) == (3, 1)
+    assert not torch.equal(after.features[0], before.features[0])
+    assert torch.equal(after.features[1:], before.features[1:])
+
+    copy = tmp_path / "elsewhere" / "same.mp4"
+    copy.parent.mkdir()
+    copy.write_bytes(open(paths[1], "rb").read())  # same bytes, another path: keyed by content
+    cache = FeatureCache(tmp_path / "cache")
+    assert torch.equal(cache.load(model, [str(copy)]).features[0], before.features[1])
+    assert (cache.hits, cache.misses) == (1, 0)
+
+    cache = FeatureCache(tmp_path / "cache")  # other frames sampled: other features, so a miss
+    cache.load(Autorater(PRESETS["tiny"].replace(num_frames=4)), paths[:1])
+    assert (cache.hits, cache.misses) == (0, 1)
+
+
+def test_a_missing_video_is_reported_and_left_out_of_training(tmp_path):
+    suite = learnable_suite(tmp_path / "suite", n_scenarios=2, per_scenario=2)
+    paths = [str(suite.video_path(c)) for c in suite.continuation_ids()]
+    (suite.root / suite.get("c011").video).unlink()
+    clips = FeatureCache(tmp_path / "cache").load(Autorater(PRESETS["tiny"]), paths)
+    assert list(clips.errors) == [3] and "c011" in clips.errors[3]
+    assert clips.features.shape[0] == 4  # rows stay aligned with the paths
+    _, data = prepare([suite], PRESETS["tiny"], TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c")))
+    assert data.ex.continuation_ids == ["c000", "c001", "c010"]  # training goes on without it
+    assert len(data.clips.features) == len(data.marker_index) == len(data.failure_index) == 3
+
+
+def test_reference_episodes_are_never_trained_on(tmp_path, monkeypatch):
+    suite = learnable_suite(tmp_path / "suite", n_scenarios=3, per_scenario=2, n_references=3)
+    refs = {r.continuation_id for r in suite.references}
+    assert len(refs) == 3 and refs <= {a.continuation_id for a in suite.annotations}  # annotated too
+    ex = build_examples([suite])
+    assert not refs & set(ex.continuation_ids)
+    assert set(ex.continuation_ids) == set(suite.continuation_ids()) - refs
+    assert refs <= set(build_examples([suite], exclude_references=False).continuation_ids)
+
+    # What train() learns from: the references' videos are not even decoded.
+    requested = []
+    load = FeatureCache.load
+
+    def spy(self, model, paths, *args, **kwargs):
+        requested.extend(str(p) for p in paths)
+        return load(self, model, paths, *args, **kwargs)
+
+    monkeypatch.setattr(FeatureCache, "load", spy)
+    result = train([suite], PRESETS["tiny"], TrainConfig(epochs=1, aggregation="majority",
+                                                          cache_dir=str(tmp_path / "cache")))
+    assert result.n_train + result.n_val == len(suite.continuations) - len(refs)
+    assert not {str(suite.video_path(c)) for c in refs} & set(requested)
+
+
+def test_the_validation_split_never_shares_a_scenario(tmp_path, monkeypatch):
+    suites = [learnable_suite(tmp_path / "a", n_scenarios=6, per_scenario=2, seed=0),
+              learnable_suite(tmp_path / "b", n_scenarios=2, per_scenario=3, seed=1)]  # same scenario ids as "a"
+    splits = []
+
+    def spy(groups, share, seed=0):
+        out = split_groups(groups, share, seed)
+        splits.append((list(groups), *out))
+        return out
+
+    monkeypatch.setattr(training.train, "split_groups", spy)
+    tc = TrainConfig(epochs=1, val_share=0.3, aggregation="majority", cache_dir=str(tmp_path / "cache"))
+    result = train(suites, PRESETS["tiny"], tc)
+    (groups, train_rows, val_rows), = splits
+    n = sum(len(s.continuations) for s in suites)
+    assert len(groups) == n and result.n_train == len(train_rows) and result.n_val == len(val_rows)
+    assert sorted([*train_rows, *val_rows]) == list(range(n))  # every row once
+    assert len(val_rows) > 0 and len(train_rows) > 0
+    assert not {groups[i] for i in train_rows} & {groups[i] for i in val_rows}
+    assert len(set(groups)) == 8  # scenario "s00" of suite a and of suite b are different groups
+
+    # The same holds whatever the seed and share.
+    for seed in range(20):
+        for share in (0.1, 0.3, 0.5, 0.9):
+            tr, va = split_groups(groups, share, seed)
+            assert not {groups[i] for i in tr} & {groups[i] for i in va}
+            assert len(tr) + len(va) == n and len(va) > 0 and len(tr) > 0
+
+
+def test_train_writes_a_loadable_model_folder_with_its_metadata(tmp_path):
+    suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
+    tc = TrainConfig(epochs=2, aggregation="majority", cache_dir=str(tmp_path / "cache"))
+    logged = []
+    result = train([suite], PRESETS["tiny"], tc, out=tmp_path / "m", log=lambda epoch, m: logged.append(epoch))
+    assert logged == [1, 2] and [h["epoch"] for h in result.history] == [1, 2]
+    assert result.best["epoch"] in (1, 2)
+    loaded = Autorater.from_pretrained(tmp_path / "m")
+    assert loaded.config.vocab and loaded.config.failure_modes == ["timeout"]
+    _, data = prepare([Suite.load(tmp_path / "suite")], loaded.config, tc)
+    rows = np.arange(len(data.ex))
+    assert np.array_equal(predict_rows(result.model, data, rows)["logit"], predict_rows(loaded, data, rows)["logit"])
