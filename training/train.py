@@ -46,6 +46,9 @@ class TrainConfig:
     val_share: float = 0.15  # share of scenarios held out for early stopping
     aggregation: str = "dawid_skene"  # or "majority"
     mismatch_share: float = 0.5  # extra rows per batch pairing a video with another scenario's instruction
+    success_negatives: bool = False  # also train the success head on the mismatch rows (see make_batch); off:
+    # measured on 2,000 continuations, it stalled training at chance (the success loss cannot drop before the
+    # model grounds the instruction, which it had not learned to do)
     negative_label: float = 0.02  # success target of a success video under another scenario's instruction
     success_weight: float = 1.0
     marker_weight: float = 0.5
@@ -156,8 +159,8 @@ def make_batch(data: _Data, rows: np.ndarray, tc: TrainConfig, rng: np.random.Ge
     # instruction: the agent succeeded at *its* task, not this one. These free counterfactuals teach the
     # success head to read the instruction. A failure video's label under another instruction is unknown.
     swapped = match == 0
-    success[swapped] = torch.where(success[swapped] > 0.5, torch.full_like(success[swapped], tc.negative_label),
-                                   torch.full_like(success[swapped], float("nan")))
+    negative = torch.full_like(success[swapped], tc.negative_label if tc.success_negatives else float("nan"))
+    success[swapped] = torch.where(success[swapped] > 0.5, negative, torch.full_like(negative, float("nan")))
     targets = Targets(success=success,
                       marker_index=data.marker_index[idx], failure_mode=data.failure_index[idx], match=match,
                       weights=(tc.success_weight, tc.marker_weight, tc.failure_weight, tc.match_weight))
