@@ -12,7 +12,6 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # before anything imp
 import doctest
 import json
 import math
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -21,9 +20,8 @@ import pytest
 from autorater.config import PRESETS
 from autorater.model import Autorater
 from autorater.predict import predict_suite
-from data.suite import Annotation, Continuation, Scenario, Suite, SuiteInfo
-from data.video import write_video
 from training import tracking
+from model_suites import fresh_tracking_uri, make_tiny_suite
 from training.train import TrainConfig
 
 
@@ -36,38 +34,6 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
-
-
-def make_tiny_suite(root: Path, n_scenarios: int = 10, per_scenario: int = 2, seed: int = 0) -> Suite:
-    """8-frame 32x32 videos: a success lights a bright square at frame 4 (0.5 s); a failure stays dark."""
-    rng = np.random.default_rng(seed)
-    scenarios, continuations, annotations = [], [], []
-    for s in range(n_scenarios):
-        color = ("red", "blue")[s % 2]
-        scenarios.append(Scenario(f"s{s:02d}", f"go to the {color} ball", category=f"goto_{color}"))
-        for k in range(per_scenario):
-            cid = f"c{s:02d}{k}"
-            success = (s + k) % 2 == 0
-            frames = rng.integers(0, 40, (8, 32, 32, 3), dtype=np.uint8)
-            if success:
-                frames[4:, 8:24, 8:24] = 255
-            write_video(root / "videos" / f"{cid}.mp4", frames, fps=8.0)
-            continuations.append(Continuation(cid, f"s{s:02d}", agent_id=f"agent{k}", video=f"videos/{cid}.mp4"))
-            for a in range(2):
-                annotations.append(Annotation(cid, f"annotator{a}", "success" if success else "failure",
-                                              marker_s=0.5 if success else 0.25))
-    Suite(root, SuiteInfo(name="tiny", version="v1"), scenarios, continuations, annotations).write(root)
-    return Suite.load(root)
-
-
-def fresh_tracking_uri(tmp_path_factory, folder: Path) -> str:
-    """A new store in ``folder``: a copy of one session-wide initialised database (migrations run once)."""
-    template = tmp_path_factory.getbasetemp() / "mlflow-template"
-    if not (template / "mlflow.db").exists():
-        tracking._client(tracking.default_tracking_uri(template))
-    folder.mkdir(parents=True, exist_ok=True)
-    shutil.copy(template / "mlflow.db", folder / "mlflow.db")
-    return tracking.default_tracking_uri(folder)
 
 
 @pytest.fixture(scope="module")
