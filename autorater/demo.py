@@ -33,7 +33,7 @@ def run_demo(out: Path, quick: bool = False) -> int:
 
     torch.set_num_threads(2)
     out.mkdir(parents=True, exist_ok=True)
-    n_train, n_new = (60, 30) if quick else (300, 100)
+    n_train, n_new = (60, 30) if quick else (200, 60)
     started = time.time()
 
     t = _step(f"1. generate a training suite ({n_train} scenarios) and a new suite version ({n_new} scenarios)")
@@ -47,7 +47,7 @@ def run_demo(out: Path, quick: bool = False) -> int:
 
     t = _step("2. train the autorater on the training suite's annotations (MLflow: "
               f"{default_tracking_uri(out / 'runs')})")
-    tc = TrainConfig(cache_dir=str(out / "cache"), epochs=8 if quick else 25)
+    tc = TrainConfig(cache_dir=str(out / "cache"), epochs=8 if quick else 20)
     model_dir = out / "model"
     result, run_id, version = track_training(default_tracking_uri(out / "runs"), "autorater-demo", "demo",
                                              PRESETS["base"], tc, [train_suite], out=model_dir, progress=True)
@@ -57,7 +57,7 @@ def run_demo(out: Path, quick: bool = False) -> int:
     t = _step("3. calibrate on the training suite's reference episodes (never trained on): temperature, "
               "the selective policy, the agreement table")
     calib = calibrate_model(model_dir, train_suite, out / "calibration-report")
-    print(format_calibration(calib))
+    print(format_calibration(calib, per_category=False))
     print(f"({time.time() - t:.0f} s)")
 
     t = _step("4. evaluate on the new suite version, against the simulator truth, beside the annotators")

@@ -85,9 +85,13 @@ def _json_default(x):
     return None if isinstance(x, float) and not np.isfinite(x) else float(x)
 
 
-def format_calibration(result: CalibrationResult) -> str:
+def format_calibration(result: CalibrationResult, per_category: bool = True) -> str:
+    """The agreement table (per-category rows optional), the temperature and the operating point."""
     r, c = result.record, result.report["calibration"]
-    lines = [format_agreement_table(result.report), "",
+    table = format_agreement_table(result.report)
+    if not per_category:  # per-category rows are the indented ones
+        table = "\n".join(line for line in table.splitlines() if not line.startswith("  "))
+    lines = [table, "",
              f"temperature {r.temperature:.3f}: ECE {c['ece_before']:.3f} -> {c['ece_after']:.3f}, "
              f"Brier {c['brier_before']:.3f} -> {c['brier_after']:.3f} on {c['n_references']} references"]
     if r.feasible:

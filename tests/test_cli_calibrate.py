@@ -1,0 +1,64 @@
+"""``autorater calibrate`` in-process: calibration.json, the report and its plots, and predict applying it."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from autorater import cli
+from calibration import CalibrationRecord
+from model_suites import learnable_suite, one_thread
+from tiny_suites import read_lines
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    root = tmp_path_factory.mktemp("calibrate")
+    with pytest.MonkeyPatch.context() as mp:
+        before = one_thread()
+        mp.setattr(cli, "_threads", lambda: None)
+        suite = learnable_suite(root / "suite", n_scenarios=10, per_scenario=2, n_references=12)
+        config = root / "config.json"
+        config.write_text(json.dumps({"preset": "tiny", "train": {"epochs": 3}}))
+        assert cli.main(["train", "--suite", str(suite.root), "--out", str(root / "model"), "--config", str(config),
+                         "--no-tracking", "--cache-dir", str(root / "cache"), "--quiet"]) == 0
+        try:
+            yield {"root": root, "suite": suite, "model": root / "model"}
+        finally:
+            torch.set_num_threads(before)
+
+
+def test_calibrate_writes_calibration_json_report_and_plots(env, capsys):
+    report = env["root"] / "report"
+    code = cli.main(["calibrate", "--model", str(env["model"]), "--suite", str(env["suite"].root),
+                     "--report", str(report), "--quiet"])
+    assert code == 0
+    record = CalibrationRecord.from_json(env["model"] / "calibration.json")
+    assert record.temperature > 0 and record.n_references == 12
+    assert record.reference_suite == "learnable" and record.target_agreement == 0.95
+    # 12 references cannot certify 0.95 agreement at 90% confidence: an honest refusal, everything to humans.
+    assert not record.feasible
+    out = capsys.readouterr().out
+    assert "every continuation goes to a human" in out and "annotator0" in out
+    for name in ("report.json", "reliability.png", "risk_coverage.png", "agreement.png"):
+        assert (report / name).stat().st_size > 0
+    rows = {r["name"] for r in json.loads((report / "report.json").read_text())["rows"]}
+    assert {"autorater", "annotator0", "annotator1", "human_majority"} <= rows
+
+
+def test_predict_applies_the_stored_temperature(env):
+    out = env["root"] / "predictions.jsonl"
+    assert cli.main(["predict", "--model", str(env["model"]), "--suite", str(env["suite"].root),
+                     "--out", str(out), "--quiet"]) == 0
+    temperature = json.loads((env["model"] / "calibration.json").read_text())["temperature"]
+    for row in read_lines(out):
+        assert math.isclose(row["p_success"], 1 / (1 + math.exp(-row["logit"] / temperature)), abs_tol=1e-5)
+
+
+def test_calibrate_refuses_a_suite_without_references(env, tmp_path, capsys):
+    bare = learnable_suite(tmp_path / "bare", n_scenarios=2)
+    code = cli.main(["calibrate", "--model", str(env["model"]), "--suite", str(bare.root), "--quiet"])
+    assert code == 2 and "references" in capsys.readouterr().err
