@@ -365,10 +365,10 @@ def test_base_preset_encoders_load_offline_and_round_trip(tmp_path, monkeypatch)
     x = {"frames": frames, "times_s": torch.tensor([[0.0, 0.5]]), "takeover_s": torch.zeros(1),
          "instructions": ["go to the red ball"]}
     with torch.no_grad():
-        features = model.frame_encoder(frames)  # (b, t, c, h, w): lite0 stage 2 is stride 8, 40 channels
+        features = model.frame_encoder(frames)  # (b, t, c, h, w): lite0 stage 3 is stride 16, 112 channels
         tokens, mask = model.text_encoder(x["instructions"])  # (b, l, 384), (b, l)
         out = model(**x)
-    assert features.shape == (1, 2, 40, 16, 16) and torch.isfinite(features).all()
+    assert features.shape == (1, 2, 112, 8, 8) and torch.isfinite(features).all()
     assert features.std() > 0 and not torch.equal(features[0, 0], features[0, 1])  # real weights, not constants
     assert tokens.shape[0] == 1 and tokens.shape[2] == 384 and torch.isfinite(tokens).all()
     assert mask.dtype == torch.bool and mask.shape == tokens.shape[:2] and mask.all()
