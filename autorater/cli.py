@@ -122,7 +122,20 @@ def cmd_predict(args) -> int:
         print(f"warning: {r['continuation_id']}: {r['error']}", file=sys.stderr)
     print(f"wrote {len(rows) - len(errors)} predictions to {args.out}" +
           (f" ({len(errors)} videos could not be decoded)" if errors else ""))
+    _warn_drift(model_dir, rows)
     return 0
+
+
+def _warn_drift(model_dir: Path, rows: list[dict]) -> dict | None:
+    """Warn when the suite's scores left the range the model was calibrated on."""
+    from serving.calibrate import check_drift
+
+    drift = check_drift(model_dir, [r["logit"] for r in rows if "logit" in r])
+    if drift is not None:
+        level = "WARNING: " if drift["drifted"] else ""
+        print(f"{level}drift against calibration suite {drift['calibration_suite']}: {drift['message']}",
+              file=sys.stderr if drift["drifted"] else sys.stdout)
+    return drift
 
 
 def cmd_evaluate(args) -> int:
@@ -143,7 +156,9 @@ def cmd_evaluate(args) -> int:
             if args.gold != "both":
                 raise
             print(f"note: {err}", file=sys.stderr)
+    drift = _warn_drift(model_dir, rows)
     for report in reports.values():
+        report["drift"] = drift
         print(format_report(report) + "\n")
     if args.out:
         Path(args.out).write_text(json.dumps(reports, indent=1, default=float) + "\n")

@@ -21,7 +21,7 @@ import numpy as np
 from autorater.model import Autorater
 from autorater.predict import iter_suite_predictions, model_name
 from calibration import (CalibrationRecord, InsufficientReferencesError, SelectivePolicy, TemperatureScaler,
-                         agreement_report, brier_score, expected_calibration_error, format_agreement_table,
+                         agreement_report, brier_score, drift_check, expected_calibration_error, format_agreement_table,
                          plot_agreement_table, plot_reliability, plot_risk_coverage)
 from data.labels import label_table
 from data.suite import Suite
@@ -81,6 +81,24 @@ def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target
     return CalibrationResult(record, report, out)
 
 
+def check_drift(model_dir: str | Path, logits) -> dict | None:
+    """Compare new raw scores with those of the calibration suite (``calibration.json``); None if uncalibrated.
+
+    Returns:
+        ``drift_check``'s result plus ``calibration_suite`` (name@version): PSI, KS test, ``drifted``, message.
+    """
+    path = Path(model_dir) / "calibration.json"
+    logits = np.asarray([x for x in logits if np.isfinite(x)], dtype=float)
+    if not path.is_file() or logits.size == 0:
+        return None
+    record = CalibrationRecord.from_json(path)
+    if not record.score_count:
+        return None
+    result = drift_check(record.score_sample(), logits)
+    result["calibration_suite"] = f"{record.reference_suite}@{record.reference_suite_version}"
+    return result
+
+
 def _json_default(x):
     return None if isinstance(x, float) and not np.isfinite(x) else float(x)
 
@@ -107,4 +125,4 @@ def format_calibration(result: CalibrationResult, per_category: bool = True) -> 
     return "\n".join(lines)
 
 
-__all__ = ["CalibrationResult", "InsufficientReferencesError", "calibrate_model", "format_calibration"]
+__all__ = ["CalibrationResult", "InsufficientReferencesError", "calibrate_model", "check_drift", "format_calibration"]

@@ -62,3 +62,28 @@ def test_calibrate_refuses_a_suite_without_references(env, tmp_path, capsys):
     bare = learnable_suite(tmp_path / "bare", n_scenarios=2)
     code = cli.main(["calibrate", "--model", str(env["model"]), "--suite", str(bare.root), "--quiet"])
     assert code == 2 and "references" in capsys.readouterr().err
+
+
+def test_predict_reports_drift_against_the_calibration_suite(env, capsys):
+    out = env["root"] / "again.jsonl"
+    assert cli.main(["predict", "--model", str(env["model"]), "--suite", str(env["suite"].root),
+                     "--out", str(out), "--quiet"]) == 0
+    assert "drift against calibration suite learnable@v1" in capsys.readouterr().out
+
+
+def test_check_drift_flags_a_shifted_score_distribution(tmp_path):
+    import numpy as np
+
+    from calibration import SelectivePolicy, TemperatureScaler
+    from serving.calibrate import check_drift
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(0, 2, 400)
+    y = (rng.random(400) < 1 / (1 + np.exp(-logits))).astype(int)
+    scaler = TemperatureScaler().fit(logits, y)
+    policy = SelectivePolicy(target_agreement=0.8, on_infeasible="route_all").fit(scaler.predict_proba(logits), y)
+    CalibrationRecord.from_fitted(scaler, policy, logits, "ref", "v1").to_json(tmp_path / "calibration.json")
+    assert not check_drift(tmp_path, rng.normal(0, 2, 300))["drifted"]
+    shifted = check_drift(tmp_path, rng.normal(4, 2, 300))
+    assert shifted["drifted"] and shifted["calibration_suite"] == "ref@v1"
+    assert check_drift(tmp_path / "nowhere", logits) is None
