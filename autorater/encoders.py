@@ -80,6 +80,27 @@ class TinyCNN(_FrameEncoder):
         return self.net(images)
 
 
+class PatchEmbed(_FrameEncoder):
+    """Raw pixels cut into non-overlapping patches, each linearly embedded (a ViT stem), trained from scratch.
+
+    With the patch size equal to the rendering's tile size, every grid cell is one token whose colour
+    and shape stay linearly readable: what the instruction names must be found there.
+    """
+
+    def __init__(self, patch: int, dim: int):
+        super().__init__()
+        self.out_channels = dim
+        self.proj = nn.Conv2d(3, dim, patch, stride=patch)
+
+    def encode_images(self, images):
+        return self.proj(images * 2 - 1)
+
+
+@register_frame_encoder("patch")
+def _patch(config):
+    return PatchEmbed(patch=max(1, config.image_size // 8), dim=max(16, config.spatial_size))
+
+
 @register_frame_encoder("tiny_cnn")
 def _tiny_cnn(config):
     return TinyCNN(width=max(8, config.spatial_size))

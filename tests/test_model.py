@@ -384,3 +384,16 @@ def test_base_preset_encoders_load_offline_and_round_trip(tmp_path, monkeypatch)
     loaded = Autorater.from_pretrained(tmp_path / "m")
     with torch.no_grad():
         assert outputs_equal(out, loaded(**x))
+
+
+def test_patch_encoder_gives_one_trainable_token_per_tile():
+    from autorater.encoders import create_frame_encoder
+
+    cfg = PRESETS["tiny"].replace(encoder="patch", image_size=32, spatial_size=16)
+    encoder = create_frame_encoder(cfg)
+    frames = torch.zeros(2, 3, 32, 32, 3, dtype=torch.uint8)
+    frames[0, :, :4, :4] = 255  # one bright tile changes exactly one token
+    out = encoder(frames)
+    assert out.shape == (2, 3, 16, 8, 8) and not getattr(encoder, "frozen", False)
+    changed = (out[0] - out[1]).abs().sum(dim=(0, 1)) > 1e-6  # (8, 8) grid
+    assert changed.sum() == 1 and changed[0, 0]
