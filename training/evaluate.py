@@ -13,7 +13,6 @@ Example:
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from typing import Sequence
 
 import numpy as np
@@ -145,7 +144,5 @@ def _f(v) -> str:
 def by_group_table(report: dict, method: str, key: str) -> str:
     """Balanced accuracy of one method per category or agent."""
     groups = report["methods"][method].get(f"by_{key}", {})
-    rows = defaultdict(str)
-    for k, m in groups.items():
-        rows[k] = f"{k:<20}{m['n']:>6}{_f(m['balanced_accuracy']):>9}{_f(m['accuracy']):>8}"
-    return "\n".join([f"{key:<20}{'n':>6}{'bal.acc':>9}{'acc':>8}"] + list(rows.values()))
+    rows = [f"{k:<20}{m['n']:>6}{_f(m['balanced_accuracy']):>9}{_f(m['accuracy']):>8}" for k, m in groups.items()]
+    return "\n".join([f"{key:<20}{'n':>6}{'bal.acc':>9}{'acc':>8}"] + rows)
