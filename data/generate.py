@@ -39,7 +39,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -54,7 +53,7 @@ from data.annotators import default_pool, simulate_annotations, trait_scores
 from data.babyai import (AGENTS, LEVELS, AgentContext, Judge, RenderConfig, alternative_specs,
                          check_agents, describe, expert_solution, instr_to_spec, make_env,
                          make_policy, render_frame, replay, resolve_level)
-from data.suite import Continuation, Reference, Scenario, Suite, SuiteInfo, write_jsonl
+from data.suite import TRUTH_FILE, Continuation, Reference, Scenario, Suite, SuiteInfo, load_truth, write_jsonl
 from data.video import write_video
 
 __all__ = ["generate_suite", "swap_instructions", "simulate_truths", "load_truth", "LEVELS", "AGENTS",
@@ -62,7 +61,6 @@ __all__ = ["generate_suite", "swap_instructions", "simulate_truths", "load_truth
 
 DEFAULT_LEVELS = ("GoToLocal", "PickupLoc", "PutNextLocal", "OpenDoor")
 DEFAULT_AGENTS = ("expert", "noisy-0.2", "noisy-0.5", "distractor", "random")
-TRUTH_FILE = "simulator_truth.jsonl"
 
 CONTEXT_SHARE = (0.2, 0.5)  # share of the expert's solution replayed as context
 MIN_SOLUTION_STEPS = 5  # shorter tasks leave nothing to do after the context
@@ -401,15 +399,6 @@ def _minigrid_version() -> str:
     from importlib.metadata import version
 
     return version("minigrid")
-
-
-def load_truth(suite_dir: str | os.PathLike) -> list[dict]:
-    """The lines of a suite's ``simulator_truth.jsonl``."""
-    path = Path(suite_dir) / TRUTH_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing: only suites written by data.generate.generate_suite "
-                                f"(or swap_instructions) carry the simulator truth")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ SCENARIOS_FILE = "scenarios.jsonl"
 CONTINUATIONS_FILE = "continuations.jsonl"
 ANNOTATIONS_FILE = "annotations.jsonl"
 REFERENCES_FILE = "references.jsonl"
+TRUTH_FILE = "simulator_truth.jsonl"  # synthetic suites only (data.generate): the full simulator truth
 
 
 # ----------------------------------------------------------------------------------------------
@@ -462,3 +463,12 @@ def _check_videos(suite: Suite, progress: bool) -> list[Problem]:
                                                      f"{c.video} ({info.duration_s:.3f} s)",
                                         "markers are seconds from the first frame; a timeout is marked at the end"))
     return problems
+
+
+def load_truth(suite_dir: str | os.PathLike) -> list[dict]:
+    """The lines of a suite's ``simulator_truth.jsonl``."""
+    path = Path(suite_dir) / TRUTH_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: only suites written by data.generate.generate_suite "
+                                f"(or swap_instructions) carry the simulator truth")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -12,7 +12,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 from typing import Sequence
 
 import numpy as np
@@ -20,9 +19,8 @@ import pandas as pd
 
 from calibration import marker_metrics, outcome_metrics, rank_metrics
 from data.labels import label_table, majority_vote, reference_table
-from data.suite import Suite
+from data.suite import Suite, load_truth
 
-TRUTH_FILE = "simulator_truth.jsonl"  # written by data.generate for synthetic suites
 
 
 def gold_table(suite: Suite, gold: str = "references") -> pd.DataFrame:
@@ -33,12 +31,10 @@ def gold_table(suite: Suite, gold: str = "references") -> pd.DataFrame:
                              f"(synthetic suites) or add reference episodes")
         return reference_table(suite.references)
     if gold == "truth":
-        path = suite.root / TRUTH_FILE
-        if not path.is_file():
-            raise ValueError(f"suite {suite.root} has no {TRUTH_FILE} (only synthetic suites do); "
-                             f"use gold='references'")
-        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        return reference_table(rows)
+        try:
+            return reference_table(load_truth(suite.root))
+        except FileNotFoundError as err:
+            raise ValueError(f"{err}; use gold='references'") from None
     raise ValueError(f"gold must be 'references' or 'truth', got {gold!r}")
 
 
