@@ -98,14 +98,14 @@ def cmd_train(args) -> int:
     return 0
 
 
-def _load_model(arg: str, tracking_uri: str | None, workdir: str):
+def _load_model(arg: str, tracking_uri: str | None, workdir: str, load: bool = True):
+    """(model or None, its local folder) for ``--model``: a folder, or a registry URI such as models:/autorater@champion."""
     from autorater.model import Autorater
+    from training.tracking import default_tracking_uri, resolve_model_arg
 
-    if arg.startswith("models:/"):
-        from training.tracking import default_tracking_uri, resolve_model_arg
-
-        arg = str(resolve_model_arg(arg, tracking_uri or default_tracking_uri(workdir), Path(workdir) / "models"))
-    return Autorater.from_pretrained(arg), Path(arg)
+    uri = tracking_uri or default_tracking_uri(workdir) if arg.startswith("models:/") else None
+    path = resolve_model_arg(arg, uri, Path(workdir) / "models")
+    return (Autorater.from_pretrained(path) if load else None), Path(path)
 
 
 def cmd_predict(args) -> int:
@@ -233,6 +233,48 @@ def cmd_promote(args) -> int:
 # demo
 
 
+def cmd_label(args) -> int:
+    from data.suite import Suite
+    from serving.label import format_summary, label_suite
+
+    _threads()
+    _, model_dir = _load_model(args.model, args.tracking_uri, args.workdir, load=False)
+    summary = label_suite(model_dir, Suite.load(args.suite), args.out, resume=args.resume, workers=args.workers,
+                          batch_size=args.batch_size, audit_share=args.audit_share, seed=args.seed,
+                          on_drift=args.on_drift, video_url_prefix=args.video_url_prefix, progress=not args.quiet)
+    print(format_summary(summary))
+    print(f"written: {args.out}/labels.jsonl, errors.jsonl, summary.json, labelstudio/config.xml and tasks.json "
+          f"({summary['human_tasks']} tasks for the annotators)")
+    return 0
+
+
+def cmd_ingest(args) -> int:
+    from serving.ingest import format_ingest, ingest
+
+    result = ingest(args.labels, args.export, append_to_suite=not args.no_suite)
+    print(format_ingest(result))
+    return 1 if args.strict and result["errors"] else 0
+
+
+def cmd_leaderboard(args) -> int:
+    from serving.leaderboard import format_leaderboard, leaderboard, write_report
+
+    board = leaderboard(args.labels, seed=args.seed, with_truth=args.truth)
+    print(format_leaderboard(board))
+    out = Path(args.out) if args.out else Path(args.labels) / "leaderboard.html"
+    write_report(board, out)
+    print(f"written: {out} and {out.with_suffix('.json')}")
+    return 0
+
+
+def cmd_simulate_annotators(args) -> int:
+    from serving.simulate import simulate_queue_export
+
+    n = simulate_queue_export(args.labels, args.out, annotators=args.annotators, seed=args.seed)
+    print(f"wrote a Label Studio export of {n} tasks answered by simulated annotators to {args.out}")
+    return 0
+
+
 def cmd_demo(args) -> int:
     from autorater.demo import run_demo
 
@@ -355,6 +397,45 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alias", default="champion")
     model_args(p)
     p.set_defaults(func=cmd_promote)
+
+    p = sub.add_parser("label", help="auto-label a new suite version; route the uncertain continuations to humans")
+    p.add_argument("--model", required=True, help="model folder, or models:/autorater@champion")
+    p.add_argument("--suite", required=True, help="the new suite version")
+    p.add_argument("--out", required=True, help="labels folder (labels.jsonl, summary.json, labelstudio/ ...)")
+    p.add_argument("--resume", action="store_true", help="finish an interrupted job in --out")
+    p.add_argument("--workers", type=int, default=2, help="decoding threads")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--audit-share", type=float, default=0.2,
+                   help="share of the auto-labelled continuations also sent to humans, at random (for unbiased rates)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the audit draw")
+    p.add_argument("--on-drift", choices=["warn", "route"], default="warn",
+                   help="when the suite drifted from the calibration suite: warn, or route everything to humans")
+    p.add_argument("--video-url-prefix", help="how Label Studio reaches the videos (default: its local-files "
+                                              "storage, /data/local-files/?d=<suite folder name>/)")
+    model_args(p)
+    p.set_defaults(func=cmd_label)
+
+    p = sub.add_parser("ingest", help="take human labels back (Label Studio JSON export or annotations.jsonl)")
+    p.add_argument("--labels", required=True, help="labels folder written by `autorater label`")
+    p.add_argument("--export", required=True, help="Label Studio JSON export, or a SUITE_FORMAT annotations.jsonl")
+    p.add_argument("--no-suite", action="store_true", help="do not append the labels to the suite's annotations.jsonl")
+    p.add_argument("--strict", action="store_true", help="exit 1 when any label was refused")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("leaderboard", help="per-agent success rates with 95%% intervals (PPI), JSON and HTML")
+    p.add_argument("--labels", required=True, help="labels folder (after ingest)")
+    p.add_argument("--out", help="HTML report (default: LABELS/leaderboard.html; the JSON goes next to it)")
+    p.add_argument("--truth", action="store_true", help="compare with the simulator truth (synthetic suites)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.set_defaults(func=cmd_leaderboard)
+
+    p = sub.add_parser("simulate-annotators", help="answer a labels folder's human queue with simulated "
+                                                   "annotators (synthetic suites): a Label Studio export")
+    p.add_argument("--labels", required=True)
+    p.add_argument("--out", required=True, help="export .json to write")
+    p.add_argument("--annotators", type=int, default=3, help="annotators per task")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_simulate_annotators)
 
     p = sub.add_parser("demo", help="the end-to-end main job on embedded defaults")
     p.add_argument("--out", default="demo-out", help="working folder (suites, models, MLflow store)")

@@ -1,0 +1,319 @@
+"""``autorater label``: rate a new suite version in batches, resumably, and route the uncertain cases to humans.
+
+The job writes into one folder:
+
+    LABELS_DIR/
+      job.json          what is being labelled, by which model, with which settings (checked on --resume)
+      parts/            one file per batch of continuations, written atomically as the job goes
+      labels.jsonl      every continuation exactly once: the model's label or ``decision: human``
+      errors.jsonl      the videos that could not be decoded (they go to humans)
+      summary.json      counts, coverage, the operating point, the drift check
+      labelstudio/      config.xml and tasks.json: the human queue for Label Studio (see serving.labelstudio)
+
+Exactly once, whatever happens: batch ``k`` always holds the same continuations (the suite's order cut
+into ``batch_size`` slices) and is written with a temp file, fsync and rename, so after a crash,
+even ``kill -9``, a batch file is either whole or absent. ``--resume`` rates the missing batches and
+then assembles ``labels.jsonl`` from the batch files, so an interrupted-then-resumed job gives the same
+bytes as an uninterrupted one, and re-running a finished job changes nothing.
+
+Routing: the calibrated probability goes through the stored ``SelectivePolicy`` (auto-success,
+auto-failure or a human); an undecodable video, an uncalibrated model and (with
+``on_drift="route"``) a drifted suite send continuations to humans. A random audit slice of the
+auto-labelled continuations also goes to humans, so success rates can be estimated without bias
+(see serving.leaderboard). The audit draw hashes the continuation id with the seed: the same
+continuations whatever the batch size, order or restarts.
+
+Example:
+    >>> summary = label_suite("model", Suite.load("suite-v3"), "labels-v3", progress=True)  # doctest: +SKIP
+    >>> summary["auto"], summary["human"], summary["coverage"]                             # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+import hashlib
+import json
+import os
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from autorater.model import Autorater
+from autorater.predict import ClipInput, load_clip, model_name, predict_clips, read_calibration, to_records
+from data.suite import Suite
+from data.video import VideoError
+
+JOB_FILE, LABELS_FILE, ERRORS_FILE, SUMMARY_FILE, PARTS_DIR = (
+    "job.json", "labels.jsonl", "errors.jsonl", "summary.json", "parts")
+_JOB_KEYS = ("suite", "suite_name", "suite_version", "continuations", "ids_sha1", "model", "model_name",
+             "weights_sha1", "calibration_sha1", "batch_size", "audit_share", "seed", "on_drift")
+
+
+class LabelJobError(ValueError):
+    """The labels folder cannot be used for this job (another job's folder, or an unfinished one)."""
+
+
+def _sha1_file(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write a file so that a crash leaves either the old file or the new one, never a part."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _jsonl(rows) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in rows)
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def audit_draw(continuation_id: str, seed: int) -> float:
+    """A uniform number in [0, 1) fixed by (seed, id): the audit slice is ``audit_draw < audit_share``."""
+    return zlib.crc32(f"{seed}:{continuation_id}".encode()) / 2 ** 32
+
+
+def job_spec(model_dir: Path, suite: Suite, batch_size: int, audit_share: float, seed: int, on_drift: str) -> dict:
+    """What identifies a labelling job: a folder is resumed only by the same spec."""
+    ids = suite.continuation_ids()
+    return {"suite": str(suite.root.resolve()), "suite_name": suite.info.name, "suite_version": suite.info.version,
+            "continuations": len(ids), "ids_sha1": hashlib.sha1("\n".join(ids).encode()).hexdigest(),
+            "model": str(model_dir.resolve()), "model_name": model_name(model_dir),
+            "weights_sha1": _sha1_file(model_dir / "model.safetensors"),
+            "calibration_sha1": _sha1_file(model_dir / "calibration.json"), "batch_size": int(batch_size),
+            "audit_share": float(audit_share), "seed": int(seed), "on_drift": on_drift}
+
+
+def _open_job(out: Path, spec: dict, resume: bool) -> bool:
+    """Create or re-open the job folder; True when the job is already finished."""
+    job_path = out / JOB_FILE
+    if job_path.is_file():
+        old = json.loads(job_path.read_text(encoding="utf-8"))
+        changed = [k for k in _JOB_KEYS if old.get(k) != spec.get(k)]
+        if changed:
+            raise LabelJobError(f"{out} holds another labelling job (different {', '.join(changed)}); "
+                                f"choose another --out, or delete {out} to start again")
+        finished = (out / LABELS_FILE).is_file()
+        if not finished and not resume:
+            done = len(list((out / PARTS_DIR).glob("part-*.jsonl")))
+            raise LabelJobError(f"{out} holds an unfinished labelling job ({done} batches done); "
+                                f"pass --resume to finish it, or choose another --out")
+        return finished
+    if out.exists() and any(out.iterdir()):
+        raise LabelJobError(f"{out} exists and is not a labels folder (no {JOB_FILE}); choose an empty or new --out")
+    (out / PARTS_DIR).mkdir(parents=True, exist_ok=True)
+    _write_atomic(job_path, json.dumps(spec, indent=1) + "\n")
+    return False
+
+
+def _decode_batch(suite: Suite, ids: list[str], num_frames: int, image_size: int
+                  ) -> tuple[list[str], list[ClipInput], dict[str, str]]:
+    """Decoded clips of the ids that decode, and the error of each one that does not."""
+    good, clips, errors = [], [], {}
+    for cid in ids:
+        try:
+            clips.append(load_clip(suite.video_path(cid), suite.instruction_of(cid), suite.takeover_of(cid),
+                                   num_frames, image_size))
+            good.append(cid)
+        except VideoError as err:
+            errors[cid] = str(err)
+    return good, clips, errors
+
+
+def _rate_batches(model: Autorater, suite: Suite, out: Path, batches: list[list[str]], todo: list[int],
+                  temperature: float, name: str, workers: int, progress: bool) -> None:
+    """Decode (``workers`` threads, a few batches ahead) and rate the batches ``todo``; one file each."""
+    cfg = model.config
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=sum(len(b) for b in batches), desc="labelling", unit="video",
+                   initial=sum(len(batches[k]) for k in range(len(batches)) if k not in set(todo)))
+    with futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        ahead = max(2, workers + 1)
+        pending = {}
+        for k in todo[:ahead]:
+            pending[k] = pool.submit(_decode_batch, suite, batches[k], cfg.num_frames, cfg.image_size)
+        for i, k in enumerate(todo):
+            if i + ahead < len(todo):
+                nxt = todo[i + ahead]
+                pending[nxt] = pool.submit(_decode_batch, suite, batches[nxt], cfg.num_frames, cfg.image_size)
+            good, clips, errors = pending.pop(k).result()
+            rated = {}
+            if clips:
+                records = to_records(good, predict_clips(model, clips, temperature), model, name)
+                rated = {r["continuation_id"]: {**r, "duration_s": round(c.duration_s, 6)}
+                         for r, c in zip(records, clips)}
+            rows = [rated.get(cid) or {"continuation_id": cid, "error": errors[cid], "model": name}
+                    for cid in batches[k]]
+            _write_atomic(out / PARTS_DIR / f"part-{k:05d}.jsonl", _jsonl(rows))
+            if bar is not None:
+                bar.update(len(batches[k]))
+    if bar is not None:
+        bar.close()
+
+
+def _decide(rows: list[dict], model_dir: Path, spec: dict) -> tuple[list[dict], dict]:
+    """Apply the stored calibration: each row gets ``decision``, ``audit`` and a ``reason`` when human."""
+    from calibration import CalibrationRecord
+    from serving.calibrate import check_drift
+
+    scored = [r for r in rows if "error" not in r]
+    drift = check_drift(model_dir, [r["logit"] for r in scored])
+    path = model_dir / "calibration.json"
+    record = CalibrationRecord.from_json(path) if path.is_file() else None
+    auto = np.zeros(len(scored), dtype=bool)
+    routed_by = None
+    if record is None:
+        routed_by = "uncalibrated"
+    elif not record.feasible:
+        routed_by = "no_operating_point"
+    elif drift is not None and drift["drifted"] and spec["on_drift"] == "route":
+        routed_by = "drift"
+    elif scored:
+        p = np.array([r["p_success"] for r in scored])
+        spread = np.array([r.get("marker_spread_s", np.nan) for r in scored], dtype=float)
+        auto = record.policy().decide(p, marker_uncertainty=spread) == "auto"
+    by_id = {r["continuation_id"]: bool(a) for r, a in zip(scored, auto)}
+    out = []
+    for r in rows:
+        cid = r["continuation_id"]
+        row = {"continuation_id": cid}
+        if "error" in r:
+            row.update(p_success=None, outcome=None, marker_s=None, failure_mode=None, model=r["model"],
+                       decision="human", audit=False, reason="video_error", error=r["error"])
+        else:
+            is_auto = by_id[cid]
+            row.update(p_success=r["p_success"], outcome=r["outcome"] if is_auto else None,
+                       marker_s=r["marker_s"] if is_auto else None,
+                       failure_mode=r["failure_mode"] if is_auto else None, model=r["model"],
+                       decision="auto" if is_auto else "human",
+                       audit=bool(is_auto and audit_draw(cid, spec["seed"]) < spec["audit_share"]))
+            if not is_auto:
+                row["reason"] = routed_by or "uncertain"
+            row.update(model_outcome=r["outcome"], model_marker_s=r["marker_s"],
+                       model_failure_mode=r["failure_mode"], logit=r["logit"],
+                       marker_spread_s=r["marker_spread_s"], duration_s=r["duration_s"])
+        out.append(row)
+    info = {"calibrated": record is not None, "drift": drift, "routed_by": routed_by,
+            "operating_point": None if record is None else {
+                "t_success": record.t_success, "t_fail": record.t_fail, "target_agreement": record.target_agreement,
+                "confidence": record.confidence, "bound": record.bound, "expected_coverage": record.expected_coverage,
+                "feasible": record.feasible,
+                "calibration_suite": f"{record.reference_suite}@{record.reference_suite_version}"}}
+    return out, info
+
+
+def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLike, *, resume: bool = False,
+                workers: int = 1, batch_size: int = 16, audit_share: float = 0.1, seed: int = 0,
+                on_drift: str = "warn", video_url_prefix: str | None = None, progress: bool = False) -> dict:
+    """Label every continuation of ``suite`` with the model folder ``model_dir``; returns the summary.
+
+    Args:
+        model_dir: a model folder (``calibration.json`` inside decides the routing; without it, all go to humans).
+        suite: the new suite version.
+        out: the labels folder (created; see the module docstring for its files).
+        resume: finish an interrupted job in ``out``.
+        workers: decoding threads.
+        batch_size: continuations per batch (and per part file).
+        audit_share: share of the auto-labelled continuations also sent to humans, at random.
+        seed: the audit draw's seed.
+        on_drift: ``"warn"`` (say so in the summary) or ``"route"`` (send everything to humans) when the
+            suite's scores drifted from the calibration suite's.
+        video_url_prefix: how Label Studio reaches the videos (see serving.labelstudio.build_tasks).
+        progress: show a progress bar.
+    """
+    from serving.labelstudio import write_labelstudio_files
+
+    if not 0.0 <= audit_share <= 1.0:
+        raise ValueError(f"audit_share must be in [0, 1], got {audit_share}")
+    if on_drift not in ("warn", "route"):
+        raise ValueError(f"on_drift must be 'warn' or 'route', got {on_drift!r}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    model_dir, out = Path(model_dir), Path(out)
+    spec = job_spec(model_dir, suite, batch_size, audit_share, seed, on_drift)
+    if _open_job(out, spec, resume):
+        return json.loads((out / SUMMARY_FILE).read_text(encoding="utf-8"))
+    started = time.time()
+    ids = suite.continuation_ids()
+    batches = [ids[i:i + batch_size] for i in range(0, len(ids), batch_size)]
+    done = {int(p.stem.split("-")[1]) for p in (out / PARTS_DIR).glob("part-*.jsonl")}
+    todo = [k for k in range(len(batches)) if k not in done]
+    if todo:
+        model = Autorater.from_pretrained(model_dir)
+        temperature = float(read_calibration(model_dir).get("temperature", 1.0))
+        _rate_batches(model, suite, out, batches, todo, temperature, spec["model_name"], workers, progress)
+
+    rows = [r for k in range(len(batches)) for r in _read_jsonl(out / PARTS_DIR / f"part-{k:05d}.jsonl")]
+    if [r["continuation_id"] for r in rows] != ids:  # cannot happen with whole part files; say so if it does
+        raise LabelJobError(f"the part files in {out / PARTS_DIR} do not cover the suite exactly once; "
+                            f"delete {out} and label again")
+    labels, info = _decide(rows, model_dir, spec)
+    errors = [{"continuation_id": r["continuation_id"], "video": suite.get(r["continuation_id"]).video,
+               "error": r["error"], "fix": "re-encode the video (H.264 mp4) or re-record it; it was sent to humans"}
+              for r in labels if "error" in r]
+    _write_atomic(out / ERRORS_FILE, _jsonl(errors))
+    tasks = write_labelstudio_files(out / "labelstudio", suite, labels, video_url_prefix=video_url_prefix)
+    n_auto = sum(r["decision"] == "auto" for r in labels)
+    summary = {"suite": f"{suite.info.name}@{suite.info.version}", "model": spec["model_name"],
+               "continuations": len(labels), "auto": n_auto, "human": len(labels) - n_auto,
+               "audit": sum(r["audit"] for r in labels), "errors": len(errors),
+               "coverage": n_auto / max(len(labels), 1), "human_tasks": tasks,
+               "reasons": {k: sum(r.get("reason") == k for r in labels)
+                           for k in sorted({r["reason"] for r in labels if "reason" in r})},
+               **info, "rated_this_run": sum(len(batches[k]) for k in todo),
+               "wall_s_this_run": round(time.time() - started, 2)}
+    _write_atomic(out / SUMMARY_FILE, json.dumps(summary, indent=1, default=_json_default) + "\n")
+    _write_atomic(out / LABELS_FILE, _jsonl(labels))  # last: its presence marks the job finished
+    return summary
+
+
+def _json_default(x):
+    if isinstance(x, (np.floating, np.integer)):
+        return x.item()
+    if isinstance(x, np.bool_):
+        return bool(x)
+    raise TypeError(f"not JSON serialisable: {type(x)}")
+
+
+def format_summary(summary: dict) -> str:
+    """A few lines for the terminal."""
+    lines = [f"labelled {summary['continuations']} continuations of {summary['suite']} with {summary['model']}: "
+             f"{summary['auto']} auto ({summary['coverage']:.1%}), {summary['human']} to humans, plus an audit "
+             f"slice of {summary['audit']} auto-labelled ones; {summary['errors']} undecodable videos"]
+    op = summary.get("operating_point")
+    if op and op["feasible"]:
+        lines.append(f"operating point (from {op['calibration_suite']}): auto-success p >= {op['t_success']:.3f}, "
+                     f"auto-failure p <= {op['t_fail']:.3f}; agreement >= {op['bound']:.3f} with "
+                     f"{op['confidence']:.0%} confidence (target {op['target_agreement']})")
+    if summary.get("routed_by"):
+        why = {"uncalibrated": "the model has no calibration.json (run `autorater calibrate`)",
+               "no_operating_point": "its calibration found no operating point that meets the target",
+               "drift": "the suite drifted from the calibration suite (--on-drift route)"}[summary["routed_by"]]
+        lines.append(f"every rated continuation went to humans: {why}")
+    drift = summary.get("drift")
+    if drift is not None:
+        lines.append(("WARNING: " if drift["drifted"] else "") +
+                     f"drift against calibration suite {drift['calibration_suite']}: {drift['message']}")
+    if summary["reasons"]:
+        lines.append("sent to humans because: " + ", ".join(f"{k} {v}" for k, v in summary["reasons"].items()))
+    return "\n".join(lines)
+
+
+__all__ = ["LabelJobError", "audit_draw", "format_summary", "job_spec", "label_suite"]

@@ -1,0 +1,369 @@
+"""``autorater leaderboard``: per-agent success rates with honest 95% intervals, and the figures around them.
+
+The success rate of an agent mixes two strata of its continuations:
+
+- **human** (routed to annotators, human label in): a classical estimate. Alone, the Wilson
+  interval; mixed, the Agresti-Coull standard error ``p~ = (k + 2) / (n + 4)``.
+- **auto** (the model labelled them): prediction-powered inference (``ppi_py.ppi_mean_ci``, PPI++
+  with a tuned lambda) on the audit slice, a uniform random sample of the auto-labelled
+  continuations that humans labelled as well: the model's labels on all of them, corrected by its
+  measured error on the audit. The standard error is floored by the one of a disagreement rate
+  ``(d + 1) / (n_audit + 2)``, so that a small audit that happens to agree everywhere does not claim
+  a perfect model. With fewer than 2 audited continuations the stratum is unknown and honestly
+  counts anywhere in [0, 1].
+
+The agent's rate is the share-weighted mean of the two, its standard error the weighted root sum
+of squares, and the interval the normal one, clipped to [0, 1]. Continuations still waiting for a
+human label are left out and counted (``waiting``): the rate is then of the labelled ones only.
+
+Also: per-category rates (the same estimator), time to completion (the CDF of success markers after
+the takeover, and its median with a bootstrap interval), consistency (per scenario with several
+continuations of an agent: do they all agree?), and scenario difficulty (success rate of each
+scenario over all agents); the last three use the final labels and bootstrap over scenarios. The
+report is JSON plus an HTML page with the figures.
+
+Example:
+    >>> board = leaderboard("labels-v3")                  # doctest: +SKIP
+    >>> board["agents"]["expert"]["rate"], board["agents"]["expert"]["ci"]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from calibration.metrics import rank_metrics
+from data.suite import Suite
+from serving.label import JOB_FILE, LABELS_FILE, _read_jsonl, _write_atomic
+
+Z95 = float(stats.norm.ppf(0.975))
+
+
+def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval for k successes out of n."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
+
+
+def rate_estimate(human: np.ndarray, auto_model: np.ndarray, audit_model: np.ndarray,
+                  audit_human: np.ndarray) -> dict:
+    """One success rate from a human stratum and an auto stratum with its audit slice.
+
+    Args:
+        human: (n_h,) 0/1 human labels of the continuations routed to humans.
+        auto_model: (n_u,) 0/1 model labels of the auto-labelled continuations that were not audited.
+        audit_model: (n_a,) 0/1 model labels of the audited auto-labelled continuations.
+        audit_human: (n_a,) 0/1 human labels of the same.
+
+    Returns:
+        ``rate``, ``ci`` (95%), ``se``, ``method``, ``n_human``, ``n_auto``, ``n_audit``.
+    """
+    import ppi_py
+
+    human, auto_model = np.asarray(human, float), np.asarray(auto_model, float)
+    audit_model, audit_human = np.asarray(audit_model, float), np.asarray(audit_human, float)
+    n_h, n_a = len(human), len(audit_model)
+    n_auto = len(auto_model) + n_a
+    n = n_h + n_auto
+    out = {"n_human": n_h, "n_auto": n_auto, "n_audit": n_a}
+    if n == 0:
+        return {**out, "rate": None, "ci": [0.0, 1.0], "se": None, "method": "no labels"}
+    if n_auto == 0:
+        lo, hi = wilson_interval(int(human.sum()), n_h)
+        return {**out, "rate": float(human.mean()), "ci": [lo, hi], "se": None, "method": "classical (humans only)"}
+    w_h, w_a = n_h / n, n_auto / n
+    k_h = human.sum()
+    p_tilde = (k_h + 2) / (n_h + 4)
+    se_h = float(np.sqrt(p_tilde * (1 - p_tilde) / (n_h + 4))) if n_h else 0.0
+    mean_h = float(human.mean()) if n_h else 0.0
+    if n_a < 2:  # nothing measures the model's error on this stratum: it could be anything
+        lo_h, hi_h = wilson_interval(int(k_h), n_h) if n_h else (0.0, 0.0)
+        model_rate = float(np.concatenate([auto_model, audit_model]).mean())
+        return {**out, "rate": w_h * mean_h + w_a * model_rate, "ci": [w_h * lo_h, w_h * hi_h + w_a], "se": None,
+                "method": "model labels unaudited (interval: worst case)"}
+    unlabeled = auto_model if len(auto_model) else audit_model
+    # PPI++ tunes lambda from the variance of the model's labels; constant labels leave it undefined,
+    # and then every lambda gives the same answer.
+    lam = 1.0 if np.ptp(np.concatenate([audit_model, unlabeled])) == 0 else None
+    theta_a = float(ppi_py.ppi_mean_pointestimate(audit_human, audit_model, unlabeled, lam=lam)[0])
+    lo_a, hi_a = (float(v[0]) for v in ppi_py.ppi_mean_ci(audit_human, audit_model, unlabeled, alpha=0.05, lam=lam))
+    # A small audit that happens to agree everywhere would claim zero error: floor the rectifier's
+    # variance with one pseudo-disagreement and one pseudo-agreement (as Agresti-Coull does for a rate).
+    d = (np.abs(audit_human - audit_model).sum() + 1) / (n_a + 2)
+    se_a = max((hi_a - lo_a) / (2 * Z95), float(np.sqrt(d * (1 - d) / n_a)))
+    rate = w_h * mean_h + w_a * theta_a
+    se = float(np.sqrt((w_h * se_h) ** 2 + (w_a * se_a) ** 2))
+    method = "ppi (auto + audit)" if n_h == 0 else "stratified: classical (humans) + ppi (auto + audit)"
+    return {**out, "rate": float(np.clip(rate, 0, 1)), "ci": [float(max(0.0, rate - Z95 * se)),
+                                                              float(min(1.0, rate + Z95 * se))],
+            "se": se, "method": method}
+
+
+def _strata(rows: list[dict]) -> dict:
+    """Split labels rows into the arrays ``rate_estimate`` takes."""
+    human = [r["human_outcome"] == "success" for r in rows if r["decision"] == "human" and r.get("human_outcome")]
+    auto = [r for r in rows if r["decision"] == "auto"]
+    audited = [r for r in auto if r.get("audit") and r.get("human_outcome")]
+    unaudited = [r for r in auto if not (r.get("audit") and r.get("human_outcome"))]
+    return {"human": np.array(human, float), "auto_model": np.array([r["model_outcome"] == "success" for r in unaudited], float),
+            "audit_model": np.array([r["model_outcome"] == "success" for r in audited], float),
+            "audit_human": np.array([r["human_outcome"] == "success" for r in audited], float)}
+
+
+def _bootstrap(values_by_group: dict, stat, rng: np.random.Generator, n_boot: int = 1000) -> list[float]:
+    """95% percentile interval of ``stat`` over groups resampled with replacement."""
+    groups = list(values_by_group.values())
+    if not groups:
+        return [None, None]
+    draws = []
+    for _ in range(n_boot):
+        pick = rng.integers(0, len(groups), len(groups))
+        v = stat([groups[i] for i in pick])
+        if v is not None and np.isfinite(v):
+            draws.append(v)
+    return [float(np.quantile(draws, 0.025)), float(np.quantile(draws, 0.975))] if draws else [None, None]
+
+
+def _consistency(groups: list[list[int]]) -> float | None:
+    multi = [g for g in groups if len(g) >= 2]
+    return float(np.mean([len(set(g)) == 1 for g in multi])) if multi else None
+
+
+def _median_time(groups: list[list[float]]) -> float | None:
+    flat = [t for g in groups for t in g]
+    return float(np.median(flat)) if flat else None
+
+
+def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool = False) -> dict:
+    """The leaderboard of a labels folder (after ``ingest``); see the module docstring.
+
+    Args:
+        labels_dir: the folder written by ``autorater label``.
+        seed: bootstrap seed.
+        with_truth: add the simulator truth of a synthetic suite (true rates, Spearman, MMRV, coverage).
+    """
+    labels_dir = Path(labels_dir)
+    if not (labels_dir / LABELS_FILE).is_file():
+        raise FileNotFoundError(f"{labels_dir} has no {LABELS_FILE}: pass a folder written by `autorater label`")
+    job = json.loads((labels_dir / JOB_FILE).read_text(encoding="utf-8"))
+    suite = Suite.load(job["suite"])
+    rows = _read_jsonl(labels_dir / LABELS_FILE)
+    rng = np.random.default_rng(seed)
+    for r in rows:
+        c = suite.get(r["continuation_id"])
+        r["agent_id"], r["scenario_id"] = c.agent_id, c.scenario_id
+        r["category"] = suite.scenario_by_id[c.scenario_id].category
+        r["takeover_s"] = suite.takeover_of(r["continuation_id"])
+    agents = sorted({r["agent_id"] for r in rows})
+    categories = sorted({r["category"] for r in rows})
+
+    board = {"suite": f"{suite.info.name}@{suite.info.version}", "model": job["model_name"], "agents": {},
+             "categories": {}, "scenarios": {}}
+    for agent in agents:
+        mine = [r for r in rows if r["agent_id"] == agent]
+        est = rate_estimate(**_strata(mine))
+        waiting = sum(r["outcome"] is None for r in mine)
+        labelled = [r for r in mine if r["outcome"] is not None]
+        times: dict[str, list[float]] = {}
+        outcomes: dict[str, list[int]] = {}
+        for r in labelled:
+            outcomes.setdefault(r["scenario_id"], []).append(int(r["outcome"] == "success"))
+            if r["outcome"] == "success" and r["marker_s"] is not None:
+                times.setdefault(r["scenario_id"], []).append(max(0.0, r["marker_s"] - r["takeover_s"]))
+        board["agents"][agent] = {
+            **est, "continuations": len(mine), "waiting": waiting,
+            "per_category": {cat: rate_estimate(**_strata([r for r in mine if r["category"] == cat]))
+                             for cat in categories if any(r["category"] == cat for r in mine)},
+            "time_to_success_s": sorted(t for ts in times.values() for t in ts),
+            "median_time_to_success_s": _median_time(list(times.values())),
+            "median_time_ci": _bootstrap(times, _median_time, rng),
+            "consistency": _consistency(list(outcomes.values())),
+            "consistency_ci": _bootstrap(outcomes, _consistency, rng),
+            "scenario_success_shares": [float(np.mean(g)) for g in outcomes.values() if len(g) >= 2]}
+    for cat in categories:
+        board["categories"][cat] = rate_estimate(**_strata([r for r in rows if r["category"] == cat]))
+    for sid in sorted({r["scenario_id"] for r in rows}):
+        mine = [r for r in rows if r["scenario_id"] == sid and r["outcome"] is not None]
+        k, n = sum(r["outcome"] == "success" for r in mine), len(mine)
+        board["scenarios"][sid] = {"category": suite.scenario_by_id[sid].category, "success_rate": k / n if n else None,
+                                   "ci": list(wilson_interval(k, n)), "n": n}
+    by_cat: dict[str, dict[str, list[int]]] = {}
+    for sid, s in board["scenarios"].items():
+        if s["success_rate"] is not None:
+            by_cat.setdefault(s["category"], {})[sid] = [s["success_rate"]]
+    board["difficulty_by_category"] = {
+        cat: {"mean_scenario_success_rate": float(np.mean([v[0] for v in d.values()])),
+              "ci": _bootstrap(d, lambda g: float(np.mean([x[0] for x in g])), rng), "scenarios": len(d)}
+        for cat, d in sorted(by_cat.items())}
+    board["ranking"] = sorted(agents, key=lambda a: -(board["agents"][a]["rate"] or 0))
+    board["waiting"] = sum(a["waiting"] for a in board["agents"].values())
+    if with_truth:
+        board["truth"] = _truth_comparison(suite, board)
+    return board
+
+
+def _truth_comparison(suite: Suite, board: dict) -> dict:
+    from data.suite import load_truth
+
+    truth = {t["continuation_id"]: t["outcome"] == "success" for t in load_truth(suite.root)}
+    rates: dict[str, list[bool]] = {}
+    for c in suite.continuations:
+        rates.setdefault(c.agent_id, []).append(truth[c.continuation_id])
+    true_rate = {a: float(np.mean(v)) for a, v in rates.items()}
+    est = {a: board["agents"][a]["rate"] for a in true_rate if board["agents"][a]["rate"] is not None}
+    covered = {a: bool(board["agents"][a]["ci"][0] - 1e-9 <= true_rate[a] <= board["agents"][a]["ci"][1] + 1e-9)
+               for a in true_rate}
+    return {"true_rates": true_rate, **rank_metrics(est, true_rate), "covered": covered,
+            "coverage": float(np.mean(list(covered.values())))}
+
+
+# ----------------------------------------------------------------------------------------------
+# Text, figures, HTML
+
+
+def format_leaderboard(board: dict) -> str:
+    lines = [f"leaderboard of {board['suite']} (labels: {board['model']} + humans)",
+             f"{'rank':>4}  {'agent':<14}{'success rate':>13}  {'95% interval':<16}{'human':>6}{'auto':>6}{'audit':>6}"
+             f"{'wait':>6}  {'median t (s)':>12}  {'consistency':>11}  method"]
+    for i, agent in enumerate(board["ranking"], start=1):
+        a = board["agents"][agent]
+        rate = "-" if a["rate"] is None else f"{a['rate']:.3f}"
+        t = "-" if a["median_time_to_success_s"] is None else f"{a['median_time_to_success_s']:.2f}"
+        cons = "-" if a["consistency"] is None else f"{a['consistency']:.2f}"
+        lines.append(f"{i:>4}  {agent:<14}{rate:>13}  [{a['ci'][0]:.3f}, {a['ci'][1]:.3f}]  {a['n_human']:>6}"
+                     f"{a['n_auto']:>6}{a['n_audit']:>6}{a['waiting']:>6}  {t:>12}  {cons:>11}  {a['method']}")
+    lines.append("per category: " + ", ".join(f"{c} {v['rate']:.2f} [{v['ci'][0]:.2f}, {v['ci'][1]:.2f}]"
+                                               for c, v in board["categories"].items() if v["rate"] is not None))
+    if board["waiting"]:
+        lines.append(f"note: {board['waiting']} continuations still wait for a human label and are left out")
+    if "truth" in board:
+        t = board["truth"]
+        lines.append(f"against the simulator truth: Spearman {t['spearman']:.3f}, MMRV {t['mmrv']:.3f}, "
+                     f"intervals cover the true rate for {t['coverage']:.0%} of agents")
+    return "\n".join(lines)
+
+
+def _png(figure) -> str:
+    buf = io.BytesIO()
+    figure.savefig(buf, format="png", dpi=90)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def leaderboard_figures(board: dict) -> dict[str, str]:
+    """Base64 PNGs: the ranking with intervals, time-to-success CDFs, consistency and difficulty."""
+    from calibration.plots import _figure
+
+    figs = {}
+    agents = board["ranking"][::-1]
+    f = _figure(6, 0.5 * len(agents) + 1.5)
+    ax = f.subplots()
+    for i, a in enumerate(agents):
+        v = board["agents"][a]
+        if v["rate"] is not None:
+            ax.errorbar(v["rate"], i, xerr=[[v["rate"] - v["ci"][0]], [v["ci"][1] - v["rate"]]], fmt="o", capsize=4,
+                        color="C0")
+        if "truth" in board:
+            ax.plot(board["truth"]["true_rates"][a], i, "x", color="C3", label="truth" if i == 0 else None)
+    ax.set(yticks=range(len(agents)), yticklabels=agents, xlim=(0, 1), xlabel="success rate (95% interval)",
+           title="Agent leaderboard")
+    if "truth" in board:
+        ax.legend(loc="lower right")
+    figs["leaderboard"] = _png(f)
+
+    f = _figure(6, 4)
+    ax = f.subplots()
+    for a in board["ranking"]:
+        t = board["agents"][a]["time_to_success_s"]
+        if t:
+            n = board["agents"][a]["continuations"] - board["agents"][a]["waiting"]
+            ax.step(t, np.arange(1, len(t) + 1) / max(n, 1), where="post", label=a)
+    ax.set(xlabel="seconds after takeover", ylabel="share of continuations succeeded",
+           title="Time to completion (CDF of success markers)", ylim=(0, 1))
+    ax.legend(fontsize=8)
+    figs["time_to_completion"] = _png(f)
+
+    f = _figure(6, 4)
+    ax = f.subplots()
+    shares = [board["agents"][a]["scenario_success_shares"] for a in board["ranking"]]
+    if any(shares):
+        ax.hist([s for s in shares], bins=np.linspace(0, 1, 6), label=board["ranking"], stacked=False)
+        ax.legend(fontsize=8)
+    ax.set(xlabel="share of an agent's continuations of one scenario that succeed", ylabel="scenarios",
+           title="Consistency across continuations")
+    figs["consistency"] = _png(f)
+
+    f = _figure(6, 4)
+    ax = f.subplots()
+    rates = [s["success_rate"] for s in board["scenarios"].values() if s["success_rate"] is not None]
+    ax.hist(rates, bins=np.linspace(0, 1, 11), color="C2")
+    ax.set(xlabel="scenario success rate over all agents", ylabel="scenarios", title="Scenario difficulty")
+    figs["difficulty"] = _png(f)
+    return figs
+
+
+def write_report(board: dict, out_html: str | os.PathLike) -> Path:
+    """The HTML page (figures inline) and the JSON next to it (same name, .json)."""
+    out_html = Path(out_html)
+    out_html.parent.mkdir(parents=True, exist_ok=True)
+    figs = leaderboard_figures(board)
+    rows = "".join(
+        f"<tr><td>{i}</td><td>{html.escape(a)}</td><td>{_fmt(board['agents'][a]['rate'])}</td>"
+        f"<td>[{board['agents'][a]['ci'][0]:.3f}, {board['agents'][a]['ci'][1]:.3f}]</td>"
+        f"<td>{board['agents'][a]['n_human']}</td><td>{board['agents'][a]['n_auto']}</td>"
+        f"<td>{board['agents'][a]['n_audit']}</td><td>{board['agents'][a]['waiting']}</td>"
+        f"<td>{_fmt(board['agents'][a]['median_time_to_success_s'])} {_ci(board['agents'][a]['median_time_ci'])}</td>"
+        f"<td>{_fmt(board['agents'][a]['consistency'])} {_ci(board['agents'][a]['consistency_ci'])}</td>"
+        f"<td>{html.escape(board['agents'][a]['method'])}</td></tr>"
+        for i, a in enumerate(board["ranking"], start=1))
+    cats = "".join(f"<tr><td>{html.escape(c)}</td><td>{_fmt(v['rate'])}</td><td>{_ci(v['ci'])}</td>"
+                   f"<td>{_fmt(board['difficulty_by_category'].get(c, {}).get('mean_scenario_success_rate'))} "
+                   f"{_ci(board['difficulty_by_category'].get(c, {}).get('ci', [None, None]))}</td></tr>"
+                   for c, v in board["categories"].items())
+    truth = ""
+    if "truth" in board:
+        t = board["truth"]
+        truth = (f"<p>Against the simulator truth: Spearman {t['spearman']:.3f}, MMRV {t['mmrv']:.3f}; the 95% "
+                 f"intervals contain the true rate for {t['coverage']:.0%} of agents.</p>")
+    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>Leaderboard {html.escape(board['suite'])}</title>
+<style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}</style></head><body>
+<h1>Agent leaderboard: {html.escape(board['suite'])}</h1>
+<p>Labels from {html.escape(board['model'])} (auto-labelled, corrected by the human audit slice with
+prediction-powered inference) and human annotators (the uncertain continuations). Every rate comes with its 95%
+interval; {board['waiting']} continuations still waiting for a human label are left out.</p>{truth}
+<table><tr><th>rank</th><th>agent</th><th>success rate</th><th>95% interval</th><th>human</th><th>auto</th>
+<th>audit</th><th>waiting</th><th>median time to success (s)</th><th>consistency</th><th>method</th></tr>{rows}</table>
+<img src="data:image/png;base64,{figs['leaderboard']}">
+<h2>Per category</h2><table><tr><th>category</th><th>success rate</th><th>95% interval</th>
+<th>mean scenario success rate</th></tr>{cats}</table>
+<h2>Time to completion</h2><img src="data:image/png;base64,{figs['time_to_completion']}">
+<h2>Consistency and scenario difficulty</h2><img src="data:image/png;base64,{figs['consistency']}">
+<img src="data:image/png;base64,{figs['difficulty']}">
+</body></html>
+"""
+    _write_atomic(out_html, page)
+    _write_atomic(out_html.with_suffix(".json"), json.dumps(board, indent=1) + "\n")
+    return out_html
+
+
+def _fmt(v) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def _ci(ci) -> str:
+    return "" if ci is None or ci[0] is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
+
+
+__all__ = ["format_leaderboard", "leaderboard", "leaderboard_figures", "rate_estimate", "wilson_interval",
+           "write_report"]

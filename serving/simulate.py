@@ -1,0 +1,36 @@
+"""Simulated annotators answering the human queue, for the demo and the benchmarks (synthetic suites only).
+
+The generator's annotator pool (data.annotators) labels the Label Studio tasks of a labels folder
+from the suite's simulator truth, and the answers are written as the JSON export Label Studio would
+give, so that ``autorater ingest`` reads them exactly as it reads people's work.
+
+Example:
+    >>> simulate_queue_export("labels-v3", "export.json", annotators=3, seed=0)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from data.annotators import simulate_annotations
+from data.suite import load_truth
+from serving.label import JOB_FILE
+from serving.labelstudio import TASKS_FILE, annotations_to_export
+
+
+def simulate_queue_export(labels_dir: str | os.PathLike, out: str | os.PathLike, annotators: int = 3,
+                          seed: int = 0) -> int:
+    """Answer every task of ``labels_dir/labelstudio/tasks.json``; write the export to ``out``; return its task count."""
+    labels_dir = Path(labels_dir)
+    job = json.loads((labels_dir / JOB_FILE).read_text(encoding="utf-8"))
+    tasks = json.loads((labels_dir / "labelstudio" / TASKS_FILE).read_text(encoding="utf-8"))
+    wanted = {t["data"]["continuation_id"] for t in tasks}
+    truths = [t for t in load_truth(job["suite"]) if t["continuation_id"] in wanted]
+    export = annotations_to_export(tasks, simulate_annotations(truths, n_per_item=annotators, seed=seed))
+    Path(out).write_text(json.dumps(export, indent=1) + "\n", encoding="utf-8")
+    return len(export)
+
+
+__all__ = ["simulate_queue_export"]

@@ -1,0 +1,48 @@
+"""A small generated suite, a tiny seeded model and a hand-set calibration, for the serving tests (not a test module).
+
+The model is untrained (seeded), which is all routing needs: the calibration's threshold is set
+at the median confidence of its own predictions, so about half of the continuations are
+auto-labelled and half go to humans, whatever the weights.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from autorater.config import PRESETS
+from autorater.model import Autorater
+from autorater.predict import predict_suite
+from calibration import CalibrationRecord
+from data.generate import generate_suite
+from data.suite import Suite
+
+
+def make_env(root: Path, scenarios: int = 6, per_scenario: int = 6) -> dict:
+    """``suite`` (generated, with simulator truth; every agent at least once per scenario) and ``model`` (calibrated)."""
+    suite_dir = generate_suite(root / "suite", scenarios=scenarios, continuations_per_scenario=per_scenario, seed=7,
+                               version="v2", workers=1, image_size=64)
+    suite = Suite.load(suite_dir)
+    torch.manual_seed(0)
+    model = Autorater(PRESETS["tiny"])
+    model_dir = model.save_pretrained(root / "model")
+    p = np.array([r["p_success"] for r in predict_suite(model, suite)])
+    confidence = np.maximum(p, 1 - p)
+    set_calibration(model_dir, float(np.median(confidence)), [r for r in np.log(p / (1 - p))])
+    return {"root": root, "suite": suite, "model": Path(model_dir)}
+
+
+def set_calibration(model_dir: Path, t_success: float, logits, feasible: bool = True) -> CalibrationRecord:
+    """A calibration.json with temperature 1 and the symmetric threshold ``t_success`` (as calibrate writes)."""
+    logits = np.asarray(logits, dtype=float)
+    record = CalibrationRecord(temperature=1.0, target_agreement=0.95, confidence=0.9,
+                               t_success=t_success if feasible else None, t_fail=1 - t_success if feasible else None,
+                               bound=0.951 if feasible else None, expected_coverage=0.5 if feasible else 0.0,
+                               n_references=300, feasible=feasible, reference_suite="babyai-sts",
+                               reference_suite_version="v1",
+                               score_quantiles=np.quantile(logits, np.linspace(0, 1, 101)).tolist(),
+                               score_count=len(logits))
+    record.to_json(Path(model_dir) / "calibration.json")
+    return record
