@@ -23,6 +23,7 @@ on it. Everything is checked offline with ``label_studio_sdk.label_interface.Lab
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -307,7 +308,8 @@ def annotations_to_export(tasks: list[dict], annotations: list[Annotation], star
                          "ground_truth": False, "created_at": "2026-11-23T12:00:00.000000Z",
                          "updated_at": "2026-11-23T12:00:00.000000Z", "lead_time": 30.0, "task": ti})
             next_id += 1
-        export.append({"id": ti, "data": data, "annotations": anns, "predictions": task.get("predictions", [])})
+        export.append({"id": ti, "data": dict(data), "annotations": anns,
+                       "predictions": copy.deepcopy(task.get("predictions", []))})
     return export
 
 
