@@ -1,14 +1,18 @@
 """``autorater demo``: the main job end to end on embedded defaults (local files, SQLite, nothing to start).
 
 Steps: generate a training suite and a new suite version (synthetic BabyAI STS), describe them,
-train the autorater (tracked in MLflow, registered), calibrate it on reference episodes (temperature,
-selective policy, agreement with the annotators), and evaluate it on the new version against the
-simulator truth beside the human annotators and a baseline.
+train the autorater (tracked in MLflow, registered, promoted to champion), calibrate it on reference
+episodes (temperature, selective policy, agreement with the annotators), label the new version
+(auto-labels plus a human queue and an audit slice in Label Studio's format), let the simulated
+annotators answer the queue (a Label Studio export), ingest their labels, print the agent
+leaderboard with its intervals, and evaluate the model on the new version against the simulator
+truth beside the human annotators and a baseline.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -30,17 +34,23 @@ def run_demo(out: Path, quick: bool = False) -> int:
     from training.train import TrainConfig
     from autorater.config import PRESETS
     from serving.calibrate import calibrate_model, format_calibration
+    from serving.ingest import format_ingest, ingest
+    from serving.label import format_summary, label_suite
+    from serving.leaderboard import format_leaderboard, leaderboard, write_report
+    from serving.simulate import simulate_queue_export
+    from training.tracking import promote
 
     torch.set_num_threads(2)
     out.mkdir(parents=True, exist_ok=True)
-    n_train, n_new = (60, 30) if quick else (200, 60)
+    n_train, n_new = (60, 10) if quick else (200, 40)
     started = time.time()
 
-    t = _step(f"1. generate a training suite ({n_train} scenarios) and a new suite version ({n_new} scenarios)")
+    t = _step(f"1. generate a training suite ({n_train} scenarios x 2 continuations) and a new suite version "
+              f"({n_new} scenarios x 10 continuations: every agent twice per scenario)")
     train_dir, new_dir = out / "suite-train", out / "suite-v2"
-    for path, scenarios, seed, version in ((train_dir, n_train, 1, "v1"), (new_dir, n_new, 2, "v2")):
+    for path, scenarios, per, seed, version in ((train_dir, n_train, 2, 1, "v1"), (new_dir, n_new, 10, 2, "v2")):
         if not (path / "suite.json").exists():
-            generate_suite(path, scenarios=scenarios, continuations_per_scenario=2, seed=seed, version=version)
+            generate_suite(path, scenarios=scenarios, continuations_per_scenario=per, seed=seed, version=version)
     train_suite, new_suite = Suite.load(train_dir), Suite.load(new_dir)
     print(format_stats(suite_stats(train_suite)))
     print(f"({time.time() - t:.0f} s)")
@@ -51,8 +61,10 @@ def run_demo(out: Path, quick: bool = False) -> int:
     model_dir = out / "model"
     result, run_id, version = track_training(default_tracking_uri(out / "runs"), "autorater-demo", "demo",
                                              PRESETS["base"], tc, [train_suite], out=model_dir, progress=True)
+    champion = promote(default_tracking_uri(out / "runs"), version=version)
     print(f"best validation balanced accuracy {result.best['val_balanced_accuracy']:.3f} at epoch "
-          f"{result.best['epoch']}; registered as autorater version {version} ({time.time() - t:.0f} s)")
+          f"{result.best['epoch']}; registered as autorater version {version}, promoted to {champion['uri']} "
+          f"({time.time() - t:.0f} s)")
 
     t = _step("3. calibrate on the training suite's reference episodes (never trained on): temperature, "
               "the selective policy, the agreement table")
@@ -60,7 +72,30 @@ def run_demo(out: Path, quick: bool = False) -> int:
     print(format_calibration(calib, per_category=False))
     print(f"({time.time() - t:.0f} s)")
 
-    t = _step("4. evaluate on the new suite version, against the simulator truth, beside the annotators")
+    t = _step("4. label the new suite version: auto-labels where the calibrated policy allows, the rest (and a "
+              "random audit slice) to the annotators in Label Studio's format")
+    labels_dir = out / "labels-v2"
+    if labels_dir.exists():  # a labels folder belongs to one model: this run's model is new
+        shutil.rmtree(labels_dir)
+    summary = label_suite(model_dir, new_suite, labels_dir, workers=2, progress=True)
+    print(format_summary(summary))
+    print(f"Label Studio: {labels_dir}/labelstudio/config.xml and tasks.json ({summary['human_tasks']} tasks) "
+          f"({time.time() - t:.0f} s)")
+
+    t = _step("5. the annotators answer the queue (simulated), Label Studio exports, autorater ingests")
+    export = labels_dir / "labelstudio-export.json"
+    simulate_queue_export(labels_dir, export, annotators=3, seed=3)
+    print(format_ingest(ingest(labels_dir, export), max_problems=5))
+    print(f"({time.time() - t:.0f} s)")
+
+    t = _step("6. the agent leaderboard: model labels + human labels, 95% intervals (PPI on the audit slice)")
+    board = leaderboard(labels_dir, with_truth=True)
+    print(format_leaderboard(board))
+    report_path = write_report(board, out / "leaderboard.html")
+    print(f"written: {report_path} and {report_path.with_suffix('.json')} ({time.time() - t:.0f} s)")
+
+    t = _step("7. how good is the model itself? The new version against the simulator truth, beside the "
+              "annotators and a baseline")
     rows = predict_cached(result.model, new_suite, tc.cache_dir, name=f"autorater@{version}",
                           temperature=calib.record.temperature)
     majority = predict_majority(train_majority([train_suite], tc), new_suite)
