@@ -7,7 +7,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test test-all bench bench-quality clean
+.PHONY: demo test test-all bench bench-quality bench-labelling clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -29,6 +29,9 @@ bench: $(STAMP)  ## throughput benchmarks: generation, decoding
 
 bench-quality: $(STAMP)  ## the quality benchmark: held-out sets, baselines, training time
 	$(BIN)/python -m benchmarks.quality
+
+bench-labelling: $(STAMP)  ## labelling throughput, human work saved, leaderboard vs truth (needs demo-out/model)
+	$(BIN)/python -m benchmarks.labelling
 
 clean:
 	rm -rf demo-out bench-out runs mlruns mlflow.db

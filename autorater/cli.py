@@ -103,8 +103,10 @@ def _load_model(arg: str, tracking_uri: str | None, workdir: str, load: bool = T
     from autorater.model import Autorater
     from training.tracking import default_tracking_uri, resolve_model_arg
 
-    uri = tracking_uri or default_tracking_uri(workdir) if arg.startswith("models:/") else None
-    path = resolve_model_arg(arg, uri, Path(workdir) / "models")
+    if arg.startswith("models:/"):
+        path = resolve_model_arg(arg, tracking_uri or default_tracking_uri(workdir), Path(workdir) / "models")
+    else:
+        path = Autorater.check_folder(arg)
     return (Autorater.from_pretrained(path) if load else None), Path(path)
 
 
@@ -275,6 +277,28 @@ def cmd_simulate_annotators(args) -> int:
     return 0
 
 
+_LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+
+
+def cmd_serve(args) -> int:
+    import uvicorn
+
+    from serving.service import create_app
+
+    token = args.token or os.environ.get("AUTORATER_TOKEN")
+    if args.host not in _LOOPBACK and not token and not args.allow_unauthenticated:
+        raise ValueError(f"--host {args.host} reaches beyond this machine: set a bearer token (--token or "
+                         f"AUTORATER_TOKEN), or pass --allow-unauthenticated if a proxy authenticates")
+    _threads()
+    _, model_dir = _load_model(args.model, args.tracking_uri, args.workdir, load=False)
+    app = create_app(model_dir, args.media_root, token=token, suite=args.suite, timeout_s=args.timeout_s,
+                     max_upload_bytes=int(args.max_upload_mb * 2 ** 20))
+    print(f"serving {model_dir} on http://{args.host}:{args.port} (media root {args.media_root}; "
+          f"{'bearer token required' if token else 'no auth'}; OpenAPI at /docs)")
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
 def cmd_demo(args) -> int:
     from autorater.demo import run_demo
 
@@ -436,6 +460,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--annotators", type=int, default=3, help="annotators per task")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_simulate_annotators)
+
+    p = sub.add_parser("serve", help="HTTP service: /v1/rate and the Label Studio ML-backend protocol")
+    p.add_argument("--model", required=True, help="model folder, or models:/autorater@champion")
+    p.add_argument("--media-root", required=True, help="folder that video paths in requests are relative to")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    p.add_argument("--port", type=int, default=9090)
+    p.add_argument("--suite", help="pool suite whose annotations.jsonl the /webhook appends to")
+    p.add_argument("--token", help="bearer token required on every request (or set AUTORATER_TOKEN)")
+    p.add_argument("--allow-unauthenticated", action="store_true",
+                   help="bind beyond loopback without a token (only behind an authenticating proxy)")
+    p.add_argument("--timeout-s", type=float, default=120.0, help="per-request rating time limit")
+    p.add_argument("--max-upload-mb", type=float, default=64.0)
+    model_args(p)
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("demo", help="the end-to-end main job on embedded defaults")
     p.add_argument("--out", default="demo-out", help="working folder (suites, models, MLflow store)")

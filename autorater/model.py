@@ -243,16 +243,22 @@ class Autorater(nn.Module):
             (path / "metadata.json").write_text(json.dumps(metadata, indent=1, default=str) + "\n")
         return path
 
+    @staticmethod
+    def check_folder(path: str | Path) -> Path:
+        """``path`` if it holds a saved model (config.json and model.safetensors); FileNotFoundError otherwise."""
+        path = Path(path)
+        if not (path / "config.json").is_file() or not (path / "model.safetensors").is_file():
+            raise FileNotFoundError(f"{path} is not a model folder: it needs config.json and model.safetensors "
+                                    f"(written by `autorater train` or Autorater.save_pretrained)")
+        return path
+
     @classmethod
     def from_pretrained(cls, path: str | Path) -> "Autorater":
         """Load a model folder. Reads JSON and safetensors only: loading can never run code."""
         from safetensors import SafetensorError
         from safetensors.torch import load_file
 
-        path = Path(path)
-        if not (path / "config.json").is_file() or not (path / "model.safetensors").is_file():
-            raise FileNotFoundError(f"{path} is not a model folder: it needs config.json and model.safetensors "
-                                    f"(written by `autorater train` or Autorater.save_pretrained)")
+        path = cls.check_folder(path)
         try:
             model = cls(AutoraterConfig.load(path / "config.json"))
         except ValueError as err:  # an unknown field, a wrong type or an unknown encoder: name the file

@@ -26,7 +26,7 @@ from pathlib import Path
 from data.labels import label_table, majority_vote
 from data.suite import Annotation, Problem, Suite, read_jsonl, record_to_dict, write_jsonl
 from data.video import VideoError, video_info
-from serving.label import JOB_FILE, LABELS_FILE, _jsonl, _read_jsonl, _write_atomic
+from serving.label import JOB_FILE, LABELS_FILE, _jsonl, _read_jsonl, _write_atomic, folder_lock
 from serving.labelstudio import TASKS_FILE, ExportProblem, parse_export
 
 HUMAN_FILE, PROBLEMS_FILE = "human_annotations.jsonl", "ingest-problems.jsonl"
@@ -99,12 +99,36 @@ def merge_labels(labels: list[dict], human: list[dict]) -> list[dict]:
     return out
 
 
+def append_annotations(suite: Suite, annotations: list) -> int:
+    """Append labels (Annotation records or dicts) to the suite's ``annotations.jsonl``, skipping ones already
+    there; atomic, under the suite folder's lock. Returns how many were new."""
+    rows = [a if isinstance(a, dict) else {k: v for k, v in record_to_dict(a).items() if not k.startswith("_")}
+            for a in annotations]
+    with folder_lock(suite.root, "ingest or webhook", wait=True):
+        current = Suite.load(suite.root)  # re-read under the lock: another writer may have appended
+        existing = [{k: v for k, v in record_to_dict(a).items() if not k.startswith("_")} for a in current.annotations]
+        keys = {_key(a) for a in existing}
+        fresh = []
+        for a in rows:
+            if _key(a) not in keys:
+                keys.add(_key(a))
+                fresh.append(a)
+        if fresh:
+            write_jsonl(suite.root / "annotations.jsonl", existing + fresh)
+    return len(fresh)
+
+
 def ingest(labels_dir: str | os.PathLike, export: str | os.PathLike, append_to_suite: bool = True) -> dict:
     """Merge the human labels of ``export`` into ``labels_dir`` (and the suite's annotations); returns counts."""
-    labels_dir, export = Path(labels_dir), Path(export)
+    labels_dir = Path(labels_dir)
     if not (labels_dir / LABELS_FILE).is_file():
         raise FileNotFoundError(f"{labels_dir} has no {LABELS_FILE}: pass the folder written by `autorater label` "
                                 f"(finish it with --resume first)")
+    with folder_lock(labels_dir, "labelling or ingest job"):
+        return _ingest_locked(labels_dir, Path(export), append_to_suite)
+
+
+def _ingest_locked(labels_dir: Path, export: Path, append_to_suite: bool) -> dict:
     if not export.is_file():
         raise FileNotFoundError(f"export {export} does not exist (fix: export the Label Studio project as JSON)")
     job = json.loads((labels_dir / JOB_FILE).read_text(encoding="utf-8"))
@@ -141,14 +165,7 @@ def ingest(labels_dir: str | os.PathLike, export: str | os.PathLike, append_to_s
                                     "message": p.message, "fix": p.fix}) + "\n")
     _write_atomic(labels_dir / LABELS_FILE, _jsonl(merged))
 
-    appended = 0
-    if append_to_suite and added:
-        existing = [{k: v for k, v in record_to_dict(a).items() if not k.startswith("_")} for a in suite.annotations]
-        keys = {_key(a) for a in existing}
-        fresh = [a for a in added if _key(a) not in keys]
-        if fresh:
-            write_jsonl(suite.root / "annotations.jsonl", existing + fresh)
-            appended = len(fresh)
+    appended = append_annotations(suite, added) if append_to_suite and added else 0
     waiting = sum(r["decision"] == "human" and r["label_source"] is None for r in merged)
     return {"export": str(export), "labels_read": len(new), "accepted": len(added), "duplicates": len(new) - len(added),
             "errors": sum(p.level == "error" for p in problems), "warnings": sum(p.level == "warning" for p in problems),
@@ -169,4 +186,4 @@ def format_ingest(result: dict, max_problems: int = 20) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["format_ingest", "ingest", "merge_labels"]
+__all__ = ["append_annotations", "format_ingest", "ingest", "merge_labels"]

@@ -31,6 +31,8 @@ Example:
 from __future__ import annotations
 
 import concurrent.futures as futures
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -75,6 +77,25 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+@contextlib.contextmanager
+def folder_lock(folder: Path, what: str, wait: bool = False):
+    """An exclusive lock on ``folder`` (``.lock`` inside it) while one writer works there.
+
+    A second writer waits for it (``wait``) or is refused at once with a clear error (the default:
+    two labelling jobs on one folder are a mistake, not a queue).
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LabelJobError(f"{folder} is busy: another {what} is writing there; wait for it to finish") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def _jsonl(rows) -> str:
     return "".join(json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in rows)
 
@@ -114,8 +135,6 @@ def _open_job(out: Path, spec: dict, resume: bool) -> bool:
             raise LabelJobError(f"{out} holds an unfinished labelling job ({done} batches done); "
                                 f"pass --resume to finish it, or choose another --out")
         return finished
-    if out.exists() and any(out.iterdir()):
-        raise LabelJobError(f"{out} exists and is not a labels folder (no {JOB_FILE}); choose an empty or new --out")
     (out / PARTS_DIR).mkdir(parents=True, exist_ok=True)
     _write_atomic(job_path, json.dumps(spec, indent=1) + "\n")
     return False
@@ -238,8 +257,6 @@ def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLi
         video_url_prefix: how Label Studio reaches the videos (see serving.labelstudio.build_tasks).
         progress: show a progress bar.
     """
-    from serving.labelstudio import write_labelstudio_files
-
     if not 0.0 <= audit_share <= 1.0:
         raise ValueError(f"audit_share must be in [0, 1], got {audit_share}")
     if on_drift not in ("warn", "route"):
@@ -248,6 +265,16 @@ def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLi
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     model_dir, out = Path(model_dir), Path(out)
     spec = job_spec(model_dir, suite, batch_size, audit_share, seed, on_drift)
+    if out.exists() and not (out / JOB_FILE).is_file() and any(p.name != ".lock" for p in out.iterdir()):
+        raise LabelJobError(f"{out} exists and is not a labels folder (no {JOB_FILE}); choose an empty or new --out")
+    with folder_lock(out, "labelling or ingest job"):
+        return _label_locked(model_dir, suite, out, spec, resume, workers, batch_size, video_url_prefix, progress)
+
+
+def _label_locked(model_dir: Path, suite: Suite, out: Path, spec: dict, resume: bool, workers: int, batch_size: int,
+                  video_url_prefix: str | None, progress: bool) -> dict:
+    from serving.labelstudio import write_labelstudio_files
+
     if _open_job(out, spec, resume):
         return json.loads((out / SUMMARY_FILE).read_text(encoding="utf-8"))
     started = time.time()
@@ -316,4 +343,4 @@ def format_summary(summary: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["LabelJobError", "audit_draw", "format_summary", "job_spec", "label_suite"]
+__all__ = ["LabelJobError", "audit_draw", "folder_lock", "format_summary", "job_spec", "label_suite"]

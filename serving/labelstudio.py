@@ -231,7 +231,7 @@ def parse_export(path: str | os.PathLike, known: dict[str, dict]) -> ParsedExpor
                 parsed.problems.append(ExportProblem("warning", awhere, "cancelled (skipped) by the annotator",
                                                      "ask another annotator for this task"))
                 continue
-            label = _annotation_label(ann, cid, fps, frames, awhere, parsed.problems)
+            label = annotation_from_result(ann, cid, fps, frames, awhere, parsed.problems)
             if label is None:
                 continue
             key = (str(ann.get("updated_at") or ann.get("created_at") or ""), str(ann.get("id", ai)))
@@ -248,8 +248,9 @@ def parse_export(path: str | os.PathLike, known: dict[str, dict]) -> ParsedExpor
     return parsed
 
 
-def _annotation_label(ann: dict, cid: str, fps: float, frames: int | None, where: str,
-                      problems: list[ExportProblem]) -> Annotation | None:
+def annotation_from_result(ann: dict, cid: str, fps: float, frames: int | None, where: str,
+                           problems: list[ExportProblem]) -> Annotation | None:
+    """One Label Studio annotation of continuation ``cid`` as an ``Annotation``; None (and a problem) if unusable."""
     regions = [r for r in ann.get("result") or [] if r.get("type") == "timelinelabels" and r.get("from_name") == FROM_NAME]
     if not regions:
         problems.append(ExportProblem("error", where, "no marker", "place one success or failure marker"))
@@ -314,5 +315,5 @@ def annotations_to_export(tasks: list[dict], annotations: list[Annotation], star
 
 
 __all__ = ["ExportProblem", "ParsedExport", "annotations_to_export", "build_tasks", "frame_to_seconds",
-           "label_interface", "labeling_config", "marker_region", "parse_export", "seconds_to_frame",
+           "annotation_from_result", "label_interface", "labeling_config", "marker_region", "parse_export", "seconds_to_frame",
            "validate_tasks", "write_labelstudio_files"]

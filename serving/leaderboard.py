@@ -271,8 +271,8 @@ def leaderboard_figures(board: dict) -> dict[str, str]:
     for i, a in enumerate(agents):
         v = board["agents"][a]
         if v["rate"] is not None:
-            ax.errorbar(v["rate"], i, xerr=[[v["rate"] - v["ci"][0]], [v["ci"][1] - v["rate"]]], fmt="o", capsize=4,
-                        color="C0")
+            ax.errorbar(v["rate"], i, xerr=[[max(0.0, v["rate"] - v["ci"][0])], [max(0.0, v["ci"][1] - v["rate"])]],
+                        fmt="o", capsize=4, color="C0")
         if "truth" in board:
             ax.plot(board["truth"]["true_rates"][a], i, "x", color="C3", label="truth" if i == 0 else None)
     ax.set(yticks=range(len(agents)), yticklabels=agents, xlim=(0, 1), xlabel="success rate (95% interval)",
