@@ -188,7 +188,7 @@ def _annotator(completed_by) -> str:
         who = completed_by.get("email") or completed_by.get("id")
     else:
         who = completed_by
-    return f"ls-{who}" if who is not None else "ls-unknown"
+    return f"ls-{_short(who)}" if isinstance(who, (str, int)) and not isinstance(who, bool) else "ls-unknown"
 
 
 def parse_export(path: str | os.PathLike, known: dict[str, dict]) -> ParsedExport:
@@ -214,19 +214,26 @@ def parse_export(path: str | os.PathLike, known: dict[str, dict]) -> ParsedExpor
                          f"(fix: export the project as JSON)")
     parsed = ParsedExport()
     for ti, task in enumerate(tasks):
-        data = task.get("data", {}) if isinstance(task, dict) else {}
+        task = task if isinstance(task, dict) else {}
+        data = task.get("data") if isinstance(task.get("data"), dict) else {}
         cid = data.get("continuation_id")
-        where = f"{path.name}: task {task.get('id', ti) if isinstance(task, dict) else ti} ({cid})"
-        if cid not in known:
-            parsed.problems.append(ExportProblem("error", where, f"unknown continuation_id {cid!r}",
+        where = f"{path.name}: task {_short(task.get('id', ti))} ({_short(cid)})"
+        if not isinstance(cid, str) or cid not in known:
+            parsed.problems.append(ExportProblem("error", where, f"unknown continuation_id {_short(cid)!r}",
                                                  "import tasks built by `autorater label` for this suite"))
             continue
-        fps = float(data.get("fps") or known[cid]["fps"])
-        frames = data.get("frames") or known[cid]["frames"]
+        fps, frames = _positive(data.get("fps")) or _positive(known[cid].get("fps")), \
+            _count(data.get("frames")) or _count(known[cid].get("frames"))
+        annotations = task.get("annotations") or []
+        if fps is None or not isinstance(annotations, list):
+            parsed.problems.append(ExportProblem("error", where, "the task has no usable fps or annotations list",
+                                                 "export the project as JSON from Label Studio, unedited"))
+            continue
         by_annotator: dict[str, list[tuple[tuple, Annotation, str]]] = {}
-        for ai, ann in enumerate(task.get("annotations") or []):
-            awhere = f"{where}, annotation {ann.get('id', ai)}"
-            if ann.get("was_cancelled"):
+        for ai, ann in enumerate(annotations):
+            ann = ann if isinstance(ann, dict) else {"result": None}
+            awhere = f"{where}, annotation {_short(ann.get('id', ai))}"
+            if ann.get("was_cancelled") is True:
                 parsed.cancelled += 1
                 parsed.problems.append(ExportProblem("warning", awhere, "cancelled (skipped) by the annotator",
                                                      "ask another annotator for this task"))
@@ -248,10 +255,30 @@ def parse_export(path: str | os.PathLike, known: dict[str, dict]) -> ParsedExpor
     return parsed
 
 
+def _short(value, limit: int = 60) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _positive(value) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return float(value) if ok else None
+
+
+def _count(value) -> int | None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+    return value if ok else None
+
+
 def annotation_from_result(ann: dict, cid: str, fps: float, frames: int | None, where: str,
                            problems: list[ExportProblem]) -> Annotation | None:
     """One Label Studio annotation of continuation ``cid`` as an ``Annotation``; None (and a problem) if unusable."""
-    regions = [r for r in ann.get("result") or [] if r.get("type") == "timelinelabels" and r.get("from_name") == FROM_NAME]
+    result = ann.get("result")
+    if result is not None and not isinstance(result, list):
+        problems.append(ExportProblem("error", where, "'result' is not a list", "export the project as JSON"))
+        return None
+    regions = [r for r in result or [] if isinstance(r, dict) and r.get("type") == "timelinelabels"
+               and r.get("from_name") == FROM_NAME]
     if not regions:
         problems.append(ExportProblem("error", where, "no marker", "place one success or failure marker"))
         return None
@@ -259,8 +286,13 @@ def annotation_from_result(ann: dict, cid: str, fps: float, frames: int | None, 
         problems.append(ExportProblem("error", where, f"{len(regions)} markers; the format takes one",
                                       "keep only the first moment of success or failure"))
         return None
-    value = regions[0].get("value", {})
+    value = regions[0].get("value")
+    value = value if isinstance(value, dict) else {}
     names, ranges = value.get("timelinelabels") or [], value.get("ranges") or []
+    if not isinstance(names, list) or not isinstance(ranges, list):
+        problems.append(ExportProblem("error", where, "the marker region's value is malformed",
+                                      "use the labelling config written by `autorater label`"))
+        return None
     if len(names) != 1 or names[0] not in OUTCOMES:
         problems.append(ExportProblem("error", where, f"label {names} is not one of {list(OUTCOMES)}",
                                       "use the labelling config written by `autorater label`"))
@@ -269,11 +301,13 @@ def annotation_from_result(ann: dict, cid: str, fps: float, frames: int | None, 
         problems.append(ExportProblem("error", where, f"{len(ranges)} ranges in the marker region; expected one",
                                       "place one marker"))
         return None
-    try:
-        start, end = float(ranges[0]["start"]), float(ranges[0]["end"])
-    except (KeyError, TypeError, ValueError):
-        problems.append(ExportProblem("error", where, f"marker range {ranges[0]!r} has no numeric start/end"))
+    r0 = ranges[0] if isinstance(ranges[0], dict) else {}
+    start, end = r0.get("start"), r0.get("end")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (start, end)):
+        problems.append(ExportProblem("error", where, f"marker range {_short(ranges[0])} has no numeric start/end",
+                                      "place one marker"))
         return None
+    start, end = float(start), float(end)
     if start < 1 or (frames and start > frames):
         problems.append(ExportProblem("error", where, f"marker at frame {start:g} is outside the video "
                                                       f"(frames 1..{frames})", "move the marker onto the video"))
@@ -281,9 +315,11 @@ def annotation_from_result(ann: dict, cid: str, fps: float, frames: int | None, 
     if end != start:
         problems.append(ExportProblem("warning", where, f"marker spans frames {start:g}-{end:g}; its first frame "
                                                         f"is taken", "a marker is one frame"))
+    created, ann_id = ann.get("created_at"), ann.get("id")
     return Annotation(continuation_id=cid, annotator_id=_annotator(ann.get("completed_by")), outcome=names[0],
-                      marker_s=frame_to_seconds(start, fps), created_at=ann.get("created_at"), source="human",
-                      extra={"ls_annotation_id": ann.get("id")})
+                      marker_s=frame_to_seconds(start, fps), created_at=created if isinstance(created, str) else None,
+                      source="human", extra={"ls_annotation_id": ann_id if isinstance(ann_id, (int, str)) and
+                                             not isinstance(ann_id, bool) else None})
 
 
 def annotations_to_export(tasks: list[dict], annotations: list[Annotation], start_id: int = 1) -> list[dict]:

@@ -234,3 +234,27 @@ def test_cli_ingest_and_its_errors(env, labelled, capsys):
     assert cli.main(["ingest", "--labels", str(labelled["root"]), "--export", str(export)]) == 2
     assert "labels.jsonl" in capsys.readouterr().err
     assert cli.main(["ingest", "--labels", str(labelled["labels"]), "--export", str(labelled["root"] / "no.json")]) == 2
+
+
+def test_a_second_writer_on_one_labels_folder_is_refused_and_concurrent_appends_all_land(env, labelled):
+    import threading
+
+    from serving.ingest import append_annotations
+    from serving.label import LabelJobError, folder_lock
+
+    export = _write(labelled["root"] / "export.json",
+                    annotations_to_export(labelled["tasks"], _answers(env, labelled["tasks"])))
+    with folder_lock(labelled["labels"], "test"):
+        with pytest.raises(LabelJobError, match="busy"):
+            ingest(labelled["labels"], export)
+        with pytest.raises(LabelJobError, match="busy"):
+            label_suite(env["model"], labelled["suite"], labelled["labels"], audit_share=0.3, resume=True)
+    n_before = len(Suite.load(labelled["suite"].root).annotations)
+    cids = labelled["suite"].continuation_ids()
+    threads = [threading.Thread(target=append_annotations, args=(labelled["suite"], [
+        Annotation(cids[i % len(cids)], f"t{i}", "success", marker_s=0.5)])) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(Suite.load(labelled["suite"].root).annotations) == n_before + 12
