@@ -1,6 +1,13 @@
 """``autorater leaderboard``: per-agent success rates with honest 95% intervals, and the figures around them.
 
-The success rate of an agent mixes two strata of its continuations:
+Against gold (the default when the suite has references): the final labels (the model's where it
+labelled alone, the annotators' majority elsewhere) are corrected by their measured error on the
+agent's reference continuations, with prediction-powered inference (``rate_vs_gold``). This is the
+estimator that stays honest when the annotators themselves are biased (they are: a rigid annotator
+fails messy successes, a near miss fools a hurried one), which human-as-truth intervals ignore.
+
+Against humans (no references, or ``use_references=False``), the rate of an agent mixes two strata
+of its continuations:
 
 - **human** (routed to annotators, human label in): a classical estimate. Alone, the Wilson
   interval; mixed, the Agresti-Coull standard error ``p~ = (k + 2) / (n + 4)``.
@@ -110,6 +117,55 @@ def rate_estimate(human: np.ndarray, auto_model: np.ndarray, audit_model: np.nda
             "se": se, "method": method}
 
 
+def rate_vs_gold(gold: np.ndarray, label_on_gold: np.ndarray, label_rest: np.ndarray) -> dict:
+    """A success rate from final labels (model or human) corrected by gold references, with PPI.
+
+    The final labels of the reference continuations are compared with their gold outcome, and that
+    measured error corrects the final labels of all the others: the human annotators' own errors
+    (not only the model's) stop biasing the rate. Valid when the references are a random sample of
+    the agent's continuations (the generator draws them so; STS suites mix them in at random).
+
+    Args:
+        gold: (n,) 0/1 gold outcomes of the agent's labelled reference continuations.
+        label_on_gold: (n,) 0/1 final labels of the same.
+        label_rest: (N,) 0/1 final labels of the agent's other labelled continuations.
+    """
+    import ppi_py
+
+    gold, label_on_gold, label_rest = (np.asarray(x, float) for x in (gold, label_on_gold, label_rest))
+    n = len(gold)
+    out = {"n_gold": n, "n_labelled": n + len(label_rest)}
+    if n < 2:
+        return {**out, "rate": None, "ci": [0.0, 1.0], "se": None, "method": "too few references"}
+    unlabeled = label_rest if len(label_rest) else label_on_gold
+    lam = 1.0 if np.ptp(np.concatenate([label_on_gold, unlabeled])) == 0 else None
+    theta = float(ppi_py.ppi_mean_pointestimate(gold, label_on_gold, unlabeled, lam=lam)[0])
+    lo, hi = (float(v[0]) for v in ppi_py.ppi_mean_ci(gold, label_on_gold, unlabeled, alpha=0.05, lam=lam))
+    d = (np.abs(gold - label_on_gold).sum() + 1) / (n + 2)
+    se = max((hi - lo) / (2 * Z95), float(np.sqrt(d * (1 - d) / n)))
+    return {**out, "rate": float(np.clip(theta, 0, 1)), "ci": [float(max(0.0, theta - Z95 * se)),
+                                                               float(min(1.0, theta + Z95 * se))],
+            "se": se, "method": "ppi vs references (gold)"}
+
+
+def estimate(rows: list[dict], gold: dict[str, str] | None = None) -> dict:
+    """The rate of ``rows`` (labels.jsonl rows): against gold references when there are at least 2 among the
+    labelled rows (``rate_vs_gold``), else from the human and audited strata (``rate_estimate``). Both
+    results are returned, the first as the estimate, the other under ``vs_humans``."""
+    by_humans = rate_estimate(**_strata(rows))
+    labelled = [r for r in rows if r.get("outcome") is not None]
+    on_gold = [r for r in labelled if r["continuation_id"] in (gold or {})]
+    if gold:
+        rest = [r for r in labelled if r["continuation_id"] not in gold]
+        if len(on_gold) >= 2:
+            est = rate_vs_gold([gold[r["continuation_id"]] == "success" for r in on_gold],
+                               [r["outcome"] == "success" for r in on_gold],
+                               [r["outcome"] == "success" for r in rest])
+            return {**est, "n_human": by_humans["n_human"], "n_auto": by_humans["n_auto"],
+                    "n_audit": by_humans["n_audit"], "vs_humans": by_humans}
+    return {**by_humans, "n_gold": len(on_gold)}
+
+
 def _strata(rows: list[dict]) -> dict:
     """Split labels rows into the arrays ``rate_estimate`` takes."""
     human = [r["human_outcome"] == "success" for r in rows if r["decision"] == "human" and r.get("human_outcome")]
@@ -145,13 +201,16 @@ def _median_time(groups: list[list[float]]) -> float | None:
     return float(np.median(flat)) if flat else None
 
 
-def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool = False) -> dict:
+def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool = False,
+                use_references: bool = True) -> dict:
     """The leaderboard of a labels folder (after ``ingest``); see the module docstring.
 
     Args:
         labels_dir: the folder written by ``autorater label``.
         seed: bootstrap seed.
         with_truth: add the simulator truth of a synthetic suite (true rates, Spearman, MMRV, coverage).
+        use_references: correct the labels with the suite's gold references (``rate_vs_gold``) where an
+            agent has at least 2 labelled ones; otherwise, or when False, treat human labels as the truth.
     """
     labels_dir = Path(labels_dir)
     if not (labels_dir / LABELS_FILE).is_file():
@@ -160,6 +219,7 @@ def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool =
     suite = Suite.load(job["suite"])
     rows = _read_jsonl(labels_dir / LABELS_FILE)
     rng = np.random.default_rng(seed)
+    gold = {r.continuation_id: r.outcome for r in suite.references} if use_references else None
     for r in rows:
         c = suite.get(r["continuation_id"])
         r["agent_id"], r["scenario_id"] = c.agent_id, c.scenario_id
@@ -172,7 +232,7 @@ def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool =
              "categories": {}, "scenarios": {}}
     for agent in agents:
         mine = [r for r in rows if r["agent_id"] == agent]
-        est = rate_estimate(**_strata(mine))
+        est = estimate(mine, gold)
         waiting = sum(r["outcome"] is None for r in mine)
         labelled = [r for r in mine if r["outcome"] is not None]
         times: dict[str, list[float]] = {}
@@ -183,7 +243,7 @@ def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool =
                 times.setdefault(r["scenario_id"], []).append(max(0.0, r["marker_s"] - r["takeover_s"]))
         board["agents"][agent] = {
             **est, "continuations": len(mine), "waiting": waiting,
-            "per_category": {cat: rate_estimate(**_strata([r for r in mine if r["category"] == cat]))
+            "per_category": {cat: estimate([r for r in mine if r["category"] == cat], gold)
                              for cat in categories if any(r["category"] == cat for r in mine)},
             "time_to_success_s": sorted(t for ts in times.values() for t in ts),
             "median_time_to_success_s": _median_time(list(times.values())),
@@ -192,7 +252,7 @@ def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool =
             "consistency_ci": _bootstrap(outcomes, _consistency, rng),
             "scenario_success_shares": [float(np.mean(g)) for g in outcomes.values() if len(g) >= 2]}
     for cat in categories:
-        board["categories"][cat] = rate_estimate(**_strata([r for r in rows if r["category"] == cat]))
+        board["categories"][cat] = estimate([r for r in rows if r["category"] == cat], gold)
     for sid in sorted({r["scenario_id"] for r in rows}):
         mine = [r for r in rows if r["scenario_id"] == sid and r["outcome"] is not None]
         k, n = sum(r["outcome"] == "success" for r in mine), len(mine)
@@ -235,14 +295,15 @@ def _truth_comparison(suite: Suite, board: dict) -> dict:
 def format_leaderboard(board: dict) -> str:
     lines = [f"leaderboard of {board['suite']} (labels: {board['model']} + humans)",
              f"{'rank':>4}  {'agent':<14}{'success rate':>13}  {'95% interval':<16}{'human':>6}{'auto':>6}{'audit':>6}"
-             f"{'wait':>6}  {'median t (s)':>12}  {'consistency':>11}  method"]
+             f"{'gold':>6}{'wait':>6}  {'median t (s)':>12}  {'consistency':>11}  method"]
     for i, agent in enumerate(board["ranking"], start=1):
         a = board["agents"][agent]
         rate = "-" if a["rate"] is None else f"{a['rate']:.3f}"
         t = "-" if a["median_time_to_success_s"] is None else f"{a['median_time_to_success_s']:.2f}"
         cons = "-" if a["consistency"] is None else f"{a['consistency']:.2f}"
         lines.append(f"{i:>4}  {agent:<14}{rate:>13}  [{a['ci'][0]:.3f}, {a['ci'][1]:.3f}]  {a['n_human']:>6}"
-                     f"{a['n_auto']:>6}{a['n_audit']:>6}{a['waiting']:>6}  {t:>12}  {cons:>11}  {a['method']}")
+                     f"{a['n_auto']:>6}{a['n_audit']:>6}{a['n_gold']:>6}{a['waiting']:>6}  {t:>12}  {cons:>11}  "
+                     f"{a['method']}")
     lines.append("per category: " + ", ".join(f"{c} {v['rate']:.2f} [{v['ci'][0]:.2f}, {v['ci'][1]:.2f}]"
                                                for c, v in board["categories"].items() if v["rate"] is not None))
     if board["waiting"]:
@@ -321,7 +382,8 @@ def write_report(board: dict, out_html: str | os.PathLike) -> Path:
         f"<tr><td>{i}</td><td>{html.escape(a)}</td><td>{_fmt(board['agents'][a]['rate'])}</td>"
         f"<td>[{board['agents'][a]['ci'][0]:.3f}, {board['agents'][a]['ci'][1]:.3f}]</td>"
         f"<td>{board['agents'][a]['n_human']}</td><td>{board['agents'][a]['n_auto']}</td>"
-        f"<td>{board['agents'][a]['n_audit']}</td><td>{board['agents'][a]['waiting']}</td>"
+        f"<td>{board['agents'][a]['n_audit']}</td><td>{board['agents'][a]['n_gold']}</td>"
+        f"<td>{board['agents'][a]['waiting']}</td>"
         f"<td>{_fmt(board['agents'][a]['median_time_to_success_s'])} {_ci(board['agents'][a]['median_time_ci'])}</td>"
         f"<td>{_fmt(board['agents'][a]['consistency'])} {_ci(board['agents'][a]['consistency_ci'])}</td>"
         f"<td>{html.escape(board['agents'][a]['method'])}</td></tr>"
@@ -339,11 +401,11 @@ def write_report(board: dict, out_html: str | os.PathLike) -> Path:
 <style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}</style></head><body>
 <h1>Agent leaderboard: {html.escape(board['suite'])}</h1>
-<p>Labels from {html.escape(board['model'])} (auto-labelled, corrected by the human audit slice with
-prediction-powered inference) and human annotators (the uncertain continuations). Every rate comes with its 95%
-interval; {board['waiting']} continuations still waiting for a human label are left out.</p>{truth}
+<p>Labels from {html.escape(board['model'])} (auto-labelled) and human annotators (the uncertain continuations
+and a random audit slice), corrected with prediction-powered inference by the gold references where an agent has
+them, else by the audit slice. Every rate comes with its 95% interval; {board['waiting']} continuations still waiting for a human label are left out.</p>{truth}
 <table><tr><th>rank</th><th>agent</th><th>success rate</th><th>95% interval</th><th>human</th><th>auto</th>
-<th>audit</th><th>waiting</th><th>median time to success (s)</th><th>consistency</th><th>method</th></tr>{rows}</table>
+<th>audit</th><th>gold</th><th>waiting</th><th>median time to success (s)</th><th>consistency</th><th>method</th></tr>{rows}</table>
 <img src="data:image/png;base64,{figs['leaderboard']}">
 <h2>Per category</h2><table><tr><th>category</th><th>success rate</th><th>95% interval</th>
 <th>mean scenario success rate</th></tr>{cats}</table>
@@ -365,5 +427,5 @@ def _ci(ci) -> str:
     return "" if ci is None or ci[0] is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
-__all__ = ["format_leaderboard", "leaderboard", "leaderboard_figures", "rate_estimate", "wilson_interval",
-           "write_report"]
+__all__ = ["estimate", "format_leaderboard", "leaderboard", "leaderboard_figures", "rate_estimate", "rate_vs_gold",
+           "wilson_interval", "write_report"]

@@ -11,7 +11,7 @@ import torch
 from autorater import cli
 from data.suite import load_truth
 from serving.label import JOB_FILE, LABELS_FILE, job_spec
-from serving.leaderboard import leaderboard, rate_estimate, wilson_interval
+from serving.leaderboard import leaderboard, rate_estimate, rate_vs_gold, wilson_interval
 from serving_env import make_env
 
 
@@ -41,6 +41,24 @@ def test_ppi_intervals_cover_the_true_rate_about_95_percent_of_the_time(n_human)
     assert 0.92 <= np.mean(hits) <= 0.99, np.mean(hits)
     assert np.mean(naive_hits) < 0.5  # the model's labels alone are biased: PPI is what fixes it
     assert np.mean(widths) < 0.3
+
+
+def test_gold_references_correct_biased_labels_and_cover_the_true_rate():
+    """Final labels that miss 20% of the successes (biased annotators), 15% gold references."""
+    rng = np.random.default_rng(3)
+    hits, naive = [], []
+    for _ in range(400):
+        y = (rng.random(120) < 0.55).astype(float)
+        labels = np.where((y == 1) & (rng.random(120) < 0.2), 0.0, y)
+        refs = rng.permutation(120)[:18]
+        rest = np.setdiff1d(np.arange(120), refs)
+        est = rate_vs_gold(y[refs], labels[refs], labels[rest])
+        hits.append(est["ci"][0] <= y.mean() <= est["ci"][1])
+        lo, hi = wilson_interval(int(labels.sum()), 120)
+        naive.append(lo <= y.mean() <= hi)
+    assert 0.92 <= np.mean(hits) <= 1.0, np.mean(hits)
+    assert np.mean(naive) < 0.6  # taking the labels as the truth is what fails
+    assert rate_vs_gold([1.0], [1.0], np.ones(5))["ci"] == [0.0, 1.0]  # one reference supports nothing
 
 
 def test_humans_only_gives_the_wilson_interval_and_no_labels_gives_everything():
@@ -88,7 +106,7 @@ def board_env(tmp_path_factory):
 
 
 def test_leaderboard_on_a_hand_made_table(board_env):
-    board = leaderboard(board_env["labels"], with_truth=True)
+    board = leaderboard(board_env["labels"], with_truth=True, use_references=False)
     suite, truth = board_env["suite"], board_env["truth"]
     for agent, a in board["agents"].items():
         outcomes = [truth[c.continuation_id]["outcome"] == "success" for c in suite.continuations if c.agent_id == agent]
@@ -102,6 +120,17 @@ def test_leaderboard_on_a_hand_made_table(board_env):
     assert board["truth"]["spearman"] == pytest.approx(1.0) and board["truth"]["coverage"] == 1.0
     for sid, s in board["scenarios"].items():
         assert 0 <= s["success_rate"] <= 1 and s["ci"][0] <= s["success_rate"] <= s["ci"][1]
+
+
+def test_with_references_the_labels_are_checked_against_gold(board_env):
+    board = leaderboard(board_env["labels"], with_truth=True)
+    refs = {r.continuation_id for r in board_env["suite"].references}
+    for agent, a in board["agents"].items():
+        n_refs = sum(c.continuation_id in refs for c in board_env["suite"].continuations if c.agent_id == agent)
+        assert a["n_gold"] == n_refs
+        if n_refs >= 2:  # labels equal to the truth: nothing to correct, the interval still holds the truth
+            assert a["method"] == "ppi vs references (gold)" and "vs_humans" in a
+            assert a["ci"][0] <= board["truth"]["true_rates"][agent] <= a["ci"][1]
 
 
 def test_cli_leaderboard_writes_json_and_html_with_figures(board_env, tmp_path, capsys):
