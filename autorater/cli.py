@@ -277,6 +277,46 @@ def cmd_simulate_annotators(args) -> int:
     return 0
 
 
+def cmd_active_select(args) -> int:
+    from data.suite import Suite
+    from serving.active import active_select
+
+    _threads()
+    _, model_dir = _load_model(args.model, args.tracking_uri, args.workdir, load=False)
+    summary = active_select(model_dir, Suite.load(args.pool), args.budget, args.out, strategy=args.strategy,
+                            diversity=not args.no_diversity, seed=args.seed, video_url_prefix=args.video_url_prefix,
+                            progress=not args.quiet)
+    print(f"selected {summary['selected']} of {summary['pool_unlabelled']} unlabelled continuations by "
+          f"{summary['strategy']} ({summary['scenarios']} scenarios, {summary['categories']} categories); "
+          f"Label Studio: {args.out}/labelstudio/config.xml and tasks.json ({summary['tasks']} tasks)")
+    return 0
+
+
+def cmd_active_round(args) -> int:
+    from serving.active import run_round
+    from training.tracking import default_tracking_uri
+
+    _threads()
+    from training.train import load_config_file
+
+    uri = args.tracking_uri or default_tracking_uri(args.workdir)
+    _, model_dir = _load_model(args.model, uri, args.workdir, load=False)
+    train_config = load_config_file(args.config)[1] if args.config else None
+    r = run_round(model_dir, args.pool, args.out, uri, references_dir=args.references, export=args.export,
+                  tasks_file=args.tasks, finetune=not args.retrain, epochs=args.epochs, cache_dir=args.cache_dir,
+                  seed=args.seed, train_config=train_config, progress=not args.quiet)
+    if "new_labels" in r:
+        print(f"ingested {r['new_labels']} new labels into {args.pool} ({len(r['refused_labels'])} refused)")
+    ci = r["ba_gain_ci95"]
+    ci_text = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci[0] is not None else "[-]"
+    print(f"on {r['n_references']} references of {r['references']}: champion BA {r['ba_champion']:.3f}, challenger "
+          f"BA {r['ba_challenger']:.3f} (gain {r['ba_gain']:+.3f}, 95% CI {ci_text})")
+    print(f"challenger registered as version {r['challenger_version']}: " +
+          (f"promoted to {r['alias']}" if r["promoted"] else "NOT promoted (not better than the champion)"))
+    print(f"written: {args.out}/round.json")
+    return 0
+
+
 _LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 
 
@@ -460,6 +500,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--annotators", type=int, default=3, help="annotators per task")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_simulate_annotators)
+
+    active = sub.add_parser("active", help="active learning: choose what to label next; run a round").add_subparsers(
+        dest="active_command", required=True)
+    p = active.add_parser("select", help="choose the unlabelled continuations humans should label next")
+    p.add_argument("--model", required=True, help="model folder, or models:/autorater@champion")
+    p.add_argument("--pool", required=True, help="pool suite (its unannotated, non-reference continuations)")
+    p.add_argument("--budget", type=int, required=True, help="how many to choose")
+    p.add_argument("--out", required=True, help="folder for selection.jsonl and labelstudio/")
+    p.add_argument("--strategy", choices=["uncertainty", "margin", "entropy", "random"], default="uncertainty")
+    p.add_argument("--no-diversity", action="store_true", help="pure ranking (no spread over scenarios/categories)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--video-url-prefix")
+    model_args(p)
+    p.set_defaults(func=cmd_active_select)
+
+    p = active.add_parser("round", help="ingest labels, train a challenger, compare with the champion, maybe promote")
+    p.add_argument("--model", default="models:/autorater@champion", help="the champion (folder or registry URI)")
+    p.add_argument("--pool", required=True, help="pool suite (new labels are appended to its annotations)")
+    p.add_argument("--out", required=True, help="round folder")
+    p.add_argument("--export", help="the annotators' answers: Label Studio JSON export or annotations.jsonl")
+    p.add_argument("--tasks", help="the tasks.json they answered (from `active select`)")
+    p.add_argument("--references", help="suite whose references judge both models (default: the pool's)")
+    p.add_argument("--retrain", action="store_true", help="train from scratch instead of fine-tuning the champion")
+    p.add_argument("--config", help='the training recipe, JSON as for train (only its "train" part is used: '
+                                    'the architecture is the champion\'s)')
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--cache-dir", default="runs/cache")
+    p.add_argument("--seed", type=int, default=0)
+    model_args(p)
+    p.set_defaults(func=cmd_active_round)
 
     p = sub.add_parser("serve", help="HTTP service: /v1/rate and the Label Studio ML-backend protocol")
     p.add_argument("--model", required=True, help="model folder, or models:/autorater@champion")

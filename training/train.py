@@ -219,7 +219,8 @@ def validate(model: Autorater, data: _Data, rows: np.ndarray) -> dict:
 def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig | None = None,
           out: str | Path | None = None, log: Callable[[int, dict], None] | None = None,
           progress: bool = False, prepared: tuple[Autorater, _Data] | None = None,
-          should_stop: Callable[[int, dict], bool] | None = None) -> TrainResult:
+          should_stop: Callable[[int, dict], bool] | None = None,
+          init_state: dict | None = None) -> TrainResult:
     """Train an Autorater on the annotations of ``suites``; keep the epoch with the best validation BA.
 
     Args:
@@ -231,6 +232,8 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
         progress: show progress bars.
         prepared: re-use ``prepare``'s output (tuning trials share one feature cache in memory).
         should_stop: called after every epoch; True stops (Optuna pruning).
+        init_state: start from these trainable weights (``Autorater.trainable_state_dict()`` of a model
+            with the same ``model_config``): fine-tuning a champion on new labels.
     """
     tc = tc or TrainConfig()
     start = time.time()
@@ -238,6 +241,12 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
     if prepared is not None:  # a fresh model with this trial's architecture, same cached inputs
         torch.manual_seed(tc.seed)
         model = Autorater(model_config.replace(vocab=model.config.vocab, failure_modes=model.config.failure_modes))
+    if init_state is not None:
+        missing = set(model.trainable_state_dict()) - set(init_state)
+        if missing:
+            raise ValueError(f"init_state does not fit this architecture (missing {sorted(missing)[:3]}); fine-tune "
+                             f"with the champion's own config, or retrain")
+        model.load_state_dict(init_state, strict=False)
     train_rows, val_rows = split_groups(data.ex.scenario_keys, tc.val_share, tc.seed)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)

@@ -1,0 +1,272 @@
+"""Active learning: which continuations should the annotators label next, and a round that may replace the champion.
+
+``select``: score the unlabelled continuations of a pool suite with the model and pick ``budget`` of
+them by a strategy, spread across scenarios and categories so that a batch is not ``budget``
+near-copies of one hard scenario.
+
+Strategies (higher score = asked first):
+
+- ``uncertainty``: least confidence, ``1 - max(p, 1 - p)``.
+- ``margin``: ``1 - |p - (1 - p)|``. For one binary outcome it ranks exactly like ``uncertainty``
+  (both are monotone in ``|p - 0.5|``); it is kept because it is the name teams look for.
+- ``entropy``: the outcome's binary entropy plus the marker's uncertainty (the spread of the
+  predicted marker distribution as a share of the video), so that "when" counts as well as "whether".
+- ``random``: the baseline every strategy must beat.
+
+``run_round``: ingest the new labels into the pool suite, train a challenger (fine-tuned from the
+champion, or from scratch), calibrate it on the reference suite, evaluate champion and challenger on
+the same references, log both to MLflow, and promote the challenger to ``champion`` only if its
+balanced accuracy is higher; the comparison is written to ``round.json`` and tagged on the runs.
+
+Example:
+    >>> chosen = active_select("model", Suite.load("pool"), budget=100, out="queue-1")   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from data.suite import Suite
+
+STRATEGIES = ("uncertainty", "margin", "entropy", "random")
+
+
+def acquisition_scores(p, marker_spread_s=None, duration_s=None, strategy: str = "uncertainty",
+                       rng: np.random.Generator | None = None) -> np.ndarray:
+    """(n,) scores, higher first. ``p``: calibrated P(success); marker spread and duration in seconds."""
+    p = np.clip(np.asarray(p, dtype=float), 1e-9, 1 - 1e-9)
+    if strategy == "uncertainty":
+        return 1 - np.maximum(p, 1 - p)
+    if strategy == "margin":
+        return 1 - np.abs(2 * p - 1)
+    if strategy == "entropy":
+        h = -(p * np.log2(p) + (1 - p) * np.log2(1 - p))
+        if marker_spread_s is None or duration_s is None:
+            return h
+        share = np.asarray(marker_spread_s, float) / np.maximum(np.asarray(duration_s, float), 1e-6)
+        return h + np.nan_to_num(np.clip(share, 0, 1))
+    if strategy == "random":
+        return (rng or np.random.default_rng(0)).random(len(p))
+    raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+
+
+def diverse_top(scores: np.ndarray, scenario: list[str], category: list[str], budget: int) -> list[int]:
+    """Indices of ``budget`` high scorers: first at most one per scenario, categories taken in turn, then the rest.
+
+    Round-robin over categories (each in score order, one continuation per scenario) keeps a batch
+    from being one category's near-copies; leftovers fill by score when the pool runs out of variety.
+    """
+    order = np.argsort(-np.asarray(scores), kind="stable")
+    by_cat: dict[str, list[int]] = {}
+    for i in order:
+        by_cat.setdefault(category[i], []).append(int(i))
+    chosen, used_scenarios, taken = [], set(), set()
+    queues = {c: list(v) for c, v in by_cat.items()}
+    while len(chosen) < budget and any(queues.values()):
+        progressed = False
+        for cat in sorted(queues, key=lambda c: -scores[queues[c][0]] if queues[c] else 0):
+            while queues[cat] and scenario[queues[cat][0]] in used_scenarios:
+                queues[cat].pop(0)
+            if queues[cat] and len(chosen) < budget:
+                i = queues[cat].pop(0)
+                chosen.append(i)
+                taken.add(i)
+                used_scenarios.add(scenario[i])
+                progressed = True
+        if not progressed:
+            break
+    for i in order:  # fewer scenarios than the budget: fill by score
+        if len(chosen) >= budget:
+            break
+        if int(i) not in taken:
+            chosen.append(int(i))
+            taken.add(int(i))
+    return chosen
+
+
+def select(rows: list[dict], budget: int, strategy: str = "uncertainty", diversity: bool = True,
+           seed: int = 0) -> list[str]:
+    """Continuation ids to label next, from prediction rows with ``p_success``, ``marker_spread_s``,
+    ``duration_s``, ``scenario_id`` and ``category``."""
+    if budget < 1:
+        raise ValueError(f"budget must be >= 1, got {budget}")
+    rows = [r for r in rows if r.get("p_success") is not None]
+    if not rows:
+        return []
+    rng = np.random.default_rng(seed)
+    scores = acquisition_scores([r["p_success"] for r in rows], [r.get("marker_spread_s", np.nan) for r in rows],
+                                [r.get("duration_s", np.nan) for r in rows], strategy, rng)
+    if diversity:
+        idx = diverse_top(scores, [r["scenario_id"] for r in rows], [r["category"] for r in rows], budget)
+    else:
+        idx = list(np.argsort(-scores, kind="stable")[:budget])
+    return [rows[i]["continuation_id"] for i in idx]
+
+
+def unlabelled(suite: Suite) -> list[str]:
+    """Continuations with no annotation that are not reference episodes."""
+    labelled = {a.continuation_id for a in suite.annotations} | {r.continuation_id for r in suite.references}
+    return [c for c in suite.continuation_ids() if c not in labelled]
+
+
+def active_select(model_dir: str | os.PathLike, pool: Suite, budget: int, out: str | os.PathLike,
+                  strategy: str = "uncertainty", diversity: bool = True, seed: int = 0,
+                  video_url_prefix: str | None = None, progress: bool = False) -> dict:
+    """Score the pool's unlabelled continuations, choose ``budget``, write ``selection.jsonl`` and the Label
+    Studio files (``labelstudio/config.xml``, ``tasks.json``) into ``out``; returns a summary."""
+    from autorater.model import Autorater
+    from autorater.predict import iter_suite_predictions, model_name, read_calibration
+    from serving.labelstudio import write_labelstudio_files
+
+    model_dir, out = Path(model_dir), Path(out)
+    ids = unlabelled(pool)
+    if not ids:
+        raise ValueError(f"pool suite {pool.root} has no unlabelled continuations left (every one is annotated "
+                         f"or a reference)")
+    model = Autorater.from_pretrained(model_dir)
+    temperature = float(read_calibration(model_dir).get("temperature", 1.0))
+    preds = [r for r in iter_suite_predictions(model, pool, ids=ids, temperature=temperature,
+                                               name=model_name(model_dir), progress=progress) if "error" not in r]
+    from data.video import video_info
+
+    for r in preds:
+        c = pool.get(r["continuation_id"])
+        r["scenario_id"], r["category"] = c.scenario_id, pool.scenario_by_id[c.scenario_id].category
+        r["duration_s"] = video_info(pool.video_path(c.continuation_id)).duration_s
+    chosen = select(preds, budget, strategy, diversity, seed)
+    by_id = {r["continuation_id"]: r for r in preds}
+    rows = [{**by_id[cid], "decision": "human", "audit": False, "reason": f"active:{strategy}",
+             "model_outcome": by_id[cid]["outcome"], "model_marker_s": by_id[cid]["marker_s"]} for cid in chosen]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "selection.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    tasks = write_labelstudio_files(out / "labelstudio", pool, rows, video_url_prefix=video_url_prefix)
+    (out / "job.json").write_text(json.dumps({"suite": str(pool.root.resolve()), "model": str(model_dir.resolve()),
+                                              "strategy": strategy, "budget": budget, "diversity": diversity,
+                                              "seed": seed}, indent=1) + "\n")
+    return {"pool_unlabelled": len(ids), "selected": len(chosen), "tasks": tasks, "strategy": strategy,
+            "scenarios": len({by_id[c]["scenario_id"] for c in chosen}),
+            "categories": len({by_id[c]["category"] for c in chosen})}
+
+
+def read_new_labels(export: str | os.PathLike, pool: Suite, tasks_file: str | os.PathLike | None = None):
+    """Human labels from a Label Studio export (or ``annotations.jsonl``) for the pool suite: (annotations, problems)."""
+    from serving.ingest import _VideoLookup, _read_suite_annotations
+    from serving.labelstudio import parse_export
+
+    export = Path(export)
+    if export.suffix == ".jsonl":
+        return _read_suite_annotations(export, pool, {})
+    known = {}
+    if tasks_file is not None and Path(tasks_file).is_file():
+        known = {t["data"]["continuation_id"]: {"fps": t["data"]["fps"], "frames": t["data"]["frames"]}
+                 for t in json.loads(Path(tasks_file).read_text(encoding="utf-8"))}
+    parsed = parse_export(export, _VideoLookup(pool, known))
+    return parsed.annotations, parsed.problems
+
+
+def _paired_bootstrap_ba(y, a, b, groups, rng: np.random.Generator, n_boot: int = 1000) -> list[float]:
+    """95% interval of BA(b) - BA(a) over resampled scenarios (``groups``)."""
+    from calibration.metrics import outcome_metrics
+
+    y, a, b, groups = (np.asarray(x) for x in (y, a, b, groups))
+    uniq = np.unique(groups)
+    members = [np.flatnonzero(groups == g) for g in uniq]
+    diffs = []
+    for _ in range(n_boot):
+        idx = np.concatenate([members[i] for i in rng.integers(0, len(uniq), len(uniq))])
+        if len(np.unique(y[idx])) < 2:
+            continue
+        diffs.append(outcome_metrics(y[idx], b[idx])["balanced_accuracy"] -
+                     outcome_metrics(y[idx], a[idx])["balanced_accuracy"])
+    return [float(np.quantile(diffs, 0.025)), float(np.quantile(diffs, 0.975))] if diffs else [None, None]
+
+
+def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out: str | os.PathLike,
+              tracking_uri: str, references_dir: str | os.PathLike | None = None,
+              export: str | os.PathLike | None = None, tasks_file: str | os.PathLike | None = None,
+              finetune: bool = True, epochs: int | None = None, cache_dir: str = "runs/cache", seed: int = 0,
+              train_config=None, progress: bool = False) -> dict:
+    """One active-learning round (see the module docstring); returns what ``round.json`` holds.
+
+    Args:
+        champion_dir: the current champion's model folder.
+        pool_dir: the pool suite: its annotations (the new ones appended) train the challenger.
+        out: round folder (challenger model, calibration report, ``round.json``).
+        tracking_uri: the MLflow store (the challenger is registered there; ``champion`` moves only if it wins).
+        references_dir: suite whose references judge both models (default: the pool suite; never trained on).
+        export: the annotators' answers (Label Studio export or annotations.jsonl), ingested first.
+        tasks_file: the ``tasks.json`` they answered (its fps and frame counts check the markers).
+        finetune: start from the champion's weights (with its architecture), else from scratch.
+        epochs: training epochs (default: 10 fine-tuning, the recipe's when retraining).
+        train_config: the recipe (a ``TrainConfig``; default: the standard one, with a lower learning rate and
+            a short warm-up when fine-tuning); ``epochs``, ``cache_dir`` and ``seed`` override it.
+    """
+    from autorater.model import Autorater
+    from autorater.predict import read_calibration
+    from serving.calibrate import calibrate_model
+    from serving.ingest import append_annotations
+    from training.baselines import predict_cached
+    from training.evaluate import evaluate, gold_table
+    from training.tracking import _client, log_evaluation, promote, track_training
+    from training.train import TrainConfig, train
+
+    champion_dir, out = Path(champion_dir), Path(out)
+    pool = Suite.load(pool_dir)
+    result: dict = {"champion": str(champion_dir), "finetune": finetune}
+    if export is not None:
+        labels, problems = read_new_labels(export, pool, tasks_file)
+        result["new_labels"] = append_annotations(pool, labels)
+        result["refused_labels"] = [str(p) for p in problems if p.level == "error"]
+        pool = Suite.load(pool_dir)
+    refs = Suite.load(references_dir) if references_dir else pool
+    if not refs.references:
+        raise ValueError(f"{refs.root} has no references.jsonl: champion and challenger are compared on gold "
+                         f"references (pass --references)")
+    champion = Autorater.from_pretrained(champion_dir)
+    if train_config is None:
+        train_config = TrainConfig(lr=3e-4, warmup_steps=10, epochs=10) if finetune else TrainConfig()
+    tc = dataclasses.replace(train_config, cache_dir=cache_dir, seed=seed, epochs=epochs or train_config.epochs)
+    challenger_dir = out / "challenger"
+    init = champion.trainable_state_dict() if finetune else None
+    fit, run_id, version = track_training(
+        tracking_uri, "autorater-active", f"challenger ({'fine-tuned' if finetune else 'retrained'})",
+        champion.config, tc, [pool], out=challenger_dir, progress=progress,
+        fn=lambda log: train([pool], champion.config, tc, out=challenger_dir, log=log, progress=progress,
+                             init_state=init))
+    calib = calibrate_model(challenger_dir, refs, out / "calibration-challenger")
+
+    rows = {"champion": predict_cached(champion, refs, cache_dir, name="champion",
+                                       temperature=float(read_calibration(champion_dir).get("temperature", 1.0))),
+            "challenger": predict_cached(fit.model, refs, cache_dir, name="challenger",
+                                         temperature=calib.record.temperature)}
+    report = evaluate(refs, rows, gold="references")
+    ba = {k: report["methods"][k]["outcome"]["balanced_accuracy"] for k in rows}
+    gold = gold_table(refs, "references")
+    pred = {k: {r["continuation_id"]: r["outcome"] == "success" for r in v if "outcome" in r} for k, v in rows.items()}
+    ids = [i for i in gold.index if i in pred["champion"] and i in pred["challenger"]]
+    ci = _paired_bootstrap_ba([gold.at[i, "outcome"] == "success" for i in ids], [pred["champion"][i] for i in ids],
+                              [pred["challenger"][i] for i in ids], [refs.get(i).scenario_id for i in ids],
+                              np.random.default_rng(seed))
+    promoted = bool(ba["challenger"] > ba["champion"])
+    result.update(references=f"{refs.info.name}@{refs.info.version}", n_references=len(ids),
+                  training_examples=fit.n_train + fit.n_val, ba_champion=ba["champion"],
+                  ba_challenger=ba["challenger"], ba_gain=ba["challenger"] - ba["champion"], ba_gain_ci95=ci,
+                  challenger_version=version, challenger_run=run_id, promoted=promoted,
+                  rule="promote only if the challenger's balanced accuracy on the same references is higher")
+    log_evaluation(tracking_uri, run_id, report, prefix="round")
+    _client(tracking_uri).set_tag(run_id, "active.promoted", str(promoted).lower())
+    _client(tracking_uri).set_tag(run_id, "active.ba_champion", f"{ba['champion']:.4f}")
+    if promoted:
+        result["alias"] = promote(tracking_uri, version=version)["uri"]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "round.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+    return result
+
+
+__all__ = ["STRATEGIES", "acquisition_scores", "active_select", "diverse_top", "read_new_labels", "select",
+           "run_round", "unlabelled"]

@@ -1,0 +1,170 @@
+"""Active learning: strategies, diversity, selection files, and a round that never promotes a worse challenger."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from autorater import cli
+from data.suite import Annotation, Suite
+from model_suites import fresh_tracking_uri, learnable_suite, one_thread
+from serving.active import acquisition_scores, diverse_top, run_round, select, unlabelled
+from serving.labelstudio import annotations_to_export, validate_tasks
+from training.train import TrainConfig
+
+RECIPE = {"epochs": 40, "lr": 3e-3, "batch_size": 8, "mismatch_share": 0.0, "aggregation": "majority",
+          "patience": 40, "warmup_steps": 1, "val_share": 0.2}
+
+
+def test_uncertainty_and_margin_rank_alike_and_entropy_also_counts_the_marker():
+    p = np.array([0.5, 0.9, 0.3, 0.99, 0.6])
+    u, m = acquisition_scores(p, strategy="uncertainty"), acquisition_scores(p, strategy="margin")
+    assert list(np.argsort(-u)) == list(np.argsort(-m)) and np.argmax(u) == 0
+    e = acquisition_scores(np.array([0.9, 0.9]), [0.1, 3.0], [4.0, 4.0], strategy="entropy")
+    assert e[1] > e[0]  # same outcome confidence, a vaguer marker: ask about it first
+    r1, r2 = (acquisition_scores(p, strategy="random", rng=np.random.default_rng(5)) for _ in range(2))
+    assert np.array_equal(r1, r2)
+    with pytest.raises(ValueError, match="unknown strategy"):
+        acquisition_scores(p, strategy="loudest")
+
+
+def test_diverse_top_spreads_over_scenarios_and_categories_then_fills():
+    rng = np.random.default_rng(0)
+    n = 60
+    scenario = [f"s{i // 6}" for i in range(n)]  # 10 scenarios of 6
+    category = [("a", "b")[(i // 6) % 2] for i in range(n)]
+    scores = rng.random(n)
+    scores[:6] += 10  # one scenario is far more uncertain than the rest
+    chosen = diverse_top(scores, scenario, category, 8)
+    assert len(chosen) == len(set(chosen)) == 8
+    assert len({scenario[i] for i in chosen}) == 8  # one per scenario while scenarios last
+    assert {category[i] for i in chosen} == {"a", "b"}
+    assert 0 in chosen or any(scenario[i] == "s0" for i in chosen)  # the hardest scenario still gets its turn
+    everything = diverse_top(scores, scenario, category, 100)
+    assert sorted(everything) == list(range(n))  # fewer scenarios than the budget: filled by score
+
+
+def test_select_returns_budget_distinct_ids():
+    rows = [{"continuation_id": f"c{i}", "p_success": p, "scenario_id": f"s{i % 7}", "category": "x",
+             "marker_spread_s": 0.2, "duration_s": 4.0} for i, p in enumerate(np.linspace(0.01, 0.99, 30))]
+    for strategy in ("uncertainty", "margin", "entropy", "random"):
+        ids = select(rows, 5, strategy)
+        assert len(ids) == len(set(ids)) == 5
+    plain = select(rows, 3, "uncertainty", diversity=False)
+    assert plain == sorted(plain, key=lambda c: abs(rows[int(c[1:])]["p_success"] - 0.5))[:3]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    root = tmp_path_factory.mktemp("active")
+    before = one_thread()
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(cli, "_threads", lambda: None)
+            # The champion learns the bright square on a fully labelled suite; the pool has 8 references,
+            # 4 labelled continuations and 20 unlabelled ones.
+            base = learnable_suite(root / "base", n_scenarios=12, per_scenario=2, seed=1)
+            pool = learnable_suite(root / "pool", n_scenarios=16, per_scenario=2, n_references=8)
+            truth = {a.continuation_id: a.outcome for a in pool.annotations}
+            keep = set(pool.continuation_ids()[:12])
+            pool.annotations = [a for a in pool.annotations if a.continuation_id in keep]
+            pool.write()
+            uri = fresh_tracking_uri(tmp_path_factory, root / "runs")
+            (root / "config.json").write_text(json.dumps({"preset": "tiny", "train": RECIPE}))
+            assert cli.main(["train", "--suite", str(base.root), "--out", str(root / "champion"), "--config",
+                             str(root / "config.json"), "--tracking-uri", uri, "--cache-dir", str(root / "cache"),
+                             "--quiet"]) == 0
+            assert cli.main(["promote", "--tracking-uri", uri]) == 0
+            yield {"root": root, "pool": Suite.load(pool.root), "truth": truth, "uri": uri, "mp": mp}
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_active_select_writes_a_valid_queue_of_unlabelled_continuations(env):
+    out = env["root"] / "queue"
+    assert cli.main(["active", "select", "--model", str(env["root"] / "champion"), "--pool", str(env["pool"].root),
+                     "--budget", "6", "--out", str(out), "--quiet"]) == 0
+    chosen = [json.loads(line)["continuation_id"] for line in (out / "selection.jsonl").read_text().splitlines()]
+    assert len(chosen) == 6 and set(chosen) <= set(unlabelled(env["pool"]))
+    tasks = json.loads((out / "labelstudio" / "tasks.json").read_text())
+    assert [t["data"]["continuation_id"] for t in tasks] == chosen and validate_tasks(tasks) == []
+
+
+def _answer(env, tasks, flip: bool):
+    answers = []
+    for t in tasks:
+        cid = t["data"]["continuation_id"]
+        outcome = env["truth"][cid]
+        if flip:
+            outcome = "failure" if outcome == "success" else "success"
+        answers += [Annotation(cid, who, outcome, marker_s=0.5) for who in ("h1", "h2")]
+    return annotations_to_export(tasks, answers)
+
+
+def test_a_round_never_promotes_a_worse_challenger(env, tmp_path):
+    import shutil
+
+    from training.tracking import _client
+
+    pool_dir = tmp_path / "pool"
+    shutil.copytree(env["pool"].root, pool_dir)
+    out = tmp_path / "queue"
+    assert cli.main(["active", "select", "--model", str(env["root"] / "champion"), "--pool", str(pool_dir),
+                     "--budget", "20", "--out", str(out), "--quiet"]) == 0
+    tasks = json.loads((out / "labelstudio" / "tasks.json").read_text())
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps(_answer(env, tasks, flip=True)))  # annotators who say the opposite
+    before = _client(env["uri"]).get_model_version_by_alias("autorater", "champion").version
+    result = run_round(env["root"] / "champion", pool_dir, tmp_path / "round", env["uri"], export=export,
+                       tasks_file=out / "labelstudio" / "tasks.json", finetune=False,
+                       cache_dir=str(env["root"] / "cache"), train_config=TrainConfig(**RECIPE))
+    assert result["new_labels"] == 40
+    assert len(Suite.load(pool_dir).annotations) == len(env["pool"].annotations) + 40
+    assert result["ba_champion"] >= 0.8 and result["ba_challenger"] < result["ba_champion"]  # a worse challenger
+    assert result["promoted"] == (result["ba_challenger"] > result["ba_champion"])
+    after = _client(env["uri"]).get_model_version_by_alias("autorater", "champion").version
+    assert (str(after) == str(result["challenger_version"])) == result["promoted"]
+    if not result["promoted"]:
+        assert after == before
+    saved = json.loads((tmp_path / "round" / "round.json").read_text())
+    assert saved["ba_champion"] == result["ba_champion"] and "rule" in saved
+    tags = _client(env["uri"]).get_run(result["challenger_run"]).data.tags
+    assert tags["active.promoted"] == str(result["promoted"]).lower()
+
+
+def test_cli_round_prints_the_comparison(env, tmp_path, capsys):
+    import shutil
+
+    pool_dir = tmp_path / "pool"
+    shutil.copytree(env["pool"].root, pool_dir)
+    code = cli.main(["active", "round", "--model", str(env["root"] / "champion"), "--pool", str(pool_dir), "--out",
+                     str(tmp_path / "round"), "--tracking-uri", env["uri"], "--epochs", "2", "--cache-dir",
+                     str(env["root"] / "cache"), "--quiet"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "champion BA" in out and "challenger BA" in out and ("promoted" in out)
+
+
+def test_a_better_challenger_is_promoted(env, tmp_path):
+    import shutil
+
+    from autorater.config import PRESETS
+    from autorater.model import Autorater
+    from training.tracking import _client
+
+    pool_dir = tmp_path / "pool"
+    shutil.copytree(env["pool"].root, pool_dir)
+    torch.manual_seed(0)
+    weak = Autorater(PRESETS["tiny"]).save_pretrained(tmp_path / "weak")  # an untrained champion
+    pool = Suite.load(pool_dir)
+    tasks = [{"data": {"continuation_id": c, "fps": 8.0, "frames": 8}} for c in unlabelled(pool)]
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps(_answer(env, tasks, flip=False)))
+    result = run_round(weak, pool_dir, tmp_path / "round", env["uri"], export=export, finetune=False,
+                       cache_dir=str(env["root"] / "cache"), train_config=TrainConfig(**RECIPE))
+    assert result["ba_challenger"] > result["ba_champion"] and result["promoted"]
+    alias = _client(env["uri"]).get_model_version_by_alias("autorater", "champion").version
+    assert str(alias) == str(result["challenger_version"])
