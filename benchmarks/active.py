@@ -1,0 +1,157 @@
+"""Active learning, simulated: balanced accuracy against the number of human labels, for each strategy.
+
+    python -m benchmarks.active [--pool-scenarios 500] [--test-scenarios 100] [--start 100] [--budget 100]
+                                [--rounds 4] [--epochs 12] [--strategies random,uncertainty,entropy]
+                                [--out bench-out/active]
+
+A pool suite and a test suite are generated (the four training levels, the five standard agents,
+simulated annotators). Every strategy starts from the same random labelled set; each round the
+model is retrained from scratch on the labelled continuations (frozen-encoder features cached once),
+scored against the simulator truth of the test suite, and then picks the next ``--budget``
+continuations of the pool, whose simulated annotations are revealed (the annotators answering the
+queue). Prints a table, writes ``active.json`` and ``active.png`` (balanced accuracy against human
+labels, one line per strategy), and reports the label saving: the share of random's final labels
+that each strategy needed to reach random's final balanced accuracy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _subset(pool, ids: set[str]):
+    from data.suite import Suite
+
+    return Suite(pool.root, pool.info, pool.scenarios, pool.continuations,
+                 [a for a in pool.annotations if a.continuation_id in ids], pool.references)
+
+
+def _score(model, test, cache_dir: str) -> float:
+    from calibration.metrics import outcome_metrics
+    from data.suite import load_truth
+    from training.baselines import predict_cached
+
+    truth = {t["continuation_id"]: t["outcome"] == "success" for t in load_truth(test.root)}
+    rows = [r for r in predict_cached(model, test, cache_dir) if "outcome" in r]
+    return outcome_metrics([truth[r["continuation_id"]] for r in rows],
+                           [r["outcome"] == "success" for r in rows])["balanced_accuracy"]
+
+
+def run_strategy(strategy: str, pool, test, start: set[str], budget: int, rounds: int, tc, model_config,
+                 durations: dict, seed: int) -> list[dict]:
+    from serving.active import select
+    from training.baselines import predict_cached
+    from training.train import train
+
+    labelled, curve = set(start), []
+    candidates = [c for c in pool.continuation_ids() if c not in {r.continuation_id for r in pool.references}]
+    for r in range(rounds + 1):
+        t = time.time()
+        result = train([_subset(pool, labelled)], model_config, tc)
+        ba = _score(result.model, test, tc.cache_dir)
+        curve.append({"round": r, "labels": len(labelled), "balanced_accuracy": ba, "train_s": round(time.time() - t)})
+        print(f"  {strategy:<12} round {r}: {len(labelled):>4} labelled continuations, test BA {ba:.3f}", flush=True)
+        if r == rounds:
+            break
+        rest = [c for c in candidates if c not in labelled]
+        preds = [p for p in predict_cached(result.model, pool, tc.cache_dir) if p["continuation_id"] in set(rest)
+                 and "outcome" in p]
+        for p in preds:
+            c = pool.get(p["continuation_id"])
+            p["scenario_id"], p["category"] = c.scenario_id, pool.scenario_by_id[c.scenario_id].category
+            p["duration_s"] = durations[p["continuation_id"]]
+        labelled |= set(select(preds, budget, strategy, diversity=True, seed=seed + r))
+    return curve
+
+
+def labels_to_reach(curve: list[dict], target: float) -> float | None:
+    """Labels at which the curve first reaches ``target`` (linear between rounds); None if never."""
+    for a, b in zip(curve, curve[1:]):
+        if a["balanced_accuracy"] >= target:
+            return a["labels"]
+        if b["balanced_accuracy"] >= target:
+            frac = (target - a["balanced_accuracy"]) / (b["balanced_accuracy"] - a["balanced_accuracy"])
+            return a["labels"] + frac * (b["labels"] - a["labels"])
+    return curve[0]["labels"] if curve and curve[0]["balanced_accuracy"] >= target else None
+
+
+def plot(curves: dict, path: Path) -> None:
+    from calibration.plots import _figure
+
+    f = _figure(6, 4)
+    ax = f.subplots()
+    for name, curve in curves.items():
+        ax.plot([c["labels"] for c in curve], [c["balanced_accuracy"] for c in curve], marker="o", label=name)
+    ax.set(xlabel="human-labelled continuations", ylabel="balanced accuracy vs truth (test suite)",
+           title="Active learning: accuracy per human label")
+    ax.legend()
+    f.savefig(path, format="png")
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    from autorater.config import PRESETS
+    from data.generate import generate_suite
+    from data.suite import Suite
+    from data.video import video_info
+    from training.train import TrainConfig
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pool-scenarios", type=int, default=500)
+    parser.add_argument("--test-scenarios", type=int, default=100)
+    parser.add_argument("--start", type=int, default=100, help="random labelled continuations to start from")
+    parser.add_argument("--budget", type=int, default=100, help="continuations labelled per round")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--epochs", type=int, default=12)
+    parser.add_argument("--strategies", default="random,uncertainty,entropy")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="bench-out/active")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(os.cpu_count() or 1)
+    suites = {}
+    for name, n, seed in (("pool", args.pool_scenarios, 31), ("test", args.test_scenarios, 32)):
+        path = out / name
+        if not (path / "suite.json").exists():
+            generate_suite(path, scenarios=n, continuations_per_scenario=2, seed=seed, version=name, progress=True)
+        suites[name] = Suite.load(path)
+    pool, test = suites["pool"], suites["test"]
+    refs = {r.continuation_id for r in pool.references}
+    candidates = [c for c in pool.continuation_ids() if c not in refs]
+    rng = np.random.default_rng(args.seed)
+    start = set(rng.choice(candidates, size=min(args.start, len(candidates)), replace=False).tolist())
+    durations = {c: video_info(pool.video_path(c)).duration_s for c in pool.continuation_ids()}
+    tc = TrainConfig(epochs=args.epochs, patience=args.epochs, cache_dir=str(out / "cache"), seed=args.seed)
+    began = time.time()
+    curves = {s: run_strategy(s, pool, test, start, args.budget, args.rounds, tc, PRESETS["base"], durations,
+                              args.seed) for s in args.strategies.split(",")}
+    final = curves["random"][-1] if "random" in curves else None
+    saving = {}
+    if final is not None:
+        for name, curve in curves.items():
+            need = labels_to_reach(curve, final["balanced_accuracy"])
+            saving[name] = None if need is None else need / final["labels"]
+    result = {"args": vars(args), "curves": curves, "random_final": final, "labels_needed_share": saving,
+              "wall_s": round(time.time() - began)}
+    (out / "active.json").write_text(json.dumps(result, indent=1) + "\n")
+    plot(curves, out / "active.png")
+    print(f"\n{'strategy':<14}" + "".join(f"{c['labels']:>8}" for c in next(iter(curves.values()))) +
+          f"{'share of random labels to reach its final BA':>48}")
+    for name, curve in curves.items():
+        share = saving.get(name)
+        print(f"{name:<14}" + "".join(f"{c['balanced_accuracy']:>8.3f}" for c in curve) +
+              f"{'-' if share is None else f'{share:.0%}':>48}")
+    print(f"\nwritten: {out / 'active.json'}, {out / 'active.png'} ({result['wall_s']} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
