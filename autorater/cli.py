@@ -243,7 +243,8 @@ def cmd_label(args) -> int:
     _, model_dir = _load_model(args.model, args.tracking_uri, args.workdir, load=False)
     summary = label_suite(model_dir, Suite.load(args.suite), args.out, resume=args.resume, workers=args.workers,
                           batch_size=args.batch_size, audit_share=args.audit_share, seed=args.seed,
-                          on_drift=args.on_drift, video_url_prefix=args.video_url_prefix, progress=not args.quiet)
+                          on_drift=args.on_drift, video_url_prefix=args.video_url_prefix, backend=args.backend,
+                          ray_address=args.address, progress=not args.quiet)
     print(format_summary(summary))
     print(f"written: {args.out}/labels.jsonl, errors.jsonl, summary.json, labelstudio/config.xml and tasks.json "
           f"({summary['human_tasks']} tasks for the annotators)")
@@ -467,7 +468,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--suite", required=True, help="the new suite version")
     p.add_argument("--out", required=True, help="labels folder (labels.jsonl, summary.json, labelstudio/ ...)")
     p.add_argument("--resume", action="store_true", help="finish an interrupted job in --out")
-    p.add_argument("--workers", type=int, default=2, help="decoding threads")
+    p.add_argument("--workers", type=int, default=2, help="decoding threads (local) or rating actors (ray)")
+    p.add_argument("--backend", choices=["local", "ray"], default="local",
+                   help="where batches are rated: this process, or Ray Data (pip install '.[ray]')")
+    p.add_argument("--address", help="Ray cluster address for --backend ray (default: a local Ray)")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--audit-share", type=float, default=0.2,
                    help="share of the auto-labelled continuations also sent to humans, at random (for unbiased rates)")

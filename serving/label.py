@@ -154,15 +154,20 @@ def _decode_batch(suite: Suite, ids: list[str], num_frames: int, image_size: int
     return good, clips, errors
 
 
+def _rows_for_batch(model: Autorater, ids: list[str], decoded, temperature: float, name: str) -> list[dict]:
+    """The part-file rows of one batch: a prediction per decodable video, an ``error`` row per other one."""
+    good, clips, errors = decoded
+    rated = {}
+    if clips:
+        records = to_records(good, predict_clips(model, clips, temperature), model, name)
+        rated = {r["continuation_id"]: {**r, "duration_s": round(c.duration_s, 6)} for r, c in zip(records, clips)}
+    return [rated.get(cid) or {"continuation_id": cid, "error": errors[cid], "model": name} for cid in ids]
+
+
 def _rate_batches(model: Autorater, suite: Suite, out: Path, batches: list[list[str]], todo: list[int],
-                  temperature: float, name: str, workers: int, progress: bool) -> None:
+                  temperature: float, name: str, workers: int, bar) -> None:
     """Decode (``workers`` threads, a few batches ahead) and rate the batches ``todo``; one file each."""
     cfg = model.config
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=sum(len(b) for b in batches), desc="labelling", unit="video",
-                   initial=sum(len(batches[k]) for k in range(len(batches)) if k not in set(todo)))
     with futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         ahead = max(2, workers + 1)
         pending = {}
@@ -172,19 +177,56 @@ def _rate_batches(model: Autorater, suite: Suite, out: Path, batches: list[list[
             if i + ahead < len(todo):
                 nxt = todo[i + ahead]
                 pending[nxt] = pool.submit(_decode_batch, suite, batches[nxt], cfg.num_frames, cfg.image_size)
-            good, clips, errors = pending.pop(k).result()
-            rated = {}
-            if clips:
-                records = to_records(good, predict_clips(model, clips, temperature), model, name)
-                rated = {r["continuation_id"]: {**r, "duration_s": round(c.duration_s, 6)}
-                         for r, c in zip(records, clips)}
-            rows = [rated.get(cid) or {"continuation_id": cid, "error": errors[cid], "model": name}
-                    for cid in batches[k]]
+            rows = _rows_for_batch(model, batches[k], pending.pop(k).result(), temperature, name)
             _write_atomic(out / PARTS_DIR / f"part-{k:05d}.jsonl", _jsonl(rows))
             if bar is not None:
                 bar.update(len(batches[k]))
-    if bar is not None:
-        bar.close()
+
+
+class _RayRater:
+    """A Ray Data actor: loads the model once, then rates whole batches (``k``, ``ids``) into part-file text."""
+
+    def __init__(self, model_dir: str, suite_root: str, temperature: float, name: str, threads: int):
+        import torch
+
+        torch.set_num_threads(threads)
+        self.model = Autorater.from_pretrained(model_dir)
+        self.suite = Suite.load(suite_root)
+        self.temperature, self.name = temperature, name
+
+    def __call__(self, batch: dict) -> dict:
+        cfg = self.model.config
+        texts = []
+        for ids_json in batch["ids"]:
+            ids = json.loads(ids_json)
+            decoded = _decode_batch(self.suite, ids, cfg.num_frames, cfg.image_size)
+            texts.append(_jsonl(_rows_for_batch(self.model, ids, decoded, self.temperature, self.name)))
+        return {"k": np.asarray(batch["k"]), "text": np.asarray(texts, dtype=object)}
+
+
+def _rate_batches_ray(model_dir: Path, suite: Suite, out: Path, batches: list[list[str]], todo: list[int],
+                      temperature: float, name: str, workers: int, address: str | None, bar) -> None:
+    """The same batches on Ray Data: ``map_batches`` over an actor pool (one model per actor); the driver writes
+    each part file as it arrives, so resuming works exactly as with the local backend."""
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("the Ray backend needs Ray: pip install \".[ray]\" (or pip install \"ray[data]\")") from None
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False,
+                 **({} if address else {"num_cpus": os.cpu_count()}))
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    items = [{"k": k, "ids": json.dumps(batches[k])} for k in todo]
+    ds = ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 4 * max(1, workers))))
+    ds = ds.map_batches(_RayRater, batch_size=1, concurrency=max(1, workers), num_cpus=1,
+                        fn_constructor_args=(str(model_dir.resolve()), str(suite.root.resolve()), temperature, name,
+                                             1))
+    for row in ds.iter_rows():
+        k = int(row["k"])
+        _write_atomic(out / PARTS_DIR / f"part-{k:05d}.jsonl", row["text"])
+        if bar is not None:
+            bar.update(len(batches[k]))
 
 
 def _decide(rows: list[dict], model_dir: Path, spec: dict) -> tuple[list[dict], dict]:
@@ -240,7 +282,8 @@ def _decide(rows: list[dict], model_dir: Path, spec: dict) -> tuple[list[dict], 
 
 def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLike, *, resume: bool = False,
                 workers: int = 1, batch_size: int = 16, audit_share: float = 0.1, seed: int = 0,
-                on_drift: str = "warn", video_url_prefix: str | None = None, progress: bool = False) -> dict:
+                on_drift: str = "warn", video_url_prefix: str | None = None, backend: str = "local",
+                ray_address: str | None = None, progress: bool = False) -> dict:
     """Label every continuation of ``suite`` with the model folder ``model_dir``; returns the summary.
 
     Args:
@@ -255,6 +298,9 @@ def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLi
         on_drift: ``"warn"`` (say so in the summary) or ``"route"`` (send everything to humans) when the
             suite's scores drifted from the calibration suite's.
         video_url_prefix: how Label Studio reaches the videos (see serving.labelstudio.build_tasks).
+        backend: ``"local"`` (this process, ``workers`` decoding threads) or ``"ray"`` (Ray Data, an actor pool
+            of ``workers`` actors, each loading the model once; same batches, same part files, same result).
+        ray_address: the Ray cluster to join (None: start a local Ray on this machine).
         progress: show a progress bar.
     """
     if not 0.0 <= audit_share <= 1.0:
@@ -263,16 +309,19 @@ def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLi
         raise ValueError(f"on_drift must be 'warn' or 'route', got {on_drift!r}")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if backend not in ("local", "ray"):
+        raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
     model_dir, out = Path(model_dir), Path(out)
     spec = job_spec(model_dir, suite, batch_size, audit_share, seed, on_drift)
     if out.exists() and not (out / JOB_FILE).is_file() and any(p.name != ".lock" for p in out.iterdir()):
         raise LabelJobError(f"{out} exists and is not a labels folder (no {JOB_FILE}); choose an empty or new --out")
     with folder_lock(out, "labelling or ingest job"):
-        return _label_locked(model_dir, suite, out, spec, resume, workers, batch_size, video_url_prefix, progress)
+        return _label_locked(model_dir, suite, out, spec, resume, workers, batch_size, video_url_prefix, backend,
+                             ray_address, progress)
 
 
 def _label_locked(model_dir: Path, suite: Suite, out: Path, spec: dict, resume: bool, workers: int, batch_size: int,
-                  video_url_prefix: str | None, progress: bool) -> dict:
+                  video_url_prefix: str | None, backend: str, ray_address: str | None, progress: bool) -> dict:
     from serving.labelstudio import write_labelstudio_files
 
     if _open_job(out, spec, resume):
@@ -283,9 +332,22 @@ def _label_locked(model_dir: Path, suite: Suite, out: Path, spec: dict, resume: 
     done = {int(p.stem.split("-")[1]) for p in (out / PARTS_DIR).glob("part-*.jsonl")}
     todo = [k for k in range(len(batches)) if k not in done]
     if todo:
-        model = Autorater.from_pretrained(model_dir)
         temperature = float(read_calibration(model_dir).get("temperature", 1.0))
-        _rate_batches(model, suite, out, batches, todo, temperature, spec["model_name"], workers, progress)
+        bar = None
+        if progress:
+            from tqdm import tqdm
+            bar = tqdm(total=len(ids), desc="labelling", unit="video", initial=len(ids) - sum(len(batches[k])
+                                                                                            for k in todo))
+        try:
+            if backend == "ray":
+                _rate_batches_ray(model_dir, suite, out, batches, todo, temperature, spec["model_name"], workers,
+                                  ray_address, bar)
+            else:
+                _rate_batches(Autorater.from_pretrained(model_dir), suite, out, batches, todo, temperature,
+                              spec["model_name"], workers, bar)
+        finally:
+            if bar is not None:
+                bar.close()
 
     rows = [r for k in range(len(batches)) for r in _read_jsonl(out / PARTS_DIR / f"part-{k:05d}.jsonl")]
     if [r["continuation_id"] for r in rows] != ids:  # cannot happen with whole part files; say so if it does
