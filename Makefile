@@ -7,7 +7,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test test-all bench bench-quality bench-labelling clean
+.PHONY: demo test test-all bench bench-quality bench-labelling bench-active clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -32,6 +32,9 @@ bench-quality: $(STAMP)  ## the quality benchmark: held-out sets, baselines, tra
 
 bench-labelling: $(STAMP)  ## labelling throughput, human work saved, leaderboard vs truth (needs demo-out/model)
 	$(BIN)/python -m benchmarks.labelling
+
+bench-active: $(STAMP)  ## simulated active-learning rounds: BA per human label, per strategy
+	$(BIN)/python -m benchmarks.active
 
 clean:
 	rm -rf demo-out bench-out runs mlruns mlflow.db

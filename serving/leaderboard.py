@@ -63,6 +63,21 @@ def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     return float(max(0.0, centre - half)), float(min(1.0, centre + half))
 
 
+def _ppi(y: np.ndarray, yhat: np.ndarray, yhat_unlabeled: np.ndarray) -> tuple[float, float]:
+    """PPI++ mean of ``y`` from labelled pairs (``y``, ``yhat``) and unlabelled predictions: (estimate, se)."""
+    import ppi_py
+
+    # PPI++ tunes lambda from the variance of the predictions; constant ones leave it undefined, and
+    # then every lambda gives the same answer.
+    lam = 1.0 if np.ptp(np.concatenate([yhat, yhat_unlabeled])) == 0 else None
+    theta = float(ppi_py.ppi_mean_pointestimate(y, yhat, yhat_unlabeled, lam=lam)[0])
+    lo, hi = (float(v[0]) for v in ppi_py.ppi_mean_ci(y, yhat, yhat_unlabeled, alpha=0.05, lam=lam))
+    # A small check that happens to agree everywhere would claim zero error: floor the rectifier's
+    # variance with one pseudo-disagreement and one pseudo-agreement (as Agresti-Coull does for a rate).
+    d = (np.abs(y - yhat).sum() + 1) / (len(y) + 2)
+    return theta, max((hi - lo) / (2 * Z95), float(np.sqrt(d * (1 - d) / len(y))))
+
+
 def rate_estimate(human: np.ndarray, auto_model: np.ndarray, audit_model: np.ndarray,
                   audit_human: np.ndarray) -> dict:
     """One success rate from a human stratum and an auto stratum with its audit slice.
@@ -76,8 +91,6 @@ def rate_estimate(human: np.ndarray, auto_model: np.ndarray, audit_model: np.nda
     Returns:
         ``rate``, ``ci`` (95%), ``se``, ``method``, ``n_human``, ``n_auto``, ``n_audit``.
     """
-    import ppi_py
-
     human, auto_model = np.asarray(human, float), np.asarray(auto_model, float)
     audit_model, audit_human = np.asarray(audit_model, float), np.asarray(audit_human, float)
     n_h, n_a = len(human), len(audit_model)
@@ -99,16 +112,7 @@ def rate_estimate(human: np.ndarray, auto_model: np.ndarray, audit_model: np.nda
         model_rate = float(np.concatenate([auto_model, audit_model]).mean())
         return {**out, "rate": w_h * mean_h + w_a * model_rate, "ci": [w_h * lo_h, w_h * hi_h + w_a], "se": None,
                 "method": "model labels unaudited (interval: worst case)"}
-    unlabeled = auto_model if len(auto_model) else audit_model
-    # PPI++ tunes lambda from the variance of the model's labels; constant labels leave it undefined,
-    # and then every lambda gives the same answer.
-    lam = 1.0 if np.ptp(np.concatenate([audit_model, unlabeled])) == 0 else None
-    theta_a = float(ppi_py.ppi_mean_pointestimate(audit_human, audit_model, unlabeled, lam=lam)[0])
-    lo_a, hi_a = (float(v[0]) for v in ppi_py.ppi_mean_ci(audit_human, audit_model, unlabeled, alpha=0.05, lam=lam))
-    # A small audit that happens to agree everywhere would claim zero error: floor the rectifier's
-    # variance with one pseudo-disagreement and one pseudo-agreement (as Agresti-Coull does for a rate).
-    d = (np.abs(audit_human - audit_model).sum() + 1) / (n_a + 2)
-    se_a = max((hi_a - lo_a) / (2 * Z95), float(np.sqrt(d * (1 - d) / n_a)))
+    theta_a, se_a = _ppi(audit_human, audit_model, auto_model if len(auto_model) else audit_model)
     rate = w_h * mean_h + w_a * theta_a
     se = float(np.sqrt((w_h * se_h) ** 2 + (w_a * se_a) ** 2))
     method = "ppi (auto + audit)" if n_h == 0 else "stratified: classical (humans) + ppi (auto + audit)"
@@ -130,19 +134,12 @@ def rate_vs_gold(gold: np.ndarray, label_on_gold: np.ndarray, label_rest: np.nda
         label_on_gold: (n,) 0/1 final labels of the same.
         label_rest: (N,) 0/1 final labels of the agent's other labelled continuations.
     """
-    import ppi_py
-
     gold, label_on_gold, label_rest = (np.asarray(x, float) for x in (gold, label_on_gold, label_rest))
     n = len(gold)
     out = {"n_gold": n, "n_labelled": n + len(label_rest)}
     if n < 2:
         return {**out, "rate": None, "ci": [0.0, 1.0], "se": None, "method": "too few references"}
-    unlabeled = label_rest if len(label_rest) else label_on_gold
-    lam = 1.0 if np.ptp(np.concatenate([label_on_gold, unlabeled])) == 0 else None
-    theta = float(ppi_py.ppi_mean_pointestimate(gold, label_on_gold, unlabeled, lam=lam)[0])
-    lo, hi = (float(v[0]) for v in ppi_py.ppi_mean_ci(gold, label_on_gold, unlabeled, alpha=0.05, lam=lam))
-    d = (np.abs(gold - label_on_gold).sum() + 1) / (n + 2)
-    se = max((hi - lo) / (2 * Z95), float(np.sqrt(d * (1 - d) / n)))
+    theta, se = _ppi(gold, label_on_gold, label_rest if len(label_rest) else label_on_gold)
     return {**out, "rate": float(np.clip(theta, 0, 1)), "ci": [float(max(0.0, theta - Z95 * se)),
                                                                float(min(1.0, theta + Z95 * se))],
             "se": se, "method": "ppi vs references (gold)"}
