@@ -36,6 +36,7 @@ class AutoraterConfig:
     num_heads: int = 4
     dropout: float = 0.1
     # Heads.
+    event_pooling: bool = False  # success head also reads the frame tokens weighted by the predicted marker
     marker_head: str = "distribution"  # "distribution": softmax over frames + end; "crossing": per-frame reached
     failure_modes: list[str] = field(default_factory=list)  # set at training from the labels
 

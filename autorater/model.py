@@ -111,7 +111,7 @@ class Autorater(nn.Module):
         layer = nn.TransformerDecoderLayer(d, config.num_heads, 2 * d, config.dropout, batch_first=True,
                                            norm_first=True, activation="gelu")
         self.fusion = nn.TransformerDecoder(layer, config.num_layers, norm=nn.LayerNorm(d))
-        self.success_head = nn.Linear(d, 1)
+        self.success_head = nn.Linear(2 * d if config.event_pooling else d, 1)
         self.match_head = nn.Linear(d, 1)
         self.failure_head = nn.Linear(d, max(1, len(config.failure_modes)))
         self.marker_head = nn.Linear(d, 1)
@@ -158,9 +158,14 @@ class Autorater(nn.Module):
         x = torch.cat([self.cls + pooled[:, None], x], dim=1)  # [CLS] starts from the instruction
         x = self.fusion(x, text, memory_key_padding_mask=~mask)
         cls, frames_out = x[:, 0], x[:, 1:]
+        marker_logits = torch.cat([self.marker_head(frames_out).squeeze(-1), self.end_head(cls)], dim=-1)
+        head_in = cls
+        if self.config.event_pooling:  # look where the event is predicted: locate, then verify
+            weights = marker_logits[:, :-1].softmax(-1)  # (b, t)
+            head_in = torch.cat([cls, torch.einsum("bt,btd->bd", weights, frames_out)], dim=-1)
         out = AutoraterOutput(
-            success_logit=self.success_head(cls).squeeze(-1),
-            marker_logits=torch.cat([self.marker_head(frames_out).squeeze(-1), self.end_head(cls)], dim=-1),
+            success_logit=self.success_head(head_in).squeeze(-1),
+            marker_logits=marker_logits,
             failure_logits=self.failure_head(cls),
             match_logit=self.match_head(cls).squeeze(-1))
         if targets is not None:
