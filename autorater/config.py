@@ -21,6 +21,8 @@ class AutoraterConfig:
     # Frames: decoded at ``image_size`` x ``image_size``, ``num_frames`` sampled uniformly over the video.
     encoder: str = "efficientnet_lite0"  # name in autorater.encoders.FRAME_ENCODERS
     encoder_stage: int = 3  # timm feature stage of lite0: 2 -> stride 8 (40 ch, 16x16), 3 -> stride 16 (112 ch, 8x8)
+    pixel_cells: int = 0  # > 0: beside the pretrained features, each token's raw colours on a k x k sub-grid
+    #                       (3 k^2 channels): ImageNet features are trained to ignore colour, instructions are not
     image_size: int = 128
     num_frames: int = 32
     frame_diff: bool = True  # feed the change from the previous frame beside each frame's features

@@ -11,6 +11,7 @@ import re
 from typing import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from autorater.config import AutoraterConfig
@@ -111,10 +112,11 @@ class TimmFeatures(_FrameEncoder):
 
     frozen = True
 
-    def __init__(self, model: nn.Module, mean, std):
+    def __init__(self, model: nn.Module, mean, std, pixel_cells: int = 0):
         super().__init__()
         self.model = model.eval().requires_grad_(False)
-        self.out_channels = model.feature_info.channels()[-1]
+        self.pixel_cells = pixel_cells
+        self.out_channels = model.feature_info.channels()[-1] + 3 * pixel_cells ** 2
         self.register_buffer("mean", torch.tensor(mean).view(1, 3, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(std).view(1, 3, 1, 1), persistent=False)
         self._traced: dict[tuple[int, int], torch.jit.ScriptModule] = {}
@@ -137,7 +139,12 @@ class TimmFeatures(_FrameEncoder):
             self._traced[size] = torch.jit.freeze(torch.jit.trace(model, probe, strict=False))
         x = ((images - self.mean) / self.std).contiguous(memory_format=torch.channels_last)
         # Small chunks stay in the CPU caches: 16 images at a time ran 3x faster than 1,024 at once.
-        return torch.cat([self._traced[size](part)[-1] for part in x.split(self.chunk)]).contiguous()
+        feats = torch.cat([self._traced[size](part)[-1] for part in x.split(self.chunk)]).contiguous()
+        if self.pixel_cells:
+            k, (h, w) = self.pixel_cells, feats.shape[-2:]
+            pixels = F.pixel_unshuffle(F.adaptive_avg_pool2d(images, (h * k, w * k)), k)  # (n, 3 k^2, h, w)
+            feats = torch.cat([feats, (pixels - 0.5) * 8.0], dim=1)  # about the scale of the features (std ~7)
+        return feats
 
 
 def _load_lite0_weights(model: nn.Module) -> None:
@@ -173,7 +180,7 @@ def _efficientnet_lite0(config):
     model = timm.create_model("tf_efficientnet_lite0", pretrained=False, features_only=True,
                               out_indices=(stage,))
     _load_lite0_weights(model)
-    return TimmFeatures(model, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5))
+    return TimmFeatures(model, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), pixel_cells=config.pixel_cells)
 
 
 # ----------------------------------------------------------------------------------------------

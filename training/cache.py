@@ -38,7 +38,8 @@ class CachedClips:
 
 def cache_key(config: AutoraterConfig, frozen: bool) -> str:
     if frozen:
-        return f"{config.encoder}-stage{config.encoder_stage}-{config.image_size}px-{config.num_frames}f"
+        pixels = f"-pix{config.pixel_cells}" if config.pixel_cells else ""
+        return f"{config.encoder}-stage{config.encoder_stage}-{config.image_size}px-{config.num_frames}f{pixels}"
     return f"frames-{config.image_size}px-{config.num_frames}f"
 
 
