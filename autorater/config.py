@@ -32,6 +32,9 @@ class AutoraterConfig:
     use_instruction: bool = True  # False = the instruction-blind baseline
     vocab: list[str] = field(default_factory=list)  # for the learned "bow" text encoder, set at training
     # Fusion: a spatial FiLM block per frame, then a transformer over frame tokens attending to the text.
+    token_norm: bool = False  # LayerNorm the frame tokens before adding time/phase embeddings. Without it the
+    #                          video content is ~2% of a token (the embeddings dominate) and hardly trains;
+    #                          False only so that folders saved before the field existed load unchanged.
     spatial_size: int = 64
     hidden_size: int = 128
     num_layers: int = 2
@@ -39,6 +42,8 @@ class AutoraterConfig:
     dropout: float = 0.1
     # Heads.
     event_pooling: bool = False  # success head also reads the frame tokens weighted by the predicted marker
+    direct_pool: bool = False  # success and match heads also read the mean text-conditioned frame token from
+    #                           before the transformer (a short path for the instruction-video interaction)
     marker_head: str = "distribution"  # "distribution": softmax over frames + end; "crossing": per-frame reached
     failure_modes: list[str] = field(default_factory=list)  # set at training from the labels
 
@@ -83,5 +88,5 @@ class AutoraterConfig:
 PRESETS: dict[str, AutoraterConfig] = {
     "tiny": AutoraterConfig(encoder="tiny_cnn", image_size=32, num_frames=8, text_encoder="bow",
                             spatial_size=16, hidden_size=32, num_layers=1, num_heads=2, dropout=0.0),
-    "base": AutoraterConfig(),
+    "base": AutoraterConfig(token_norm=True),
 }

@@ -107,12 +107,15 @@ class Autorater(nn.Module):
         self.spatial = SpatialFiLM(c, config.spatial_size, d, d, grid)
         self.time_proj = nn.Linear(d, d)
         self.phase = nn.Embedding(2, d)  # 0 = replayed context (before takeover), 1 = the agent alone
+        nn.init.normal_(self.phase.weight, std=0.02)  # small beside the content, as position embeddings are
+        self.token_norm = nn.LayerNorm(d) if config.token_norm else nn.Identity()
         self.cls = nn.Parameter(torch.zeros(1, 1, d))
         layer = nn.TransformerDecoderLayer(d, config.num_heads, 2 * d, config.dropout, batch_first=True,
                                            norm_first=True, activation="gelu")
         self.fusion = nn.TransformerDecoder(layer, config.num_layers, norm=nn.LayerNorm(d))
-        self.success_head = nn.Linear(2 * d if config.event_pooling else d, 1)
-        self.match_head = nn.Linear(d, 1)
+        extra = d if config.direct_pool else 0
+        self.success_head = nn.Linear((2 * d if config.event_pooling else d) + extra, 1)
+        self.match_head = nn.Linear(d + extra, 1)
         self.failure_head = nn.Linear(d, max(1, len(config.failure_modes)))
         self.marker_head = nn.Linear(d, 1)
         self.end_head = nn.Linear(d, 1)
@@ -152,22 +155,25 @@ class Autorater(nn.Module):
             features = torch.cat([features, diff], dim=2)
         text, mask = self.encode_text(instructions)  # (b, l, d)
         pooled = (text * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
-        frame_tokens = self.spatial(features.flatten(0, 1), pooled.repeat_interleave(t, 0)).view(b, t, -1)
+        frame_tokens = self.token_norm(self.spatial(features.flatten(0, 1), pooled.repeat_interleave(t, 0)).view(b, t, -1))
         after = (times_s >= takeover_s[:, None]).long()
         x = frame_tokens + self.time_proj(time_embedding(times_s, frame_tokens.shape[-1])) + self.phase(after)
         x = torch.cat([self.cls + pooled[:, None], x], dim=1)  # [CLS] starts from the instruction
         x = self.fusion(x, text, memory_key_padding_mask=~mask)
         cls, frames_out = x[:, 0], x[:, 1:]
         marker_logits = torch.cat([self.marker_head(frames_out).squeeze(-1), self.end_head(cls)], dim=-1)
-        head_in = cls
+        head_in, match_in = cls, cls
         if self.config.event_pooling:  # look where the event is predicted: locate, then verify
             weights = marker_logits[:, :-1].softmax(-1)  # (b, t)
             head_in = torch.cat([cls, torch.einsum("bt,btd->bd", weights, frames_out)], dim=-1)
+        if self.config.direct_pool:
+            direct = frame_tokens.mean(1)
+            head_in, match_in = torch.cat([head_in, direct], -1), torch.cat([cls, direct], -1)
         out = AutoraterOutput(
             success_logit=self.success_head(head_in).squeeze(-1),
             marker_logits=marker_logits,
             failure_logits=self.failure_head(cls),
-            match_logit=self.match_head(cls).squeeze(-1))
+            match_logit=self.match_head(match_in).squeeze(-1))
         if targets is not None:
             out.losses = self.losses(out, targets)
             w = targets.weights
