@@ -32,9 +32,8 @@ class AutoraterConfig:
     use_instruction: bool = True  # False = the instruction-blind baseline
     vocab: list[str] = field(default_factory=list)  # for the learned "bow" text encoder, set at training
     # Fusion: a spatial FiLM block per frame, then a transformer over frame tokens attending to the text.
-    token_norm: bool = False  # LayerNorm the frame tokens before adding time/phase embeddings. Without it the
-    #                          video content is ~2% of a token (the embeddings dominate) and hardly trains;
-    #                          False only so that folders saved before the field existed load unchanged.
+    token_norm: bool = False  # LayerNorm the frame tokens before adding time/phase embeddings (without it the
+    #                          video content is ~2% of a token); an experiment: no measured gain yet (README)
     spatial_size: int = 64
     hidden_size: int = 128
     num_layers: int = 2
@@ -88,5 +87,5 @@ class AutoraterConfig:
 PRESETS: dict[str, AutoraterConfig] = {
     "tiny": AutoraterConfig(encoder="tiny_cnn", image_size=32, num_frames=8, text_encoder="bow",
                             spatial_size=16, hidden_size=32, num_layers=1, num_heads=2, dropout=0.0),
-    "base": AutoraterConfig(token_norm=True),
+    "base": AutoraterConfig(),
 }
