@@ -13,12 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from autorater import cli
 from data.suite import Suite
 from serving.label import LabelJobError, audit_draw, label_suite
-from serving_env import make_env, set_calibration
+from serving_env import make_env, set_calibration, torch_threads
 from tiny_suites import read_lines
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,12 +25,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         yield make_env(tmp_path_factory.mktemp("label"))
-    finally:
-        torch.set_num_threads(before)
 
 
 def _bytes(folder: Path) -> dict[str, bytes]:

@@ -7,7 +7,6 @@ import copy
 import json
 
 import pytest
-import torch
 
 from autorater import cli
 from data.suite import Annotation, Suite
@@ -16,21 +15,17 @@ from serving.ingest import ingest
 from serving.label import label_suite
 from serving.labelstudio import (annotations_to_export, frame_to_seconds, label_interface, labeling_config,
                                  marker_region, parse_export, seconds_to_frame, validate_tasks)
-from serving_env import make_env
+from serving_env import make_env, torch_threads
 from tiny_suites import read_lines
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         env = make_env(tmp_path_factory.mktemp("ls"))
         label_suite(env["model"], env["suite"], env["root"] / "labels", audit_share=0.3)
         env["tasks"] = json.loads((env["root"] / "labels" / "labelstudio" / "tasks.json").read_text())
         yield env
-    finally:
-        torch.set_num_threads(before)
 
 
 def test_the_config_validates_and_reads_the_instruction_video_fps_and_one_timeline_control():

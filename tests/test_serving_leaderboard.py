@@ -6,13 +6,12 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 from autorater import cli
 from data.suite import load_truth
 from serving.label import JOB_FILE, LABELS_FILE, job_spec
 from serving.leaderboard import leaderboard, rate_estimate, rate_vs_gold, wilson_interval
-from serving_env import make_env
+from serving_env import make_env, torch_threads
 
 
 def _draw(rng, n=240, rate=0.6, n_audit=40, flip_success=0.25, flip_failure=0.05, n_human=0):
@@ -84,12 +83,8 @@ def test_a_small_audit_that_agrees_everywhere_does_not_claim_a_perfect_model():
 @pytest.fixture(scope="module")
 def board_env(tmp_path_factory):
     """A labels folder written by hand: every continuation human-labelled with its simulator truth."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         env = make_env(tmp_path_factory.mktemp("board"))
-    finally:
-        torch.set_num_threads(before)
     suite = env["suite"]
     truth = {t["continuation_id"]: t for t in load_truth(suite.root)}
     out = env["root"] / "labels"

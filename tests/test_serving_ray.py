@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from serving.label import label_suite
-from serving_env import make_env
+from serving_env import make_env, torch_threads
 
 pytestmark = pytest.mark.slow
 
@@ -14,15 +13,11 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     pytest.importorskip("ray", reason="the Ray backend is optional: pip install '.[ray]'")
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         yield make_env(tmp_path_factory.mktemp("ray"))
-    finally:
-        torch.set_num_threads(before)
-        import ray
+    import ray
 
-        ray.shutdown()
+    ray.shutdown()
 
 
 def _files(folder):

@@ -7,28 +7,23 @@ import os
 import shutil
 
 import pytest
-import torch
 from fastapi.testclient import TestClient
 
 from autorater import cli
 from data.suite import Suite
 from serving.labelstudio import annotations_to_export, label_interface, labeling_config
 from serving.service import create_app
-from serving_env import make_env
+from serving_env import make_env, torch_threads
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         env = make_env(tmp_path_factory.mktemp("serve"))
         media = env["root"]  # the media root holds the suite folder: paths look like "suite/videos/c000001.mp4"
         env["client"] = TestClient(create_app(env["model"], media, suite=env["suite"].root, max_upload_bytes=200_000))
         env["video"] = f"suite/{env['suite'].continuations[0].video}"
         yield env
-    finally:
-        torch.set_num_threads(before)
 
 
 def test_health_and_openapi(env):
