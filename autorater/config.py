@@ -41,6 +41,7 @@ class AutoraterConfig:
     dropout: float = 0.1
     # Heads.
     event_pooling: bool = False  # success head also reads the frame tokens weighted by the predicted marker
+    mlp_heads: bool = False  # success and match heads: an MLP over [their inputs, the pooled instruction]
     direct_pool: bool = False  # success and match heads also read the mean text-conditioned frame token from
     #                           before the transformer (a short path for the instruction-video interaction)
     marker_head: str = "distribution"  # "distribution": softmax over frames + end; "crossing": per-frame reached

@@ -114,11 +114,17 @@ class Autorater(nn.Module):
                                            norm_first=True, activation="gelu")
         self.fusion = nn.TransformerDecoder(layer, config.num_layers, norm=nn.LayerNorm(d))
         extra = d if config.direct_pool else 0
-        self.success_head = nn.Linear((2 * d if config.event_pooling else d) + extra, 1)
-        self.match_head = nn.Linear(d + extra, 1)
+        self.success_head = self._head((2 * d if config.event_pooling else d) + extra)
+        self.match_head = self._head(d + extra)
         self.failure_head = nn.Linear(d, max(1, len(config.failure_modes)))
         self.marker_head = nn.Linear(d, 1)
         self.end_head = nn.Linear(d, 1)
+
+    def _head(self, n_in: int) -> nn.Module:
+        d = self.config.hidden_size
+        if self.config.mlp_heads:  # reads the instruction again: an explicit text-video interaction
+            return nn.Sequential(nn.Linear(n_in + d, d), nn.GELU(), nn.Linear(d, 1))
+        return nn.Linear(n_in, 1)
 
     def _grid_size(self) -> tuple[int, int]:
         with torch.no_grad():
@@ -169,6 +175,8 @@ class Autorater(nn.Module):
         if self.config.direct_pool:
             direct = frame_tokens.mean(1)
             head_in, match_in = torch.cat([head_in, direct], -1), torch.cat([cls, direct], -1)
+        if self.config.mlp_heads:
+            head_in, match_in = torch.cat([head_in, pooled], -1), torch.cat([match_in, pooled], -1)
         out = AutoraterOutput(
             success_logit=self.success_head(head_in).squeeze(-1),
             marker_logits=marker_logits,

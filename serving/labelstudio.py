@@ -29,7 +29,6 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from xml.sax.saxutils import escape
 
 from data.suite import Annotation, Suite
 from data.video import VideoError, video_info
