@@ -88,7 +88,7 @@ def run_demo(out: Path, quick: bool = False) -> int:
     print(format_ingest(ingest(labels_dir, export), max_problems=5))
     print(f"({time.time() - t:.0f} s)")
 
-    t = _step("6. the agent leaderboard: model labels + human labels, 95% intervals (PPI on the audit slice)")
+    t = _step("6. the agent leaderboard: model + human labels corrected by the gold references (PPI), 95% intervals")
     board = leaderboard(labels_dir, with_truth=True)
     print(format_leaderboard(board))
     report_path = write_report(board, out / "leaderboard.html")
