@@ -153,22 +153,6 @@ def active_select(model_dir: str | os.PathLike, pool: Suite, budget: int, out: s
             "categories": len({by_id[c]["category"] for c in chosen})}
 
 
-def read_new_labels(export: str | os.PathLike, pool: Suite, tasks_file: str | os.PathLike | None = None):
-    """Human labels from a Label Studio export (or ``annotations.jsonl``) for the pool suite: (annotations, problems)."""
-    from serving.ingest import _VideoLookup, _read_suite_annotations
-    from serving.labelstudio import parse_export
-
-    export = Path(export)
-    if export.suffix == ".jsonl":
-        return _read_suite_annotations(export, pool, {})
-    known = {}
-    if tasks_file is not None and Path(tasks_file).is_file():
-        known = {t["data"]["continuation_id"]: {"fps": t["data"]["fps"], "frames": t["data"]["frames"]}
-                 for t in json.loads(Path(tasks_file).read_text(encoding="utf-8"))}
-    parsed = parse_export(export, _VideoLookup(pool, known))
-    return parsed.annotations, parsed.problems
-
-
 def _paired_bootstrap_ba(y, a, b, groups, rng: np.random.Generator, n_boot: int = 1000) -> list[float]:
     """95% interval of BA(b) - BA(a) over resampled scenarios (``groups``)."""
     from calibration.metrics import outcome_metrics
@@ -209,7 +193,7 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
     from autorater.model import Autorater
     from autorater.predict import read_calibration
     from serving.calibrate import calibrate_model
-    from serving.ingest import append_annotations
+    from serving.ingest import append_annotations, read_labels
     from training.baselines import predict_cached
     from training.evaluate import evaluate, gold_table
     from training.tracking import _client, log_evaluation, promote, track_training
@@ -219,7 +203,7 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
     pool = Suite.load(pool_dir)
     result: dict = {"champion": str(champion_dir), "finetune": finetune}
     if export is not None:
-        labels, problems = read_new_labels(export, pool, tasks_file)
+        labels, problems, _ = read_labels(export, pool, tasks_file)
         result["new_labels"] = append_annotations(pool, labels)
         result["refused_labels"] = [str(p) for p in problems if p.level == "error"]
         pool = Suite.load(pool_dir)
@@ -268,5 +252,5 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
     return result
 
 
-__all__ = ["STRATEGIES", "acquisition_scores", "active_select", "diverse_top", "read_new_labels", "select",
+__all__ = ["STRATEGIES", "acquisition_scores", "active_select", "diverse_top", "select",
            "run_round", "unlabelled"]

@@ -79,6 +79,31 @@ def _read_suite_annotations(path: Path, suite: Suite, durations: dict) -> tuple[
     return accepted, out
 
 
+def read_labels(export: str | os.PathLike, suite: Suite, tasks_file: str | os.PathLike | None = None,
+                durations: dict[str, float] | None = None) -> tuple[list[Annotation], list[ExportProblem], int]:
+    """Checked human labels for ``suite`` from a Label Studio JSON export or a SUITE_FORMAT ``annotations.jsonl``.
+
+    Args:
+        export: the file; ``.jsonl`` is read as SUITE_FORMAT annotations, anything else as a Label Studio export.
+        suite: the suite the labels are for.
+        tasks_file: the ``tasks.json`` the annotators answered (its fps and frame counts check the markers;
+            for other continuations they are read from the video).
+        durations: continuation id -> video duration (s), to check SUITE_FORMAT markers.
+
+    Returns:
+        (accepted annotations, problems, cancelled count).
+    """
+    export = Path(export)
+    if export.suffix == ".jsonl":
+        return (*_read_suite_annotations(export, suite, durations or {}), 0)
+    known = {}
+    if tasks_file is not None and Path(tasks_file).is_file():
+        known = {t["data"]["continuation_id"]: {"fps": t["data"]["fps"], "frames": t["data"]["frames"]}
+                 for t in json.loads(Path(tasks_file).read_text(encoding="utf-8"))}
+    parsed = parse_export(export, _VideoLookup(suite, known))
+    return parsed.annotations, parsed.problems, parsed.cancelled
+
+
 def merge_labels(labels: list[dict], human: list[dict]) -> list[dict]:
     """``labels.jsonl`` rows with the human majority merged in (human labels win)."""
     agg = majority_vote(label_table(human)) if human else None
@@ -134,17 +159,8 @@ def _ingest_locked(labels_dir: Path, export: Path, append_to_suite: bool) -> dic
     job = json.loads((labels_dir / JOB_FILE).read_text(encoding="utf-8"))
     suite = Suite.load(job["suite"])
     labels = _read_jsonl(labels_dir / LABELS_FILE)
-    if export.suffix == ".jsonl":
-        durations = {r["continuation_id"]: r["duration_s"] for r in labels if r.get("duration_s") is not None}
-        new, problems = _read_suite_annotations(export, suite, durations)
-        cancelled = 0
-    else:
-        tasks_path = labels_dir / "labelstudio" / TASKS_FILE
-        tasks = json.loads(tasks_path.read_text(encoding="utf-8")) if tasks_path.is_file() else []
-        known = {t["data"]["continuation_id"]: {"fps": t["data"]["fps"], "frames": t["data"]["frames"]}
-                 for t in tasks}
-        parsed = parse_export(export, _VideoLookup(suite, known))
-        new, problems, cancelled = parsed.annotations, parsed.problems, parsed.cancelled
+    durations = {r["continuation_id"]: r["duration_s"] for r in labels if r.get("duration_s") is not None}
+    new, problems, cancelled = read_labels(export, suite, labels_dir / "labelstudio" / TASKS_FILE, durations)
 
     human_path = labels_dir / HUMAN_FILE
     human = _read_jsonl(human_path) if human_path.is_file() else []
@@ -186,4 +202,4 @@ def format_ingest(result: dict, max_problems: int = 20) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["append_annotations", "format_ingest", "ingest", "merge_labels"]
+__all__ = ["append_annotations", "format_ingest", "ingest", "merge_labels", "read_labels"]

@@ -266,8 +266,10 @@ def _record_annotation(suite_dir: Path, payload: dict) -> dict:
         raise HTTPException(422, f"unknown continuation_id {cid!r} in suite {suite.root}")
     if ann.get("was_cancelled"):
         return {"status": "ignored", "reason": "cancelled"}
-    fps = task["data"].get("fps") or video_info(suite.video_path(cid)).fps
-    frames = task["data"].get("frames") or video_info(suite.video_path(cid)).num_frames
+    fps, frames = task["data"].get("fps"), task["data"].get("frames")
+    if not fps or not frames:  # read the video once for what the task does not say
+        info = video_info(suite.video_path(cid))
+        fps, frames = fps or info.fps, frames or info.num_frames
     problems: list[ExportProblem] = []
     label = annotation_from_result(ann, cid, float(fps), frames, f"annotation {ann.get('id')}", problems)
     if label is None:
