@@ -23,6 +23,7 @@ class AutoraterConfig:
     encoder_stage: int = 3  # timm feature stage of lite0: 2 -> stride 8 (40 ch, 16x16), 3 -> stride 16 (112 ch, 8x8)
     pixel_cells: int = 0  # > 0: beside the pretrained features, each token's raw colours on a k x k sub-grid
     #                       (3 k^2 channels): ImageNet features are trained to ignore colour, instructions are not
+    patch_size: int = 0  # "patch" encoder: pixels per patch (0: image_size // 8, an 8 x 8 grid)
     image_size: int = 128
     num_frames: int = 32
     frame_diff: bool = True  # feed the change from the previous frame beside each frame's features
@@ -34,6 +35,8 @@ class AutoraterConfig:
     # Fusion: a spatial FiLM block per frame, then a transformer over frame tokens attending to the text.
     token_norm: bool = False  # LayerNorm the frame tokens before adding time/phase embeddings (without it the
     #                          video content is ~2% of a token); an experiment: no measured gain yet (README)
+    grounding: str = "film"  # per-frame block: "film" (FiLM + attention pool) or "cells" (per-cell text scores)
+    text_slots: int = 4  # "cells": learned queries reading the instruction (the object, the place, ...)
     spatial_size: int = 64
     hidden_size: int = 128
     num_layers: int = 2
@@ -42,6 +45,7 @@ class AutoraterConfig:
     # Heads.
     event_pooling: bool = False  # success head also reads the frame tokens weighted by the predicted marker
     mlp_heads: bool = False  # success and match heads: an MLP over [their inputs, the pooled instruction]
+    frame_pool: bool = False  # success and match heads also read the max over frames of the fused tokens
     direct_pool: bool = False  # success and match heads also read the mean text-conditioned frame token from
     #                           before the transformer (a short path for the instruction-video interaction)
     marker_head: str = "distribution"  # "distribution": softmax over frames + end; "crossing": per-frame reached

@@ -99,7 +99,7 @@ class PatchEmbed(_FrameEncoder):
 
 @register_frame_encoder("patch")
 def _patch(config):
-    return PatchEmbed(patch=max(1, config.image_size // 8), dim=max(16, config.spatial_size))
+    return PatchEmbed(patch=config.patch_size or max(1, config.image_size // 8), dim=max(16, config.spatial_size))
 
 
 @register_frame_encoder("tiny_cnn")

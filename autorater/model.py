@@ -91,6 +91,69 @@ class SpatialFiLM(nn.Module):
         return self.out(torch.cat([pooled, h.mean(-1)], dim=-1))
 
 
+class SlotQueries(nn.Module):
+    """``k`` learned queries read the instruction tokens: one vector per slot (the object, the place...)."""
+
+    def __init__(self, dim: int, slots: int):
+        super().__init__()
+        self.queries = nn.Parameter(torch.randn(slots, dim) / math.sqrt(dim))
+        self.key = nn.Linear(dim, dim)
+        self.value = nn.Linear(dim, dim)
+
+    def forward(self, text: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        # text (b, l, d), mask (b, l) -> (b, k, d)
+        scores = torch.einsum("kd,bld->bkl", self.queries, self.key(text)) / math.sqrt(text.shape[-1])
+        scores = scores.masked_fill(~mask[:, None], float("-inf"))
+        return torch.einsum("bkl,bld->bkd", scores.softmax(-1), self.value(text))
+
+
+class CellGrounding(nn.Module):
+    """Per-frame grid of cells grounded in the instruction; returns one token per frame.
+
+    Every cell (a patch of the frame) and its change since the previous frame get an embedding; the
+    instruction's slots score every cell (``relevance``: "is this what the instruction names?") and
+    modulate the embedding (FiLM); two depthwise-separable 3x3 convolutions over [relevance, its
+    change, the modulated embedding] see neighbouring cells (the agent in front of the target, X next
+    to Y); max and mean pooling over the cells give the frame's token. The text-cell interaction is a
+    dot product per cell, so the gradient reaches the grounding directly instead of through a pooled
+    frame summary. Runs channels-last: 2-3x faster convolutions on a CPU.
+    """
+
+    def __init__(self, in_channels: int, dim: int, out_dim: int, text_dim: int, slots: int, grid: tuple[int, int]):
+        super().__init__()
+        self.cell = nn.Sequential(nn.Conv2d(in_channels, dim, 1), nn.GELU(), nn.Conv2d(dim, dim, 1))
+        self.pos = nn.Parameter(torch.zeros(1, dim, *grid))
+        # Both sides normalised before their dot product: every relevance map starts at unit scale, so
+        # the instruction is as loud as the picture from the first step (unnormalised, it was ~1% of it).
+        self.slot_proj = nn.Sequential(nn.Linear(text_dim, dim), nn.LayerNorm(dim))
+        self.key = nn.Conv2d(dim, dim, 1)
+        self.key_norm = nn.LayerNorm(dim)
+        self.film = nn.Linear(text_dim, 2 * dim)
+        small = 8
+        self.reduce = nn.Conv2d(dim, small, 1)
+        maps = 2 * slots + small
+        self.relate = nn.Sequential(nn.Conv2d(maps, dim, 1), nn.Conv2d(dim, dim, 3, padding=1, groups=dim), nn.GELU(),
+                                    nn.Conv2d(dim, dim, 1), nn.Conv2d(dim, dim, 3, padding=1, groups=dim), nn.GELU(),
+                                    nn.Conv2d(dim, dim, 1))
+        self.out = nn.Sequential(nn.Linear(2 * dim, out_dim), nn.LayerNorm(out_dim))
+
+    def forward(self, x: torch.Tensor, slots: torch.Tensor, pooled: torch.Tensor, t: int) -> torch.Tensor:
+        # x (n, c, h, w) with n = b * t; slots (b, k, text_dim); pooled (b, text_dim) -> (n, out_dim)
+        x = F.group_norm(x, 1).contiguous(memory_format=torch.channels_last)  # features come at any scale
+        h = self.cell(x)
+        if h.shape[-2:] == self.pos.shape[-2:]:
+            h = h + self.pos
+        b, (n, d, gh, gw) = slots.shape[0], h.shape
+        keys = self.key_norm(self.key(h).permute(0, 2, 3, 1).reshape(b, t, gh * gw, d))  # (b, t, cells, d)
+        rel = torch.einsum("bkd,btpd->btpk", self.slot_proj(slots), keys) / math.sqrt(d)
+        change = rel - torch.cat([rel[:, :1], rel[:, :-1]], dim=1)  # what appeared or vanished
+        maps = torch.cat([rel, change], dim=-1).reshape(n, gh, gw, -1).permute(0, 3, 1, 2)  # channels-last view
+        gamma, beta = self.film(pooled).repeat_interleave(t, 0).chunk(2, dim=-1)
+        h = F.gelu(h * (1 + gamma[..., None, None]) + beta[..., None, None])
+        y = self.relate(torch.cat([maps, self.reduce(h)], dim=1)).permute(0, 2, 3, 1).reshape(n, gh * gw, d)
+        return self.out(torch.cat([y.amax(1), y.mean(1)], dim=-1))
+
+
 class Autorater(nn.Module):
     """A video-language autorater. ``save_pretrained`` / ``from_pretrained`` round-trip a model folder."""
 
@@ -104,7 +167,13 @@ class Autorater(nn.Module):
         self.blank_text = nn.Parameter(torch.zeros(1, 1, d))  # the instruction-blind model's only "token"
         c = self.frame_encoder.out_channels * (2 if config.frame_diff else 1)
         grid = self._grid_size()
-        self.spatial = SpatialFiLM(c, config.spatial_size, d, d, grid)
+        if config.grounding == "cells":
+            self.text_slots = SlotQueries(d, config.text_slots)
+            self.spatial = CellGrounding(c, config.spatial_size, d, d, config.text_slots, grid)
+        elif config.grounding == "film":
+            self.spatial = SpatialFiLM(c, config.spatial_size, d, d, grid)
+        else:
+            raise ValueError(f"unknown grounding {config.grounding!r}; known: 'film', 'cells'")
         self.time_proj = nn.Linear(d, d)
         self.phase = nn.Embedding(2, d)  # 0 = replayed context (before takeover), 1 = the agent alone
         nn.init.normal_(self.phase.weight, std=0.02)  # small beside the content, as position embeddings are
@@ -113,7 +182,7 @@ class Autorater(nn.Module):
         layer = nn.TransformerDecoderLayer(d, config.num_heads, 2 * d, config.dropout, batch_first=True,
                                            norm_first=True, activation="gelu")
         self.fusion = nn.TransformerDecoder(layer, config.num_layers, norm=nn.LayerNorm(d))
-        extra = d if config.direct_pool else 0
+        extra = (d if config.direct_pool else 0) + (d if config.frame_pool else 0)
         self.success_head = self._head((2 * d if config.event_pooling else d) + extra)
         self.match_head = self._head(d + extra)
         self.failure_head = nn.Linear(d, max(1, len(config.failure_modes)))
@@ -161,7 +230,11 @@ class Autorater(nn.Module):
             features = torch.cat([features, diff], dim=2)
         text, mask = self.encode_text(instructions)  # (b, l, d)
         pooled = (text * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
-        frame_tokens = self.token_norm(self.spatial(features.flatten(0, 1), pooled.repeat_interleave(t, 0)).view(b, t, -1))
+        if self.config.grounding == "cells":
+            frame_tokens = self.spatial(features.flatten(0, 1), self.text_slots(text, mask), pooled, t).view(b, t, -1)
+        else:
+            frame_tokens = self.spatial(features.flatten(0, 1), pooled.repeat_interleave(t, 0)).view(b, t, -1)
+        frame_tokens = self.token_norm(frame_tokens)
         after = (times_s >= takeover_s[:, None]).long()
         x = frame_tokens + self.time_proj(time_embedding(times_s, frame_tokens.shape[-1])) + self.phase(after)
         x = torch.cat([self.cls + pooled[:, None], x], dim=1)  # [CLS] starts from the instruction
@@ -172,6 +245,8 @@ class Autorater(nn.Module):
         if self.config.event_pooling:  # look where the event is predicted: locate, then verify
             weights = marker_logits[:, :-1].softmax(-1)  # (b, t)
             head_in = torch.cat([cls, torch.einsum("bt,btd->bd", weights, frames_out)], dim=-1)
+        if self.config.frame_pool:  # "did it happen in any frame?": the strongest frame speaks directly
+            head_in, match_in = torch.cat([head_in, frames_out.amax(1)], -1), torch.cat([match_in, frames_out.amax(1)], -1)
         if self.config.direct_pool:
             direct = frame_tokens.mean(1)
             head_in, match_in = torch.cat([head_in, direct], -1), torch.cat([cls, direct], -1)

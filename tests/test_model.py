@@ -36,6 +36,9 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
+GROUNDINGS = [{"grounding": "film"}, {"grounding": "cells", "frame_pool": True, "token_norm": True}]
+
+
 def tiny_model(seed: int = 0, **changes) -> Autorater:
     """A tiny model whose every parameter (zeros at init included) is moved off its initial value."""
     torch.manual_seed(seed)
@@ -69,8 +72,9 @@ def outputs_equal(a: AutoraterOutput, b: AutoraterOutput) -> bool:
 # Outputs and losses
 
 
-def test_outputs_have_the_documented_shapes_and_are_finite():
-    model = tiny_model()
+@pytest.mark.parametrize("grounding", GROUNDINGS, ids=lambda g: g["grounding"])
+def test_outputs_have_the_documented_shapes_and_are_finite(grounding):
+    model = tiny_model(**grounding)
     with torch.no_grad():
         out = model(**inputs())
     assert out.success_logit.shape == (B,) and out.match_logit.shape == (B,)
@@ -80,8 +84,9 @@ def test_outputs_have_the_documented_shapes_and_are_finite():
         assert torch.isfinite(getattr(out, k)).all(), k
 
 
-def test_cached_features_give_the_same_outputs_as_frames():
-    model, x = tiny_model(), inputs()
+@pytest.mark.parametrize("grounding", GROUNDINGS, ids=lambda g: g["grounding"])
+def test_cached_features_give_the_same_outputs_as_frames(grounding):
+    model, x = tiny_model(**grounding), inputs()
     with torch.no_grad():
         from_frames = model(**x)
         features = model.frame_encoder(x.pop("frames"))  # (b, t, c, h, w)
@@ -90,8 +95,9 @@ def test_cached_features_give_the_same_outputs_as_frames():
     assert outputs_equal(from_frames, from_features)
 
 
-def test_the_loss_comes_only_when_targets_are_passed():
-    model = tiny_model().train()
+@pytest.mark.parametrize("grounding", GROUNDINGS, ids=lambda g: g["grounding"])
+def test_the_loss_comes_only_when_targets_are_passed(grounding):
+    model = tiny_model(**grounding).train()
     out = model(**inputs())
     assert out.loss is None and out.losses == {}
     out = model(**inputs(), targets=targets())
@@ -103,13 +109,14 @@ def test_the_loss_comes_only_when_targets_are_passed():
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
-def test_the_instruction_changes_the_outputs_and_the_blind_model_ignores_it():
+@pytest.mark.parametrize("grounding", GROUNDINGS, ids=lambda g: g["grounding"])
+def test_the_instruction_changes_the_outputs_and_the_blind_model_ignores_it(grounding):
     x = inputs()
     swapped = {**x, "instructions": x["instructions"][::-1]}
-    model = tiny_model()
+    model = tiny_model(**grounding)
     with torch.no_grad():
         assert not torch.equal(model(**x).success_logit, model(**swapped).success_logit)
-    blind = tiny_model(use_instruction=False)
+    blind = tiny_model(use_instruction=False, **grounding)
     with torch.no_grad():
         assert outputs_equal(blind(**x), blind(**swapped))
 
@@ -158,8 +165,9 @@ def test_a_mismatched_instruction_gets_no_marker_or_failure_mode_loss():
 # The model folder
 
 
-def test_save_then_load_gives_identical_predictions(tmp_path):
-    model = tiny_model(seed=1)
+@pytest.mark.parametrize("grounding", GROUNDINGS, ids=lambda g: g["grounding"])
+def test_save_then_load_gives_identical_predictions(tmp_path, grounding):
+    model = tiny_model(seed=1, **grounding)
     model.save_pretrained(tmp_path / "plain")
     assert sorted(p.name for p in (tmp_path / "plain").iterdir()) == ["config.json", "model.safetensors"]
     meta = {"train_suites": ["tiny@v1"], "n_train": 8}
@@ -172,7 +180,7 @@ def test_save_then_load_gives_identical_predictions(tmp_path):
     x = inputs()
     with torch.no_grad():
         assert outputs_equal(model(**x), loaded(**x))
-        assert not torch.equal(model(**x).success_logit, tiny_model(seed=2)(**x).success_logit)  # not vacuous
+        assert not torch.equal(model(**x).success_logit, tiny_model(seed=2, **grounding)(**x).success_logit)
 
 
 def test_loading_never_unpickles(tmp_path, monkeypatch):

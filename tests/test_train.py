@@ -30,9 +30,9 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
-def fit(suites, tc: TrainConfig, epochs: int):
+def fit(suites, tc: TrainConfig, epochs: int, **changes):
     """``prepare`` then ``epochs`` of ``run_epoch`` on every row at a constant learning rate (no validation)."""
-    model, data = prepare(suites, PRESETS["tiny"], tc)
+    model, data = prepare(suites, PRESETS["tiny"].replace(**changes), tc)
     rows = np.arange(len(data.ex))
     opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
@@ -56,11 +56,14 @@ def test_a_few_dozen_steps_overfit_eight_episodes(tmp_path):
     assert history[-1]["train_loss"] < 0.5 * history[0]["train_loss"]
 
 
-def test_the_instruction_matters_on_held_out_videos(tmp_path):
+@pytest.mark.parametrize("grounding", [{"grounding": "film"},
+                                       {"grounding": "cells", "frame_pool": True, "token_norm": True}],
+                         ids=lambda g: g["grounding"])
+def test_the_instruction_matters_on_held_out_videos(tmp_path, grounding):
     """Same videos, swapped instruction: P(success) follows whether the *named* colour appeared."""
     suite = colour_suite(tmp_path / "suite", n_scenarios=8, per_scenario=2)  # 16 episodes
     tc = TrainConfig(batch_size=8, lr=2e-3, aggregation="majority", cache_dir=str(tmp_path / "cache"))
-    model, data, _ = fit([suite], tc, epochs=80)
+    model, data, _ = fit([suite], tc, epochs=80, **grounding)
     p = predict_rows(model, data, np.arange(len(data.ex)))["p_success"]
     assert ((p >= 0.5) == (np.array(data.ex.p_success) > 0.5)).all()
 
