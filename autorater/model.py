@@ -63,6 +63,11 @@ def time_embedding(times_s: torch.Tensor, dim: int) -> torch.Tensor:
     return torch.cat([angles.sin(), angles.cos()], dim=-1)
 
 
+def _change(x: torch.Tensor) -> torch.Tensor:
+    """Change from the previous frame along dim 1 (frames); zero for the first frame."""
+    return x - torch.cat([x[:, :1], x[:, :-1]], dim=1)
+
+
 class SpatialFiLM(nn.Module):
     """Per-frame spatial block conditioned on the instruction; returns one token per frame."""
 
@@ -77,8 +82,10 @@ class SpatialFiLM(nn.Module):
         self.query = nn.Linear(text_dim, dim)
         self.out = nn.Linear(2 * dim, out_dim)
 
-    def forward(self, x: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
-        # x (n, c, h, w); text (n, text_dim) pooled instruction -> (n, out_dim)
+    def forward(self, x: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor, pooled: torch.Tensor,
+                t: int) -> torch.Tensor:
+        # x (n, c, h, w) with n = b * t; pooled (b, text_dim) instruction (tokens unused) -> (n, out_dim)
+        text = pooled.repeat_interleave(t, 0)
         h = self.proj(self.norm_in(x))
         if h.shape[-2:] == self.pos.shape[-2:]:
             h = h + self.pos
@@ -123,6 +130,7 @@ class CellGrounding(nn.Module):
         super().__init__()
         self.cell = nn.Sequential(nn.Conv2d(in_channels, dim, 1), nn.GELU(), nn.Conv2d(dim, dim, 1))
         self.pos = nn.Parameter(torch.zeros(1, dim, *grid))
+        self.slots = SlotQueries(text_dim, slots)
         # Both sides normalised before their dot product: every relevance map starts at unit scale, so
         # the instruction is as loud as the picture from the first step (unnormalised, it was ~1% of it).
         self.slot_proj = nn.Sequential(nn.Linear(text_dim, dim), nn.LayerNorm(dim))
@@ -137,8 +145,10 @@ class CellGrounding(nn.Module):
                                     nn.Conv2d(dim, dim, 1))
         self.out = nn.Sequential(nn.Linear(2 * dim, out_dim), nn.LayerNorm(out_dim))
 
-    def forward(self, x: torch.Tensor, slots: torch.Tensor, pooled: torch.Tensor, t: int) -> torch.Tensor:
-        # x (n, c, h, w) with n = b * t; slots (b, k, text_dim); pooled (b, text_dim) -> (n, out_dim)
+    def forward(self, x: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor, pooled: torch.Tensor,
+                t: int) -> torch.Tensor:
+        # x (n, c, h, w) with n = b * t; tokens (b, l, text_dim), mask (b, l); pooled (b, text_dim) -> (n, out_dim)
+        slots = self.slots(tokens, mask)  # (b, k, text_dim)
         x = F.group_norm(x, 1).contiguous(memory_format=torch.channels_last)  # features come at any scale
         h = self.cell(x)
         if h.shape[-2:] == self.pos.shape[-2:]:
@@ -146,8 +156,8 @@ class CellGrounding(nn.Module):
         b, (n, d, gh, gw) = slots.shape[0], h.shape
         keys = self.key_norm(self.key(h).permute(0, 2, 3, 1).reshape(b, t, gh * gw, d))  # (b, t, cells, d)
         rel = torch.einsum("bkd,btpd->btpk", self.slot_proj(slots), keys) / math.sqrt(d)
-        change = rel - torch.cat([rel[:, :1], rel[:, :-1]], dim=1)  # what appeared or vanished
-        maps = torch.cat([rel, change], dim=-1).reshape(n, gh, gw, -1).permute(0, 3, 1, 2)  # channels-last view
+        # Relevance and its change (what appeared or vanished), as a channels-last (n, 2k, h, w) view.
+        maps = torch.cat([rel, _change(rel)], dim=-1).reshape(n, gh, gw, -1).permute(0, 3, 1, 2)
         gamma, beta = self.film(pooled).repeat_interleave(t, 0).chunk(2, dim=-1)
         h = F.gelu(h * (1 + gamma[..., None, None]) + beta[..., None, None])
         y = self.relate(torch.cat([maps, self.reduce(h)], dim=1)).permute(0, 2, 3, 1).reshape(n, gh * gw, d)
@@ -168,7 +178,6 @@ class Autorater(nn.Module):
         c = self.frame_encoder.out_channels * (2 if config.frame_diff else 1)
         grid = self._grid_size()
         if config.grounding == "cells":
-            self.text_slots = SlotQueries(d, config.text_slots)
             self.spatial = CellGrounding(c, config.spatial_size, d, d, config.text_slots, grid)
         elif config.grounding == "film":
             self.spatial = SpatialFiLM(c, config.spatial_size, d, d, grid)
@@ -226,15 +235,10 @@ class Autorater(nn.Module):
         features = features.float()
         b, t = features.shape[:2]
         if self.config.frame_diff:
-            diff = features - torch.cat([features[:, :1], features[:, :-1]], dim=1)
-            features = torch.cat([features, diff], dim=2)
+            features = torch.cat([features, _change(features)], dim=2)
         text, mask = self.encode_text(instructions)  # (b, l, d)
         pooled = (text * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
-        if self.config.grounding == "cells":
-            frame_tokens = self.spatial(features.flatten(0, 1), self.text_slots(text, mask), pooled, t).view(b, t, -1)
-        else:
-            frame_tokens = self.spatial(features.flatten(0, 1), pooled.repeat_interleave(t, 0)).view(b, t, -1)
-        frame_tokens = self.token_norm(frame_tokens)
+        frame_tokens = self.token_norm(self.spatial(features.flatten(0, 1), text, mask, pooled, t).view(b, t, -1))
         after = (times_s >= takeover_s[:, None]).long()
         x = frame_tokens + self.time_proj(time_embedding(times_s, frame_tokens.shape[-1])) + self.phase(after)
         x = torch.cat([self.cls + pooled[:, None], x], dim=1)  # [CLS] starts from the instruction
@@ -246,10 +250,11 @@ class Autorater(nn.Module):
             weights = marker_logits[:, :-1].softmax(-1)  # (b, t)
             head_in = torch.cat([cls, torch.einsum("bt,btd->bd", weights, frames_out)], dim=-1)
         if self.config.frame_pool:  # "did it happen in any frame?": the strongest frame speaks directly
-            head_in, match_in = torch.cat([head_in, frames_out.amax(1)], -1), torch.cat([match_in, frames_out.amax(1)], -1)
+            strongest = frames_out.amax(1)
+            head_in, match_in = torch.cat([head_in, strongest], -1), torch.cat([match_in, strongest], -1)
         if self.config.direct_pool:
             direct = frame_tokens.mean(1)
-            head_in, match_in = torch.cat([head_in, direct], -1), torch.cat([cls, direct], -1)
+            head_in, match_in = torch.cat([head_in, direct], -1), torch.cat([match_in, direct], -1)
         if self.config.mlp_heads:
             head_in, match_in = torch.cat([head_in, pooled], -1), torch.cat([match_in, pooled], -1)
         out = AutoraterOutput(

@@ -20,6 +20,7 @@ from data.suite import Annotation, Continuation, Reference, Scenario, Suite, Sui
 from data.video import write_video
 
 N_FRAMES, FPS, SIZE = 8, 8.0, 32
+GROUNDINGS = [{"grounding": "film"}, {"grounding": "cells", "frame_pool": True, "token_norm": True}]  # model options
 MARKER_S = 0.5  # the square appears at frame 4
 COLOURS = {"red": (230, 20, 20), "blue": (20, 20, 230)}
 

@@ -22,7 +22,7 @@ import autorater.model
 from autorater.config import PRESETS, AutoraterConfig
 from autorater.model import Autorater, AutoraterOutput, Targets
 from autorater.predict import to_records
-from model_suites import one_thread
+from model_suites import GROUNDINGS, one_thread
 
 VOCAB = ["go", "to", "the", "red", "blue", "ball"]
 MODES = ["timeout", "wrong_object"]
@@ -34,9 +34,6 @@ def one_torch_thread():
     before = one_thread()
     yield
     torch.set_num_threads(before)
-
-
-GROUNDINGS = [{"grounding": "film"}, {"grounding": "cells", "frame_pool": True, "token_norm": True}]
 
 
 def tiny_model(seed: int = 0, **changes) -> Autorater:
@@ -82,6 +79,14 @@ def test_outputs_have_the_documented_shapes_and_are_finite(grounding):
     assert out.failure_logits.shape == (B, len(MODES))
     for k in ("success_logit", "marker_logits", "failure_logits", "match_logit"):
         assert torch.isfinite(getattr(out, k)).all(), k
+
+
+def test_every_head_input_option_combines():
+    model = tiny_model(frame_pool=True, direct_pool=True, event_pooling=True, mlp_heads=True)
+    with torch.no_grad():
+        out = model(**inputs())
+    assert out.success_logit.shape == (B,) and out.match_logit.shape == (B,)
+    assert torch.isfinite(out.success_logit).all() and torch.isfinite(out.match_logit).all()
 
 
 @pytest.mark.parametrize("grounding", GROUNDINGS, ids=lambda g: g["grounding"])
