@@ -28,7 +28,7 @@ UNSEEN_AGENTS = ("ditherer", "quitter")
 UNSEEN_LEVELS = ("GoTo", "PickupDist", "OpenDoorLoc", "PutNextLocalS6N4")
 
 
-def _suites(root: Path, quick: bool) -> dict[str, Path]:
+def _suites(root: Path, quick: bool, view: str = "full") -> dict[str, Path]:
     from data.generate import generate_suite, swap_instructions
 
     n = {"train": 60 if quick else 1000, "scenarios": 20 if quick else 200, "agents": 15 if quick else 100,
@@ -42,7 +42,7 @@ def _suites(root: Path, quick: bool) -> dict[str, Path]:
         paths[name] = root / name
         if not (paths[name] / "suite.json").exists():
             generate_suite(paths[name], levels=levels, agents=agents, scenarios=scenarios,
-                           continuations_per_scenario=2, seed=seed, version=name)
+                           continuations_per_scenario=2, seed=seed, version=name, view=view)
     paths["instruction_swaps"] = root / "instruction_swaps"
     if not (paths["instruction_swaps"] / "suite.json").exists():
         swap_instructions(paths["unseen_scenarios"], paths["instruction_swaps"], seed=105)
@@ -79,11 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny suites and few epochs: checks the pipeline only")
     parser.add_argument("--out", default="bench-out/quality")
     parser.add_argument("--epochs", type=int, default=None)
+    parser.add_argument("--view", choices=("full", "ego"), default="full",
+                        help="rendering of the generated suites: the whole grid from above, or the agent's own "
+                             "first-person 7x7 view (as STS videos are first-person)")
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    paths = _suites(out / "suites", args.quick)
+    paths = _suites(out / "suites", args.quick, args.view)
     suites = {k: Suite.load(v) for k, v in paths.items()}
     train_suite = suites.pop("train")
     tc = TrainConfig(cache_dir=str(out / "cache"), epochs=args.epochs or (3 if args.quick else 30))
