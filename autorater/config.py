@@ -48,6 +48,9 @@ class AutoraterConfig:
     frame_pool: bool = False  # success and match heads also read the max over frames of the fused tokens
     direct_pool: bool = False  # success and match heads also read the mean text-conditioned frame token from
     #                           before the transformer (a short path for the instruction-video interaction)
+    cell_verify: bool = False  # locate, then verify: the instruction scores every cell of the frames just before
+    #                           the predicted marker; the score is added to the success and match logits
+    verify_window: int = 6  # frames before the predicted marker that "verify" reads (markers lag the event)
     marker_head: str = "distribution"  # "distribution": softmax over frames + end; "crossing": per-frame reached
     failure_modes: list[str] = field(default_factory=list)  # set at training from the labels
 

@@ -164,6 +164,51 @@ class CellGrounding(nn.Module):
         return self.out(torch.cat([y.amax(1), y.mean(1)], dim=-1))
 
 
+class CellVerifier(nn.Module):
+    """Locate, then verify, on the cells: did what happened where the marker points match the instruction?
+
+    The transformer locates the outcome (the marker distribution; detached here: verifying must not move
+    it). Every cell of every frame gets an embedding from its features and their change; the
+    instruction's slots score each cell (a dot product, both sides learned); per frame, the max, the
+    mean and a position-aware linear readout of those scores; the frames from one before to
+    ``window`` before each possible marker are averaged under the marker distribution. Out: additive
+    success and match logits (zero at initialisation). The human marker lags the event by ~0.4 s, hence
+    the window looks back. Probe behind it (README, "Model quality"): on first-person video this read-out
+    separates a success's own instruction from another of its category at 0.77 (chance 0.5) when given
+    the human marker.
+    """
+
+    def __init__(self, in_channels: int, dim: int, text_dim: int, slots: int, grid: tuple[int, int], window: int):
+        super().__init__()
+        self.cell = nn.Sequential(nn.Conv2d(in_channels, dim, 1), nn.GELU(), nn.Conv2d(dim, dim, 1))
+        self.pos = nn.Parameter(torch.zeros(1, dim, *grid))
+        self.slots = SlotQueries(text_dim, slots)
+        self.query = nn.Sequential(nn.Linear(text_dim, dim), nn.GELU(), nn.Linear(dim, dim))
+        self.read = nn.Linear(grid[0] * grid[1], 1)
+        self.out = nn.Linear(3 * slots, 2)
+        nn.init.zeros_(self.out.weight)
+        nn.init.zeros_(self.out.bias)
+        self.window = window
+
+    def forward(self, x: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor,
+                marker_logits: torch.Tensor) -> torch.Tensor:
+        # x (b, t, c, h, w); tokens (b, l, d), mask (b, l); marker_logits (b, t + 1) -> (b, 2) success, match
+        b, t = x.shape[:2]
+        h = self.cell(F.group_norm(x.flatten(0, 1), 1))
+        if h.shape[-2:] == self.pos.shape[-2:]:
+            h = h + self.pos
+        d = h.shape[1]
+        q = self.query(self.slots(tokens, mask))  # (b, k, d)
+        scores = torch.einsum("btdp,bkd->btkp", h.view(b, t, d, -1), q) / math.sqrt(d)  # (b, t, k, cells)
+        read = self.read(scores) if scores.shape[-1] == self.read.in_features else scores.mean(-1, keepdim=True)
+        per_frame = torch.cat([scores.amax(-1), scores.mean(-1), read.squeeze(-1)], dim=-1)  # (b, t, 3k)
+        marker = marker_logits.detach().softmax(-1)[:, :-1]  # (b, t): where the outcome is seen
+        # Frame i is read when the marker falls from one frame before it to ``window`` frames after it.
+        near = F.conv1d(F.pad(marker[:, None], (1, self.window)), marker.new_ones(1, 1, self.window + 2))[:, 0]
+        weights = near / near.sum(-1, keepdim=True).clamp(min=1e-6)
+        return self.out(torch.einsum("bt,btf->bf", weights, per_frame))
+
+
 class Autorater(nn.Module):
     """A video-language autorater. ``save_pretrained`` / ``from_pretrained`` round-trip a model folder."""
 
@@ -197,6 +242,8 @@ class Autorater(nn.Module):
         self.failure_head = nn.Linear(d, max(1, len(config.failure_modes)))
         self.marker_head = nn.Linear(d, 1)
         self.end_head = nn.Linear(d, 1)
+        self.verifier = CellVerifier(c, config.spatial_size, d, config.text_slots, grid, config.verify_window) \
+            if config.cell_verify else None
 
     def _head(self, n_in: int) -> nn.Module:
         d = self.config.hidden_size
@@ -262,6 +309,10 @@ class Autorater(nn.Module):
             marker_logits=marker_logits,
             failure_logits=self.failure_head(cls),
             match_logit=self.match_head(match_in).squeeze(-1))
+        if self.verifier is not None:  # locate (the marker), then verify on the cells there
+            verify = self.verifier(features, text, mask, marker_logits)
+            out.success_logit = out.success_logit + verify[:, 0]
+            out.match_logit = out.match_logit + verify[:, 1]
         if targets is not None:
             out.losses = self.losses(out, targets)
             w = targets.weights

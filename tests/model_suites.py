@@ -20,7 +20,12 @@ from data.suite import Annotation, Continuation, Reference, Scenario, Suite, Sui
 from data.video import write_video
 
 N_FRAMES, FPS, SIZE = 8, 8.0, 32
-GROUNDINGS = [{"grounding": "film"}, {"grounding": "cells", "frame_pool": True, "token_norm": True}]  # model options
+GROUNDINGS = [{"grounding": "film"}, {"grounding": "cells", "frame_pool": True, "token_norm": True},
+              {"grounding": "film", "cell_verify": True}]  # model options
+
+
+def grounding_id(options: dict) -> str:
+    return options["grounding"] + ("+verify" if options.get("cell_verify") else "")
 MARKER_S = 0.5  # the square appears at frame 4
 COLOURS = {"red": (230, 20, 20), "blue": (20, 20, 230)}
 

@@ -22,7 +22,7 @@ import autorater.model
 from autorater.config import PRESETS, AutoraterConfig
 from autorater.model import Autorater, AutoraterOutput, Targets
 from autorater.predict import to_records
-from model_suites import GROUNDINGS, one_thread
+from model_suites import GROUNDINGS, grounding_id, one_thread
 
 VOCAB = ["go", "to", "the", "red", "blue", "ball"]
 MODES = ["timeout", "wrong_object"]
@@ -69,7 +69,7 @@ def outputs_equal(a: AutoraterOutput, b: AutoraterOutput) -> bool:
 # Outputs and losses
 
 
-@pytest.mark.parametrize("grounding", GROUNDINGS, ids=lambda g: g["grounding"])
+@pytest.mark.parametrize("grounding", GROUNDINGS, ids=grounding_id)
 def test_outputs_have_the_documented_shapes_and_are_finite(grounding):
     model = tiny_model(**grounding)
     with torch.no_grad():
@@ -82,14 +82,14 @@ def test_outputs_have_the_documented_shapes_and_are_finite(grounding):
 
 
 def test_every_head_input_option_combines():
-    model = tiny_model(frame_pool=True, direct_pool=True, event_pooling=True, mlp_heads=True)
+    model = tiny_model(frame_pool=True, direct_pool=True, event_pooling=True, mlp_heads=True, cell_verify=True)
     with torch.no_grad():
         out = model(**inputs())
     assert out.success_logit.shape == (B,) and out.match_logit.shape == (B,)
     assert torch.isfinite(out.success_logit).all() and torch.isfinite(out.match_logit).all()
 
 
-@pytest.mark.parametrize("grounding", GROUNDINGS, ids=lambda g: g["grounding"])
+@pytest.mark.parametrize("grounding", GROUNDINGS, ids=grounding_id)
 def test_cached_features_give_the_same_outputs_as_frames(grounding):
     model, x = tiny_model(**grounding), inputs()
     with torch.no_grad():
@@ -100,7 +100,7 @@ def test_cached_features_give_the_same_outputs_as_frames(grounding):
     assert outputs_equal(from_frames, from_features)
 
 
-@pytest.mark.parametrize("grounding", GROUNDINGS, ids=lambda g: g["grounding"])
+@pytest.mark.parametrize("grounding", GROUNDINGS, ids=grounding_id)
 def test_the_loss_comes_only_when_targets_are_passed(grounding):
     model = tiny_model(**grounding).train()
     out = model(**inputs())
@@ -114,7 +114,7 @@ def test_the_loss_comes_only_when_targets_are_passed(grounding):
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
-@pytest.mark.parametrize("grounding", GROUNDINGS, ids=lambda g: g["grounding"])
+@pytest.mark.parametrize("grounding", GROUNDINGS, ids=grounding_id)
 def test_the_instruction_changes_the_outputs_and_the_blind_model_ignores_it(grounding):
     x = inputs()
     swapped = {**x, "instructions": x["instructions"][::-1]}
@@ -170,7 +170,7 @@ def test_a_mismatched_instruction_gets_no_marker_or_failure_mode_loss():
 # The model folder
 
 
-@pytest.mark.parametrize("grounding", GROUNDINGS, ids=lambda g: g["grounding"])
+@pytest.mark.parametrize("grounding", GROUNDINGS, ids=grounding_id)
 def test_save_then_load_gives_identical_predictions(tmp_path, grounding):
     model = tiny_model(seed=1, **grounding)
     model.save_pretrained(tmp_path / "plain")

@@ -17,7 +17,7 @@ from autorater.predict import predict_batch
 from data.splits import split_groups
 from data.suite import Suite
 from data.video import read_video
-from model_suites import GROUNDINGS, bright_square_video, colour_suite, colour_video, learnable_suite, one_thread
+from model_suites import GROUNDINGS, grounding_id, bright_square_video, colour_suite, colour_video, learnable_suite, one_thread
 from training.cache import FeatureCache
 from training.dataset import build_examples
 from training.train import TrainConfig, predict_rows, prepare, run_epoch, train
@@ -56,7 +56,7 @@ def test_a_few_dozen_steps_overfit_eight_episodes(tmp_path):
     assert history[-1]["train_loss"] < 0.5 * history[0]["train_loss"]
 
 
-@pytest.mark.parametrize("grounding", GROUNDINGS, ids=lambda g: g["grounding"])
+@pytest.mark.parametrize("grounding", GROUNDINGS, ids=grounding_id)
 def test_the_instruction_matters_on_held_out_videos(tmp_path, grounding):
     """Same videos, swapped instruction: P(success) follows whether the *named* colour appeared."""
     suite = colour_suite(tmp_path / "suite", n_scenarios=8, per_scenario=2)  # 16 episodes
