@@ -170,8 +170,8 @@ class CellVerifier(nn.Module):
     The transformer locates the outcome (the marker distribution; detached here: verifying must not move
     it). Every cell of every frame gets an embedding from its features and their change; the
     instruction's slots score each cell (a dot product, both sides learned); per frame, the max, the
-    mean and a position-aware linear readout of those scores; the frames from one before to
-    ``window`` before each possible marker are averaged under the marker distribution. Out: additive
+    mean and a position-aware linear readout of those scores; the frames from ``window`` before each
+    possible marker to one after it are averaged under the marker distribution. Out: additive
     success and match logits (zero at initialisation). The human marker lags the event by ~0.4 s, hence
     the window looks back. Probe behind it (README, "Model quality"): on first-person video this read-out
     separates a success's own instruction from another of its category at 0.77 (chance 0.5) when given
