@@ -15,6 +15,7 @@ import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import expit
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -39,7 +40,7 @@ def predict_cached(model: Autorater, suite: Suite, cache_dir: str, last_frame_on
     ex = suite_examples(suite, ids)
     data = _Data(ex, clips, torch.full((len(ids),), -1), torch.full((len(ids),), -1))
     raw = predict_rows(model, data, np.arange(len(ids)))
-    raw["p_success"] = 1 / (1 + np.exp(-raw["logit"] / temperature))
+    raw["p_success"] = expit(raw["logit"] / temperature)
     rows = to_records(ids, raw, model, name)
     return [r if i not in clips.errors else {"continuation_id": r["continuation_id"], "error": clips.errors[i]}
             for i, r in enumerate(rows)]
