@@ -1,6 +1,7 @@
 """Model quality on held-out data, beside the baselines and the human annotators, in one run.
 
-    python -m benchmarks.quality [--quick] [--out bench-out/quality]
+    python -m benchmarks.quality [--quick] [--out bench-out/quality] [--view ego]
+    python -m benchmarks.quality --view ego --set image_size=112 --autorater-only   # a recipe variant
 
 Held-out sets, all scored against the simulator truth:
 - unseen scenarios: new seeds, the training levels and agents;
@@ -82,7 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--view", choices=("full", "ego"), default="full",
                         help="rendering of the generated suites: the whole grid from above, or the agent's own "
                              "first-person 7x7 view (as STS videos are first-person)")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="change one AutoraterConfig field of the default recipe (JSON value, repeatable), "
+                             "e.g. --set image_size=112 --set text_encoder=bow")
+    parser.add_argument("--autorater-only", action="store_true",
+                        help="train and score the autorater only (a recipe variant; the baselines do not change)")
     args = parser.parse_args(argv)
+    config = PRESETS["base"].replace(**parse_overrides(args.set))
     torch.set_num_threads(2)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -92,35 +99,62 @@ def main(argv: list[str] | None = None) -> int:
     tc = TrainConfig(cache_dir=str(out / "cache"), epochs=args.epochs or (3 if args.quick else 30))
     uri = default_tracking_uri(out / "runs")
 
-    result = {"train": {"continuations": len(train_suite.continuations)}, "held_out": {}}
+    result = {"config": config.to_dict(), "overrides": args.set,
+              "train": {"continuations": len(train_suite.continuations)}, "held_out": {}}
     start = time.perf_counter()
-    trained, run_id, version = track_training(uri, "autorater-quality", "default-recipe", PRESETS["base"], tc,
+    run_name = "default-recipe" if not args.set else "variant " + " ".join(args.set)
+    trained, run_id, version = track_training(uri, "autorater-quality", run_name, config, tc,
                                               [train_suite], out=out / "model", progress=True)
     result["train"].update(wall_s=round(time.perf_counter() - start, 1), best=trained.best,
                            peak_rss_gib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2))
     model = trained.model
-    blind = B.train_instruction_blind([train_suite], PRESETS["base"], tc)
-    last = B.train_last_frame([train_suite], PRESETS["base"], tc)
-    barcode = B.train_barcode([train_suite], PRESETS["base"], tc, epochs=5 if args.quick else 30)
-    majority = B.train_majority([train_suite], tc)
+    if not args.autorater_only:
+        blind = B.train_instruction_blind([train_suite], config, tc)
+        last = B.train_last_frame([train_suite], config, tc)
+        barcode = B.train_barcode([train_suite], config, tc, epochs=5 if args.quick else 30)
+        majority = B.train_majority([train_suite], tc)
 
     for name, suite in suites.items():
-        methods = {"autorater": B.predict_cached(model, suite, tc.cache_dir),
-                   "instruction_blind": B.predict_cached(blind, suite, tc.cache_dir, name="instruction_blind"),
-                   "last_frame": [dict(r, marker_s=float("nan")) if "error" not in r else r for r in
-                                  B.predict_cached(last, suite, tc.cache_dir, last_frame_only=True,
-                                                   name="last_frame")],
-                   "barcode": B.predict_barcode(barcode, suite, tc.cache_dir),
-                   "majority": B.predict_majority(majority, suite)}
+        methods = {"autorater": B.predict_cached(model, suite, tc.cache_dir)}
+        if not args.autorater_only:
+            methods.update({
+                "instruction_blind": B.predict_cached(blind, suite, tc.cache_dir, name="instruction_blind"),
+                "last_frame": [dict(r, marker_s=float("nan")) if "error" not in r else r for r in
+                               B.predict_cached(last, suite, tc.cache_dir, last_frame_only=True, name="last_frame")],
+                "barcode": B.predict_barcode(barcode, suite, tc.cache_dir),
+                "majority": B.predict_majority(majority, suite)})
         report = evaluate(suite, methods, gold="truth", include_humans=bool(suite.annotations))
         result["held_out"][name] = report
         print(format_report(report) + "\n", flush=True)
         log_evaluation(uri, run_id, report, prefix=f"quality.{name}")
     result["throughput"] = _throughput(model, suites["unseen_scenarios"], 40 if args.quick else 200)
-    (out / "quality.json").write_text(json.dumps(result, indent=1, default=float) + "\n")
+    report_name = "quality.json" if not args.set else "quality-" + "-".join(
+        o.replace("=", "").replace('"', "") for o in args.set) + ".json"
+    (out / report_name).write_text(json.dumps(result, indent=1, default=float) + "\n")
     print(_summary(result))
-    print(f"\nwritten to {out / 'quality.json'}; MLflow: {uri}")
+    print(f"\nwritten to {out / report_name}; MLflow: {uri}")
     return 0
+
+
+def parse_overrides(items: list[str]) -> dict:
+    """``["image_size=112", 'text_encoder="bow"']`` -> ``{"image_size": 112, "text_encoder": "bow"}``.
+    A value that is not JSON is taken as a string (``text_encoder=bow``)."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--set {item!r}: expected FIELD=VALUE, e.g. --set image_size=112")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    from autorater.config import AutoraterConfig
+
+    try:
+        AutoraterConfig.from_dict({**AutoraterConfig().to_dict(), **out})
+    except (ValueError, TypeError) as err:
+        raise SystemExit(f"--set: {err}") from None
+    return out
 
 
 def _summary(result: dict) -> str:
@@ -131,7 +165,7 @@ def _summary(result: dict) -> str:
     for m in methods:
         row = []
         for n in names:
-            score = result["held_out"][n]["methods"].get(m)
+            score = result["held_out"][n]["methods"].get(m)  # absent: --autorater-only
             row.append("-" if score is None else f"{score['outcome']['balanced_accuracy']:.3f}")
         lines.append(f"{m:<22}" + "".join(f"{v:>19}" for v in row))
     marker = result["held_out"]["unseen_scenarios"]["methods"]["autorater"]["marker"]
