@@ -18,6 +18,7 @@ and end-to-end prediction throughput next to decode-only throughput. Prints a ta
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import resource
 import time
@@ -69,7 +70,7 @@ def _throughput(model, suite, limit: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from autorater.config import PRESETS
+    from autorater.config import PRESETS, AutoraterConfig
     from data.suite import Suite
     from training import baselines as B
     from training.evaluate import evaluate, format_report
@@ -86,23 +87,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="change one AutoraterConfig field of the default recipe (JSON value, repeatable), "
                              "e.g. --set image_size=112 --set text_encoder=bow")
+    parser.add_argument("--train-set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="change one TrainConfig field (JSON value, repeatable), e.g. --train-set rotate=false")
     parser.add_argument("--autorater-only", action="store_true",
                         help="train and score the autorater only (a recipe variant; the baselines do not change)")
     args = parser.parse_args(argv)
-    config = PRESETS["base"].replace(**parse_overrides(args.set))
+    config = PRESETS["base"].replace(**parse_overrides(args.set, AutoraterConfig, "--set"))
+    train_changes = parse_overrides(args.train_set, TrainConfig, "--train-set")
     torch.set_num_threads(2)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     paths = _suites(out / "suites", args.quick, args.view)
     suites = {k: Suite.load(v) for k, v in paths.items()}
     train_suite = suites.pop("train")
-    tc = TrainConfig(cache_dir=str(out / "cache"), epochs=args.epochs or (3 if args.quick else 30))
+    tc = TrainConfig(**{"cache_dir": str(out / "cache"), "epochs": args.epochs or (3 if args.quick else 30),
+                        **train_changes})
     uri = default_tracking_uri(out / "runs")
 
-    result = {"config": config.to_dict(), "overrides": args.set,
+    result = {"config": config.to_dict(), "train_config": tc.to_dict(), "overrides": variant,
               "train": {"continuations": len(train_suite.continuations)}, "held_out": {}}
     start = time.perf_counter()
-    run_name = "default-recipe" if not args.set else "variant " + " ".join(args.set)
+    variant = args.set + args.train_set
+    run_name = "default-recipe" if not variant else "variant " + " ".join(variant)
     trained, run_id, version = track_training(uri, "autorater-quality", run_name, config, tc,
                                               [train_suite], out=out / "model", progress=True)
     result["train"].update(wall_s=round(time.perf_counter() - start, 1), best=trained.best,
@@ -128,32 +134,38 @@ def main(argv: list[str] | None = None) -> int:
         print(format_report(report) + "\n", flush=True)
         log_evaluation(uri, run_id, report, prefix=f"quality.{name}")
     result["throughput"] = _throughput(model, suites["unseen_scenarios"], 40 if args.quick else 200)
-    report_name = "quality.json" if not args.set else "quality-" + "-".join(
-        o.replace("=", "").replace('"', "") for o in args.set) + ".json"
+    report_name = "quality.json" if not variant else "quality-" + "-".join(
+        o.replace("=", "").replace('"', "") for o in variant) + ".json"
     (out / report_name).write_text(json.dumps(result, indent=1, default=float) + "\n")
     print(_summary(result))
     print(f"\nwritten to {out / report_name}; MLflow: {uri}")
     return 0
 
 
-def parse_overrides(items: list[str]) -> dict:
-    """``["image_size=112", 'text_encoder="bow"']`` -> ``{"image_size": 112, "text_encoder": "bow"}``.
-    A value that is not JSON is taken as a string (``text_encoder=bow``)."""
+def parse_overrides(items: list[str], cls, flag: str = "--set") -> dict:
+    """``["image_size=112", "text_encoder=bow"]`` -> ``{"image_size": 112, "text_encoder": "bow"}``, checked
+    against the dataclass ``cls`` (``AutoraterConfig`` or ``TrainConfig``). A value that is not JSON is a string."""
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise SystemExit(f"--set {item!r}: expected FIELD=VALUE, e.g. --set image_size=112")
+            raise SystemExit(f"{flag} {item!r}: expected FIELD=VALUE, e.g. {flag} epochs=20")
         try:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
             out[key] = value
-    from autorater.config import AutoraterConfig
-
-    try:
-        AutoraterConfig.from_dict({**AutoraterConfig().to_dict(), **out})
-    except (ValueError, TypeError) as err:
-        raise SystemExit(f"--set: {err}") from None
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    defaults = cls()
+    for key, value in out.items():
+        if key not in fields:
+            raise SystemExit(f"{flag} {key}: not a {cls.__name__} field; known: {', '.join(sorted(fields))}")
+        want = type(getattr(defaults, key))
+        ok = isinstance(value, want) and (want is bool or not isinstance(value, bool))
+        if want is float and isinstance(value, int) and not isinstance(value, bool):
+            out[key], ok = float(value), True
+        if not ok:
+            raise SystemExit(f"{flag} {key}={value!r}: must be {want.__name__} (fix: e.g. {flag} "
+                             f"{key}={json.dumps(getattr(defaults, key))})")
     return out
 
 
