@@ -204,3 +204,39 @@ def test_train_writes_a_loadable_model_folder_with_its_metadata(tmp_path):
     _, data = prepare([Suite.load(tmp_path / "suite")], loaded.config, tc)
     rows = np.arange(len(data.ex))
     assert np.array_equal(predict_rows(result.model, data, rows)["logit"], predict_rows(loaded, data, rows)["logit"])
+
+
+def test_a_second_stage_trains_only_the_new_verifier_from_the_first_models_weights(tmp_path):
+    suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
+    cache = str(tmp_path / "cache")
+    first = train([suite], PRESETS["tiny"], TrainConfig(epochs=2, aggregation="majority", cache_dir=cache),
+                  out=tmp_path / "stage1")
+    start = {k: v.clone() for k, v in first.model.trainable_state_dict().items()}
+    second = train([suite], PRESETS["tiny"].replace(cell_verify=True),
+                   TrainConfig(epochs=3, aggregation="majority", cache_dir=cache, lr=3e-3, patience=99,
+                               init_from=str(tmp_path / "stage1"), train_only=["verifier."]))
+    end = second.model.trainable_state_dict()
+    assert all(torch.equal(end[k], v) for k, v in start.items())  # the locator and heads are untouched
+    new = [k for k in end if k.startswith("verifier.")]
+    assert new and set(new).isdisjoint(start)
+    assert any(not torch.equal(end[k], Autorater(second.model.config).state_dict()[k]) for k in new
+               if k.endswith("out.weight"))  # the verifier learned (its read-out starts at zero)
+
+
+def test_a_bad_second_stage_says_what_does_not_fit(tmp_path):
+    suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
+    cache = str(tmp_path / "cache")
+    train([suite], PRESETS["tiny"], TrainConfig(epochs=1, aggregation="majority", cache_dir=cache),
+          out=tmp_path / "stage1")
+    with pytest.raises(ValueError, match="missing .*verifier"):  # a new module must be in train_only
+        train([suite], PRESETS["tiny"].replace(cell_verify=True),
+              TrainConfig(epochs=1, aggregation="majority", cache_dir=cache, init_from=str(tmp_path / "stage1")))
+    with pytest.raises(ValueError, match="train_only prefix 'verfier.' matches no trainable parameter"):
+        train([suite], PRESETS["tiny"], TrainConfig(epochs=1, aggregation="majority", cache_dir=cache,
+                                                    init_from=str(tmp_path / "stage1"), train_only=["verfier."]))
+    with pytest.raises(ValueError, match="hidden_size .* differs"):
+        train([suite], PRESETS["tiny"].replace(hidden_size=48),
+              TrainConfig(epochs=1, aggregation="majority", cache_dir=cache, init_from=str(tmp_path / "stage1")))
+    with pytest.raises(FileNotFoundError, match="not a model folder"):
+        train([suite], PRESETS["tiny"], TrainConfig(epochs=1, aggregation="majority", cache_dir=cache,
+                                                    init_from=str(tmp_path / "nowhere")))

@@ -55,6 +55,10 @@ class TrainConfig:
     failure_weight: float = 0.2
     match_weight: float = 0.5
     rotate: bool = True  # random 90-degree rotations of the top-down view (never mirror: "left" must stay left)
+    init_from: str = ""  # a model folder whose weights start training (a second stage; fine-tuning)
+    train_only: list[str] = field(default_factory=list)  # parameter-name prefixes to train ("verifier."); the
+    #                       rest stays as initialised; empty: train everything. Two stages: train the default
+    #                       model, then --init-from it with cell_verify on and train_only ["verifier."]
     seed: int = 0
     cache_dir: str = "runs/cache"
 
@@ -241,14 +245,19 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
     if prepared is not None:  # a fresh model with this trial's architecture, same cached inputs
         torch.manual_seed(tc.seed)
         model = Autorater(model_config.replace(vocab=model.config.vocab, failure_modes=model.config.failure_modes))
+    if init_state is None and tc.init_from:
+        init_state = load_init_state(tc.init_from, model.config)
     if init_state is not None:
-        missing = set(model.trainable_state_dict()) - set(init_state)
+        # Weights the start lacks are allowed only where this run trains them from scratch (a new module).
+        missing = {k for k in set(model.trainable_state_dict()) - set(init_state)
+                   if not any(k.startswith(p) for p in tc.train_only)}
         if missing:
-            raise ValueError(f"init_state does not fit this architecture (missing {sorted(missing)[:3]}); fine-tune "
-                             f"with the champion's own config, or retrain")
+            raise ValueError(f"the starting weights do not fit this architecture (missing {sorted(missing)[:3]}); "
+                             f"fine-tune with the starting model's own config, train the new parts with "
+                             f"train_only, or retrain")
         model.load_state_dict(init_state, strict=False)
     train_rows, val_rows = split_groups(data.ex.scenario_keys, tc.val_share, tc.seed)
-    params = [p for p in model.parameters() if p.requires_grad]
+    params = trainable_parameters(model, tc.train_only)
     opt = torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
     steps = tc.epochs * int(np.ceil(len(train_rows) / tc.batch_size))
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -285,6 +294,41 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
                                              "train_suites": [f"{s.info.name}@{s.info.version}" for s in suites],
                                              "wall_s": round(result.wall_s, 1)})
     return result
+
+
+def trainable_parameters(model: Autorater, train_only: Sequence[str]) -> list[torch.nn.Parameter]:
+    """The parameters to optimise: all trainable ones, or those whose name starts with a ``train_only`` prefix
+    (the others are frozen: ``requires_grad`` off). An unmatched prefix is an error, not a silent no-op."""
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if not train_only:
+        return [p for _, p in named]
+    for prefix in train_only:
+        if not any(n.startswith(prefix) for n, _ in named):
+            heads = sorted({n.split(".")[0] + "." for n, _ in named})
+            raise ValueError(f"train_only prefix {prefix!r} matches no trainable parameter; top-level modules: "
+                             f"{', '.join(heads)}")
+    keep = []
+    for name, p in named:
+        p.requires_grad_(any(name.startswith(prefix) for prefix in train_only))
+        if p.requires_grad:
+            keep.append(p)
+    return keep
+
+
+def load_init_state(folder: str | Path, config: AutoraterConfig) -> dict[str, torch.Tensor]:
+    """The trainable weights of a saved model folder, checked against ``config`` (same encoders, words and
+    failure modes; other fields may differ, e.g. a new module to train)."""
+    from safetensors.torch import load_file
+
+    folder = Autorater.check_folder(folder)
+    start = AutoraterConfig.load(folder / "config.json")
+    for key in ("encoder", "encoder_stage", "pixel_cells", "image_size", "num_frames", "text_encoder", "vocab",
+                "failure_modes", "hidden_size", "spatial_size", "grounding"):
+        if getattr(start, key) != getattr(config, key):
+            raise ValueError(f"init_from {folder}: its {key} ({getattr(start, key)!r:.60}) differs from this run's "
+                             f"({getattr(config, key)!r:.60}); start from a model trained on the same data with "
+                             f"the same encoders, or train from scratch")
+    return load_file(str(folder / "model.safetensors"))
 
 
 def load_config_file(path: str | Path | None) -> tuple[AutoraterConfig, TrainConfig]:
