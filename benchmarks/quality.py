@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import resource
 import time
 from pathlib import Path
@@ -109,8 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     variant = args.set + args.train_set
     run_name = "default-recipe" if not variant else "variant " + " ".join(variant)
+    slug = "" if not variant else "-" + re.sub(r"[^A-Za-z0-9_.]+", "_", "-".join(variant)).strip("_.")[:120]
     trained, run_id, version = track_training(uri, "autorater-quality", run_name, config, tc,
-                                              [train_suite], out=out / "model", progress=True)
+                                              [train_suite], out=out / f"model{slug}", progress=True)
     result["train"].update(wall_s=round(time.perf_counter() - start, 1), best=trained.best,
                            peak_rss_gib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2))
     model = trained.model
@@ -134,8 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         print(format_report(report) + "\n", flush=True)
         log_evaluation(uri, run_id, report, prefix=f"quality.{name}")
     result["throughput"] = _throughput(model, suites["unseen_scenarios"], 40 if args.quick else 200)
-    report_name = "quality.json" if not variant else "quality-" + "-".join(
-        o.replace("=", "").replace('"', "") for o in variant) + ".json"
+    report_name = f"quality{slug}.json"
     (out / report_name).write_text(json.dumps(result, indent=1, default=float) + "\n")
     print(_summary(result))
     print(f"\nwritten to {out / report_name}; MLflow: {uri}")
