@@ -105,12 +105,12 @@ def main(argv: list[str] | None = None) -> int:
                         **train_changes})
     uri = default_tracking_uri(out / "runs")
 
-    result = {"config": config.to_dict(), "train_config": tc.to_dict(), "overrides": variant,
-              "train": {"continuations": len(train_suite.continuations)}, "held_out": {}}
-    start = time.perf_counter()
     variant = args.set + args.train_set
     run_name = "default-recipe" if not variant else "variant " + " ".join(variant)
     slug = "" if not variant else "-" + re.sub(r"[^A-Za-z0-9_.]+", "_", "-".join(variant)).strip("_.")[:120]
+    result = {"config": config.to_dict(), "train_config": tc.to_dict(), "overrides": variant,
+              "train": {"continuations": len(train_suite.continuations)}, "held_out": {}}
+    start = time.perf_counter()
     trained, run_id, version = track_training(uri, "autorater-quality", run_name, config, tc,
                                               [train_suite], out=out / f"model{slug}", progress=True)
     result["train"].update(wall_s=round(time.perf_counter() - start, 1), best=trained.best,
