@@ -51,6 +51,8 @@ class AutoraterConfig:
     cell_verify: bool = False  # locate, then verify: the instruction scores every cell of the frames just before
     #                           the predicted marker; the score is added to the success and match logits
     verify_window: int = 6  # frames before the predicted marker that "verify" reads (markers lag the event)
+    verify_words: bool = False  # the verifier reads the instruction through its own learned word embeddings
+    #                            (over ``vocab``) instead of the model's text tokens (README: the probe behind it)
     marker_head: str = "distribution"  # "distribution": softmax over frames + end; "crossing": per-frame reached
     failure_modes: list[str] = field(default_factory=list)  # set at training from the labels
 

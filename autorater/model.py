@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from autorater.config import PRESETS, AutoraterConfig
-from autorater.encoders import create_frame_encoder, create_text_encoder
+from autorater.encoders import BagOfWords, create_frame_encoder, create_text_encoder
 
 
 @dataclass
@@ -178,8 +178,10 @@ class CellVerifier(nn.Module):
     the human marker.
     """
 
-    def __init__(self, in_channels: int, dim: int, text_dim: int, slots: int, grid: tuple[int, int], window: int):
+    def __init__(self, in_channels: int, dim: int, text_dim: int, slots: int, grid: tuple[int, int], window: int,
+                 words: nn.Module | None = None):
         super().__init__()
+        self.words = words  # its own instruction encoder (learned words), or None: the model's text tokens
         self.cell = nn.Sequential(nn.Conv2d(in_channels, dim, 1), nn.GELU(), nn.Conv2d(dim, dim, 1))
         self.pos = nn.Parameter(torch.zeros(1, dim, *grid))
         self.slots = SlotQueries(text_dim, slots)
@@ -191,8 +193,10 @@ class CellVerifier(nn.Module):
         self.window = window
 
     def forward(self, x: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor,
-                marker_logits: torch.Tensor) -> torch.Tensor:
+                marker_logits: torch.Tensor, instructions: list[str] | None = None) -> torch.Tensor:
         # x (b, t, c, h, w); tokens (b, l, d), mask (b, l); marker_logits (b, t + 1) -> (b, 2) success, match
+        if self.words is not None:
+            tokens, mask = self.words(instructions)
         b, t = x.shape[:2]
         h = self.cell(F.group_norm(x.flatten(0, 1), 1))
         if h.shape[-2:] == self.pos.shape[-2:]:
@@ -242,8 +246,13 @@ class Autorater(nn.Module):
         self.failure_head = nn.Linear(d, max(1, len(config.failure_modes)))
         self.marker_head = nn.Linear(d, 1)
         self.end_head = nn.Linear(d, 1)
-        self.verifier = CellVerifier(c, config.spatial_size, d, config.text_slots, grid, config.verify_window) \
-            if config.cell_verify else None
+        if config.verify_words and not config.cell_verify:
+            raise ValueError("verify_words is the verifier's own instruction encoder: it needs cell_verify=True")
+        # The instruction-blind twin reads no instruction anywhere: its verifier sees the blank token.
+        words = BagOfWords(config.vocab, d, config.max_text_tokens) \
+            if config.verify_words and config.use_instruction else None
+        self.verifier = CellVerifier(c, config.spatial_size, d, config.text_slots, grid, config.verify_window,
+                                     words) if config.cell_verify else None
 
     def _head(self, n_in: int) -> nn.Module:
         d = self.config.hidden_size
@@ -310,7 +319,7 @@ class Autorater(nn.Module):
             failure_logits=self.failure_head(cls),
             match_logit=self.match_head(match_in).squeeze(-1))
         if self.verifier is not None:  # locate (the marker), then verify on the cells there
-            verify = self.verifier(features, text, mask, marker_logits)
+            verify = self.verifier(features, text, mask, marker_logits, instructions)
             out.success_logit = out.success_logit + verify[:, 0]
             out.match_logit = out.match_logit + verify[:, 1]
         if targets is not None:

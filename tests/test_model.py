@@ -82,7 +82,8 @@ def test_outputs_have_the_documented_shapes_and_are_finite(grounding):
 
 
 def test_every_head_input_option_combines():
-    model = tiny_model(frame_pool=True, direct_pool=True, event_pooling=True, mlp_heads=True, cell_verify=True)
+    model = tiny_model(frame_pool=True, direct_pool=True, event_pooling=True, mlp_heads=True, cell_verify=True,
+                       verify_words=True)
     with torch.no_grad():
         out = model(**inputs())
     assert out.success_logit.shape == (B,) and out.match_logit.shape == (B,)
@@ -410,3 +411,8 @@ def test_patch_encoder_gives_one_trainable_token_per_tile():
     assert out.shape == (2, 3, 16, 8, 8) and not getattr(encoder, "frozen", False)
     changed = (out[0] - out[1]).abs().sum(dim=(0, 1)) > 1e-6  # (8, 8) grid
     assert changed.sum() == 1 and changed[0, 0]
+
+
+def test_verify_words_without_the_verifier_is_refused():
+    with pytest.raises(ValueError, match="verify_words .* needs cell_verify=True"):
+        tiny_model(verify_words=True)

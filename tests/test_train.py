@@ -206,19 +206,21 @@ def test_train_writes_a_loadable_model_folder_with_its_metadata(tmp_path):
     assert np.array_equal(predict_rows(result.model, data, rows)["logit"], predict_rows(loaded, data, rows)["logit"])
 
 
-def test_a_second_stage_trains_only_the_new_verifier_from_the_first_models_weights(tmp_path):
+@pytest.mark.parametrize("words", [False, True], ids=["model-text", "own-words"])
+def test_a_second_stage_trains_only_the_new_verifier_from_the_first_models_weights(tmp_path, words):
     suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
     cache = str(tmp_path / "cache")
     first = train([suite], PRESETS["tiny"], TrainConfig(epochs=2, aggregation="majority", cache_dir=cache),
                   out=tmp_path / "stage1")
     start = {k: v.clone() for k, v in first.model.trainable_state_dict().items()}
-    second = train([suite], PRESETS["tiny"].replace(cell_verify=True),
+    second = train([suite], PRESETS["tiny"].replace(cell_verify=True, verify_words=words),
                    TrainConfig(epochs=3, aggregation="majority", cache_dir=cache, lr=3e-3, patience=99,
                                init_from=str(tmp_path / "stage1"), train_only=["verifier."]))
     end = second.model.trainable_state_dict()
     assert all(torch.equal(end[k], v) for k, v in start.items())  # the locator and heads are untouched
     new = [k for k in end if k.startswith("verifier.")]
     assert new and set(new).isdisjoint(start)
+    assert any(k.startswith("verifier.words.") for k in new) == words
     assert any(not torch.equal(end[k], Autorater(second.model.config).state_dict()[k]) for k in new
                if k.endswith("out.weight"))  # the verifier learned (its read-out starts at zero)
 

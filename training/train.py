@@ -99,7 +99,7 @@ def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainCon
     """Labels from the annotations, the vocabulary and failure modes, the model, and cached features."""
     ex = build_examples(suites, aggregation=tc.aggregation)
     cfg = model_config
-    if cfg.text_encoder == "bow" and not cfg.vocab:
+    if (cfg.text_encoder == "bow" or cfg.verify_words) and not cfg.vocab:
         cfg = cfg.replace(vocab=sorted({w for t in ex.instructions for w in tokenize_words(t)}))
     if not cfg.failure_modes:
         cfg = cfg.replace(failure_modes=sorted({m for m in ex.failure_mode if m}))
@@ -324,6 +324,8 @@ def load_init_state(folder: str | Path, config: AutoraterConfig) -> dict[str, to
     start = AutoraterConfig.load(folder / "config.json")
     for key in ("encoder", "encoder_stage", "pixel_cells", "image_size", "num_frames", "text_encoder", "vocab",
                 "failure_modes", "hidden_size", "spatial_size", "grounding"):
+        if key == "vocab" and not start.vocab:  # the start reads no learned words; this run may add some
+            continue
         if getattr(start, key) != getattr(config, key):
             raise ValueError(f"init_from {folder}: its {key} ({getattr(start, key)!r:.60}) differs from this run's "
                              f"({getattr(config, key)!r:.60}); start from a model trained on the same data with "
