@@ -165,30 +165,31 @@ class CellGrounding(nn.Module):
 
 
 class CellVerifier(nn.Module):
-    """Locate, then verify, on the cells: did what happened where the marker points match the instruction?
+    """Locate, then verify: does what the frames show where the marker points match the instruction?
 
     The transformer locates the outcome (the marker distribution; detached here: verifying must not move
-    it). Every cell of every frame gets an embedding from its features and their change; the
-    instruction's slots score each cell (a dot product, both sides learned); per frame, the max, the
-    mean and a position-aware linear readout of those scores; the frames from ``window`` before each
-    possible marker to one after it are averaged under the marker distribution. Out: additive
-    success and match logits (zero at initialisation). The human marker lags the event by ~0.4 s, hence
-    the window looks back. Probe behind it (README, "Model quality"): on first-person video this read-out
-    separates a success's own instruction from another of its category at 0.77 (chance 0.5) when given
-    the human marker.
+    it). Each frame becomes one position-aware embedding: its cells and their change, reduced per cell,
+    then a single linear read-out of the whole grid (in first-person video the target is in the cell in
+    front of the agent, so *where* a colour is matters; a max over per-cell text scores threw that away
+    and did not learn). The instruction's slots give one query; per frame, the cosine of the two; the
+    frames from ``window`` before each possible marker to one after it are averaged under the marker
+    distribution, beside the best frame of the whole clip. Out: additive success and match logits. The
+    read-out starts at a fixed positive weight, not zero: from zero, the similarity gets no gradient
+    until the read-out has grown, and it never did (README, "Model quality"). The human marker lags the
+    event by ~0.4 s, hence the window looks back. Probe behind it: ``benchmarks.grounding_probe``.
     """
 
     def __init__(self, in_channels: int, dim: int, text_dim: int, slots: int, grid: tuple[int, int], window: int,
-                 words: nn.Module | None = None):
+                 words: nn.Module | None = None, per_cell: int = 16):
         super().__init__()
         self.words = words  # its own instruction encoder (learned words), or None: the model's text tokens
-        self.cell = nn.Sequential(nn.Conv2d(in_channels, dim, 1), nn.GELU(), nn.Conv2d(dim, dim, 1))
-        self.pos = nn.Parameter(torch.zeros(1, dim, *grid))
+        self.grid = grid
+        self.cell = nn.Sequential(nn.Conv2d(in_channels, dim, 1), nn.GELU(), nn.Conv2d(dim, per_cell, 1))
+        self.frame = nn.Sequential(nn.Linear(per_cell * grid[0] * grid[1], dim), nn.LayerNorm(dim))
         self.slots = SlotQueries(text_dim, slots)
-        self.query = nn.Sequential(nn.Linear(text_dim, dim), nn.GELU(), nn.Linear(dim, dim))
-        self.read = nn.Linear(grid[0] * grid[1], 1)
-        self.out = nn.Linear(3 * slots, 2)
-        nn.init.zeros_(self.out.weight)
+        self.query = nn.Sequential(nn.Linear(slots * text_dim, dim), nn.LayerNorm(dim))
+        self.out = nn.Linear(2, 2)
+        nn.init.constant_(self.out.weight, 2.0)
         nn.init.zeros_(self.out.bias)
         self.window = window
 
@@ -199,18 +200,16 @@ class CellVerifier(nn.Module):
             tokens, mask = self.words(instructions)
         b, t = x.shape[:2]
         h = self.cell(F.group_norm(x.flatten(0, 1), 1))
-        if h.shape[-2:] == self.pos.shape[-2:]:
-            h = h + self.pos
-        d = h.shape[1]
-        q = self.query(self.slots(tokens, mask))  # (b, k, d)
-        scores = torch.einsum("btdp,bkd->btkp", h.view(b, t, d, -1), q) / math.sqrt(d)  # (b, t, k, cells)
-        read = self.read(scores) if scores.shape[-1] == self.read.in_features else scores.mean(-1, keepdim=True)
-        per_frame = torch.cat([scores.amax(-1), scores.mean(-1), read.squeeze(-1)], dim=-1)  # (b, t, 3k)
+        if h.shape[-2:] != self.grid:
+            h = F.adaptive_avg_pool2d(h, self.grid)
+        v = F.normalize(self.frame(h.flatten(1)).view(b, t, -1), dim=-1)  # (b, t, d)
+        q = F.normalize(self.query(self.slots(tokens, mask).flatten(1)), dim=-1)  # (b, d)
+        sim = torch.einsum("btd,bd->bt", v, q)  # (b, t)
         marker = marker_logits.detach().softmax(-1)[:, :-1]  # (b, t): where the outcome is seen
         # Frame i is read when the marker falls from one frame before it to ``window`` frames after it.
         near = F.conv1d(F.pad(marker[:, None], (1, self.window)), marker.new_ones(1, 1, self.window + 2))[:, 0]
         weights = near / near.sum(-1, keepdim=True).clamp(min=1e-6)
-        return self.out(torch.einsum("bt,btf->bf", weights, per_frame))
+        return self.out(torch.stack([(weights * sim).sum(-1), sim.amax(-1)], dim=-1))
 
 
 class Autorater(nn.Module):

@@ -222,7 +222,7 @@ def test_a_second_stage_trains_only_the_new_verifier_from_the_first_models_weigh
     assert new and set(new).isdisjoint(start)
     assert any(k.startswith("verifier.words.") for k in new) == words
     assert any(not torch.equal(end[k], Autorater(second.model.config).state_dict()[k]) for k in new
-               if k.endswith("out.weight"))  # the verifier learned (its read-out starts at zero)
+               if k.endswith("out.weight"))  # the verifier learned (its read-out starts at a constant)
 
 
 def test_a_bad_second_stage_says_what_does_not_fit(tmp_path):
