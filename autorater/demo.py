@@ -33,6 +33,7 @@ def run_demo(out: Path, quick: bool = False) -> int:
     from training.tracking import default_tracking_uri, track_training
     from training.train import TrainConfig
     from autorater.config import PRESETS
+    from autorater.predict import read_calibration
     from serving.calibrate import calibrate_model, format_calibration
     from serving.ingest import format_ingest, ingest
     from serving.label import format_summary, label_suite
@@ -97,7 +98,7 @@ def run_demo(out: Path, quick: bool = False) -> int:
     t = _step("7. how good is the model itself? The new version against the simulator truth, beside the "
               "annotators and a baseline")
     rows = predict_cached(result.model, new_suite, tc.cache_dir, name=f"autorater@{version}",
-                          temperature=calib.record.temperature)
+                          calibration=read_calibration(model_dir))
     majority = predict_majority(train_majority([train_suite], tc), new_suite)
     report = evaluate(new_suite, {"autorater": rows, "majority_baseline": majority}, gold="truth")
     print(format_report(report))

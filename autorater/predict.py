@@ -48,9 +48,17 @@ def read_calibration(model_dir: str | Path | None) -> dict:
         d = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(f"cannot read {path}: {err} (fix: rerun `autorater calibrate`)") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"{path} must be a JSON object (fix: rerun `autorater calibrate`)")
     t = d.get("temperature", 1.0)
     if not isinstance(t, (int, float)) or not t > 0:
         raise ValueError(f"{path}: temperature must be a positive number, got {t!r} (fix: rerun `autorater calibrate`)")
+    from calibration import MarkerOffset
+
+    try:
+        MarkerOffset.from_dict(d)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
     return d
 
 
@@ -73,11 +81,14 @@ def model_name(model_dir: str | Path | None) -> str:
 @torch.no_grad()
 def predict_batch(model: Autorater, *, times_s: torch.Tensor, durations_s: Sequence[float],
                   takeovers_s: Sequence[float], instructions: Sequence[str], frames: torch.Tensor | None = None,
-                  features: torch.Tensor | None = None, temperature: float = 1.0) -> dict[str, np.ndarray]:
+                  features: torch.Tensor | None = None, calibration: dict | None = None) -> dict[str, np.ndarray]:
     """Raw model outputs for one batch, from frames (b, t, H, W, 3) or cached encoder features.
 
+    ``calibration`` is the model folder's calibration.json (:func:`read_calibration`; None or {}: none).
+
     Returns:
-        ``logit`` (b,), ``p_success`` (b,, calibrated by ``temperature``), ``marker_s`` (b,),
+        ``logit`` (b,), ``p_success`` (b,, scaled by the calibration's temperature), ``marker_s`` (b,,
+        less the calibration's marker offset for the predicted outcome),
         ``marker_spread_s`` (b,), ``failure_mode`` (b,, index or -1), ``p_match`` (b,).
     """
     model.eval()
@@ -87,17 +98,31 @@ def predict_batch(model: Autorater, *, times_s: torch.Tensor, durations_s: Seque
                                          torch.tensor(list(durations_s), dtype=torch.float32))
     logit = out.success_logit.numpy()
     modes = out.failure_logits.argmax(-1).numpy() if model.config.failure_modes else np.full(len(logit), -1)
-    return {"logit": logit, "p_success": 1 / (1 + np.exp(-logit / temperature)), "marker_s": marker.numpy(),
+    p, marker = calibrate_outputs(logit, marker.numpy(), durations_s, calibration)
+    return {"logit": logit, "p_success": p, "marker_s": marker,
             "marker_spread_s": spread.numpy(), "failure_mode": modes,
             "p_match": torch.sigmoid(out.match_logit).numpy()}
 
 
-def predict_clips(model: Autorater, clips: Sequence[ClipInput], temperature: float = 1.0) -> dict[str, np.ndarray]:
+def calibrate_outputs(logit: np.ndarray, marker_s: np.ndarray, durations_s: Sequence[float],
+                      calibration: dict | None) -> tuple[np.ndarray, np.ndarray]:
+    """P(success) scaled by the temperature, markers less the offset of their predicted outcome."""
+    from calibration import MarkerOffset
+
+    calibration = calibration or {}
+    p = 1 / (1 + np.exp(-np.asarray(logit, dtype=np.float64) / float(calibration.get("temperature", 1.0))))
+    success = (np.round(p, 6) >= 0.5).astype(int)  # the outcome ``to_records`` writes
+    marker_s = MarkerOffset.from_dict(calibration).transform(marker_s, success, np.asarray(durations_s, float))
+    return p, marker_s
+
+
+def predict_clips(model: Autorater, clips: Sequence[ClipInput], calibration: dict | None = None
+                  ) -> dict[str, np.ndarray]:
     """:func:`predict_batch` on decoded clips."""
     return predict_batch(model, frames=torch.from_numpy(np.stack([c.frames for c in clips])),
                          times_s=torch.from_numpy(np.stack([c.times_s for c in clips])),
                          durations_s=[c.duration_s for c in clips], takeovers_s=[c.takeover_s for c in clips],
-                         instructions=[c.instruction for c in clips], temperature=temperature)
+                         instructions=[c.instruction for c in clips], calibration=calibration)
 
 
 def to_records(ids: Sequence[str], raw: dict[str, np.ndarray], model: Autorater, name: str) -> list[dict]:
@@ -116,7 +141,7 @@ def to_records(ids: Sequence[str], raw: dict[str, np.ndarray], model: Autorater,
 
 
 def iter_suite_predictions(model: Autorater, suite: Suite, ids: Iterable[str] | None = None,
-                           temperature: float = 1.0, name: str = "autorater", batch_size: int = 16,
+                           calibration: dict | None = None, name: str = "autorater", batch_size: int = 16,
                            progress: bool = False) -> Iterator[dict]:
     """Yield one prediction per continuation, in order; an undecodable video yields an ``error`` row instead."""
     ids = list(ids) if ids is not None else suite.continuation_ids()
@@ -138,7 +163,7 @@ def iter_suite_predictions(model: Autorater, suite: Suite, ids: Iterable[str] | 
         rows = {}
         if clips:
             rows = {r["continuation_id"]: r for r in
-                    to_records(good, predict_clips(model, clips, temperature), model, name)}
+                    to_records(good, predict_clips(model, clips, calibration), model, name)}
         for cid in chunk:
             yield rows.get(cid) or {"continuation_id": cid, "error": errors[cid], "model": name}
         if bar is not None:
@@ -149,5 +174,5 @@ def iter_suite_predictions(model: Autorater, suite: Suite, ids: Iterable[str] | 
 
 def predict_suite(model: Autorater, suite: Suite, model_dir: str | Path | None = None, **kwargs) -> list[dict]:
     """All predictions of a suite, calibrated with the model folder's calibration.json when there is one."""
-    temperature = float(read_calibration(model_dir).get("temperature", 1.0))
-    return list(iter_suite_predictions(model, suite, temperature=temperature, name=model_name(model_dir), **kwargs))
+    return list(iter_suite_predictions(model, suite, calibration=read_calibration(model_dir),
+                                       name=model_name(model_dir), **kwargs))

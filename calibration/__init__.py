@@ -15,6 +15,7 @@ from .metrics import (
     rank_metrics,
     reliability_curve,
 )
+from .marker import MarkerOffset
 from .plots import plot_agreement_table, plot_reliability, plot_risk_coverage
 from .report import CalibrationRecord
 from .selective import InsufficientReferencesError, SelectivePolicy
@@ -23,6 +24,7 @@ from .temperature import TemperatureScaler
 __all__ = [
     "CalibrationRecord",
     "InsufficientReferencesError",
+    "MarkerOffset",
     "SelectivePolicy",
     "TemperatureScaler",
     "agreement_report",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .marker import MarkerOffset
 from .selective import SelectivePolicy
 from .temperature import TemperatureScaler
 
@@ -21,9 +22,9 @@ def _utc_now() -> str:
 
 @dataclasses.dataclass
 class CalibrationRecord:
-    """Temperature, selective thresholds and their guarantee, and a summary of the calibration scores.
+    """Temperature, selective thresholds and their guarantee, the marker offset, and a summary of the scores.
 
-    Fields mirror ``TemperatureScaler.to_dict()`` and ``SelectivePolicy.to_dict()`` (None stands
+    Fields mirror ``TemperatureScaler``, ``SelectivePolicy`` and ``MarkerOffset.to_dict()`` (None stands
     for NaN, e.g. the thresholds of an infeasible policy). The JSON is plain; on loading, unknown
     fields are ignored and missing optional fields take their defaults.
 
@@ -61,6 +62,9 @@ class CalibrationRecord:
     created_at: str = dataclasses.field(default_factory=_utc_now)
     score_quantiles: list[float] = dataclasses.field(default_factory=list)  # raw logits at percentiles 0..100
     score_count: int = 0  # number of calibration scores summarised
+    marker_offset_success_s: float = 0.0  # seconds subtracted from predicted success markers (annotators' lag)
+    marker_offset_failure_s: float = 0.0  # ... from predicted failure markers
+    marker_offset_n: list[int] = dataclasses.field(default_factory=lambda: [0, 0])  # references behind each
 
     @classmethod
     def from_fitted(
@@ -70,6 +74,7 @@ class CalibrationRecord:
         scores,
         reference_suite: str = "",
         reference_suite_version: str = "",
+        marker: MarkerOffset | None = None,
     ) -> CalibrationRecord:
         """Gathers a fitted scaler and policy.
 
@@ -79,6 +84,7 @@ class CalibrationRecord:
             scores: (n,) raw logits of the calibration references, summarised for drift checks.
             reference_suite: name of the suite the references come from.
             reference_suite_version: its version.
+            marker: fitted marker offset (None: markers are not shifted).
         """
         scores = np.asarray(scores, dtype=float)
         if not np.isfinite(scores).all():
@@ -88,7 +94,8 @@ class CalibrationRecord:
             "score_count": int(scores.size),
         }
         suite = {"reference_suite": reference_suite, "reference_suite_version": reference_suite_version}
-        return cls._from_mapping({**scaler.to_dict(), **policy.to_dict(), **summary, **suite})
+        markers = marker.to_dict() if marker is not None else {}
+        return cls._from_mapping({**scaler.to_dict(), **policy.to_dict(), **summary, **suite, **markers})
 
     def scaler(self) -> TemperatureScaler:
         """The fitted ``TemperatureScaler`` this record describes."""
@@ -97,6 +104,10 @@ class CalibrationRecord:
     def policy(self) -> SelectivePolicy:
         """The fitted ``SelectivePolicy`` this record describes."""
         return SelectivePolicy.from_dict(dataclasses.asdict(self))
+
+    def marker_offset(self) -> MarkerOffset:
+        """The ``MarkerOffset`` this record describes (zero offsets for a record written before it existed)."""
+        return MarkerOffset.from_dict(dataclasses.asdict(self))
 
     def score_sample(self) -> np.ndarray:
         """(score_count,) scores with the stored distribution, for ``drift_check``."""

@@ -129,8 +129,7 @@ def active_select(model_dir: str | os.PathLike, pool: Suite, budget: int, out: s
         raise ValueError(f"pool suite {pool.root} has no unlabelled continuations left (every one is annotated "
                          f"or a reference)")
     model = Autorater.from_pretrained(model_dir)
-    temperature = float(read_calibration(model_dir).get("temperature", 1.0))
-    preds = [r for r in iter_suite_predictions(model, pool, ids=ids, temperature=temperature,
+    preds = [r for r in iter_suite_predictions(model, pool, ids=ids, calibration=read_calibration(model_dir),
                                                name=model_name(model_dir), progress=progress) if "error" not in r]
     from data.video import video_info
 
@@ -225,9 +224,9 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
     calib = calibrate_model(challenger_dir, refs, out / "calibration-challenger")
 
     rows = {"champion": predict_cached(champion, refs, cache_dir, name="champion",
-                                       temperature=float(read_calibration(champion_dir).get("temperature", 1.0))),
+                                       calibration=read_calibration(champion_dir)),
             "challenger": predict_cached(fit.model, refs, cache_dir, name="challenger",
-                                         temperature=calib.record.temperature)}
+                                         calibration=read_calibration(challenger_dir))}
     report = evaluate(refs, rows, gold="references")
     ba = {k: report["methods"][k]["outcome"]["balanced_accuracy"] for k in rows}
     gold = gold_table(refs, "references")

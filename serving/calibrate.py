@@ -1,6 +1,7 @@
-"""``autorater calibrate``: fit the temperature and the selective policy on a suite's reference episodes.
+"""``autorater calibrate``: fit the temperature, the marker offset and the selective policy on references.
 
-Writes ``calibration.json`` into the model folder (``predict`` applies its temperature from then on)
+Writes ``calibration.json`` into the model folder (``predict`` applies its temperature and marker
+offset from then on)
 and a report folder with the agreement table (autorater beside every annotator, with bootstrap
 intervals over scenarios), the reliability diagram before/after scaling and the risk-coverage
 curve with the chosen operating point.
@@ -20,9 +21,10 @@ import numpy as np
 
 from autorater.model import Autorater
 from autorater.predict import iter_suite_predictions, model_name
-from calibration import (CalibrationRecord, InsufficientReferencesError, SelectivePolicy, TemperatureScaler,
-                         agreement_report, brier_score, drift_check, expected_calibration_error, format_agreement_table,
-                         plot_agreement_table, plot_reliability, plot_risk_coverage)
+from calibration import (CalibrationRecord, InsufficientReferencesError, MarkerOffset, SelectivePolicy,
+                         TemperatureScaler, agreement_report, brier_score, drift_check, expected_calibration_error,
+                         format_agreement_table, marker_metrics, plot_agreement_table, plot_reliability,
+                         plot_risk_coverage)
 from data.labels import label_table
 from data.suite import Suite
 
@@ -58,17 +60,23 @@ def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target
     policy = SelectivePolicy(target_agreement=target_agreement, confidence=confidence,
                              max_marker_uncertainty_s=max_marker_uncertainty_s, on_infeasible="route_all")
     policy.fit(p, y, marker_uncertainty=spread)
-    record = CalibrationRecord.from_fitted(scaler, policy, logits, suite.info.name, suite.info.version)
+    marker, pred_marker, true_marker = fit_marker_offset(rows, refs)
+    predicted = (p >= 0.5).astype(int)
+    calibrated_marker = marker.transform(pred_marker, predicted)
+    record = CalibrationRecord.from_fitted(scaler, policy, logits, suite.info.name, suite.info.version, marker)
     record.to_json(model_dir / "calibration.json")
 
     scenario = [suite.get(i).scenario_id for i in ids]
     category = [suite.scenario_by_id[s].category for s in scenario]
-    report = agreement_report(ids, y, [refs[i].marker_s for i in ids], scenario, category, p,
-                              [r["marker_s"] for r in rows], label_table(suite.annotations).to_dict("list"))
+    report = agreement_report(ids, y, true_marker, scenario, category, p, calibrated_marker,
+                              label_table(suite.annotations).to_dict("list"))
     report["calibration"] = {"temperature": record.temperature, "n_references": len(ids),
                              "ece_before": expected_calibration_error(p_before, y),
                              "ece_after": expected_calibration_error(p, y),
-                             "brier_before": brier_score(p_before, y), "brier_after": brier_score(p, y)}
+                             "brier_before": brier_score(p_before, y), "brier_after": brier_score(p, y),
+                             **marker.to_dict(),
+                             "marker_error_before_s": _agreed_marker_error(true_marker, pred_marker, y, predicted),
+                             "marker_error_after_s": _agreed_marker_error(true_marker, calibrated_marker, y, predicted)}
     report["policy"] = policy.to_dict()
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(report, indent=1, default=_json_default) + "\n")
@@ -79,6 +87,32 @@ def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target
     plot_risk_coverage(curve, point, out / "risk_coverage.png")
     plot_agreement_table(report, out / "agreement.png")
     return CalibrationResult(record, report, out)
+
+
+def fit_marker_offset(rows: list[dict], refs: dict) -> tuple[MarkerOffset, np.ndarray, np.ndarray]:
+    """The model inherits its annotators' reaction lag; the references carry the moment itself.
+
+    Args:
+        rows: the model's (uncalibrated) predictions of reference episodes, with ``logit`` and ``marker_s``.
+        refs: continuation id -> its ``Reference``.
+
+    Returns:
+        The ``MarkerOffset`` fitted on the references whose outcome the model got right, and the
+        predicted and reference markers (seconds, NaN where none) in the order of ``rows``.
+    """
+    y = np.array([refs[r["continuation_id"]].outcome == "success" for r in rows], dtype=int)
+    predicted = (np.array([r["logit"] for r in rows], dtype=float) >= 0).astype(int)  # temperature-free
+    pred = np.array([r["marker_s"] for r in rows], dtype=float)
+    true = np.array([np.nan if refs[r["continuation_id"]].marker_s is None else refs[r["continuation_id"]].marker_s
+                     for r in rows], dtype=float)
+    right = predicted == y
+    return MarkerOffset().fit(pred[right], true[right], y[right]), pred, true
+
+
+def _agreed_marker_error(true_s, pred_s, y, predicted) -> float:
+    """Median |marker error| on references of either outcome that the model predicted right (NaN if none)."""
+    right = predicted == y
+    return marker_metrics(true_s[right], pred_s[right])["median_abs_error_s"]
 
 
 def check_drift(model_dir: str | Path, logits) -> dict | None:
@@ -111,7 +145,10 @@ def format_calibration(result: CalibrationResult, per_category: bool = True) -> 
         table = "\n".join(line for line in table.splitlines() if not line.startswith("  "))
     lines = [table, "",
              f"temperature {r.temperature:.3f}: ECE {c['ece_before']:.3f} -> {c['ece_after']:.3f}, "
-             f"Brier {c['brier_before']:.3f} -> {c['brier_after']:.3f} on {c['n_references']} references"]
+             f"Brier {c['brier_before']:.3f} -> {c['brier_after']:.3f} on {c['n_references']} references",
+             f"marker offset {r.marker_offset_success_s:+.3f} s on successes ({r.marker_offset_n[0]} references), "
+             f"{r.marker_offset_failure_s:+.3f} s on failures ({r.marker_offset_n[1]}): median |error| "
+             f"{c['marker_error_before_s']:.3f} -> {c['marker_error_after_s']:.3f} s"]
     if r.feasible:
         lines.append(f"operating point: auto-success if p >= {r.t_success:.3f}, auto-failure if p <= {r.t_fail:.3f}, "
                      f"else a human. Expected coverage {r.expected_coverage:.1%}; with {r.confidence:.0%} confidence "
@@ -125,4 +162,5 @@ def format_calibration(result: CalibrationResult, per_category: bool = True) -> 
     return "\n".join(lines)
 
 
-__all__ = ["CalibrationResult", "InsufficientReferencesError", "calibrate_model", "check_drift", "format_calibration"]
+__all__ = ["CalibrationResult", "InsufficientReferencesError", "calibrate_model", "check_drift", "fit_marker_offset",
+           "format_calibration"]

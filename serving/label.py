@@ -154,18 +154,18 @@ def _decode_batch(suite: Suite, ids: list[str], num_frames: int, image_size: int
     return good, clips, errors
 
 
-def _rows_for_batch(model: Autorater, ids: list[str], decoded, temperature: float, name: str) -> list[dict]:
+def _rows_for_batch(model: Autorater, ids: list[str], decoded, calibration: dict, name: str) -> list[dict]:
     """The part-file rows of one batch: a prediction per decodable video, an ``error`` row per other one."""
     good, clips, errors = decoded
     rated = {}
     if clips:
-        records = to_records(good, predict_clips(model, clips, temperature), model, name)
+        records = to_records(good, predict_clips(model, clips, calibration), model, name)
         rated = {r["continuation_id"]: {**r, "duration_s": round(c.duration_s, 6)} for r, c in zip(records, clips)}
     return [rated.get(cid) or {"continuation_id": cid, "error": errors[cid], "model": name} for cid in ids]
 
 
 def _rate_batches(model: Autorater, suite: Suite, out: Path, batches: list[list[str]], todo: list[int],
-                  temperature: float, name: str, workers: int, bar) -> None:
+                  calibration: dict, name: str, workers: int, bar) -> None:
     """Decode (``workers`` threads, a few batches ahead) and rate the batches ``todo``; one file each."""
     cfg = model.config
     with futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
@@ -177,7 +177,7 @@ def _rate_batches(model: Autorater, suite: Suite, out: Path, batches: list[list[
             if i + ahead < len(todo):
                 nxt = todo[i + ahead]
                 pending[nxt] = pool.submit(_decode_batch, suite, batches[nxt], cfg.num_frames, cfg.image_size)
-            rows = _rows_for_batch(model, batches[k], pending.pop(k).result(), temperature, name)
+            rows = _rows_for_batch(model, batches[k], pending.pop(k).result(), calibration, name)
             _write_atomic(out / PARTS_DIR / f"part-{k:05d}.jsonl", _jsonl(rows))
             if bar is not None:
                 bar.update(len(batches[k]))
@@ -186,13 +186,13 @@ def _rate_batches(model: Autorater, suite: Suite, out: Path, batches: list[list[
 class _RayRater:
     """A Ray Data actor: loads the model once, then rates whole batches (``k``, ``ids``) into part-file text."""
 
-    def __init__(self, model_dir: str, suite_root: str, temperature: float, name: str, threads: int):
+    def __init__(self, model_dir: str, suite_root: str, calibration: dict, name: str, threads: int):
         import torch
 
         torch.set_num_threads(threads)
         self.model = Autorater.from_pretrained(model_dir)
         self.suite = Suite.load(suite_root)
-        self.temperature, self.name = temperature, name
+        self.calibration, self.name = calibration, name
 
     def __call__(self, batch: dict) -> dict:
         cfg = self.model.config
@@ -200,12 +200,12 @@ class _RayRater:
         for ids_json in batch["ids"]:
             ids = json.loads(ids_json)
             decoded = _decode_batch(self.suite, ids, cfg.num_frames, cfg.image_size)
-            texts.append(_jsonl(_rows_for_batch(self.model, ids, decoded, self.temperature, self.name)))
+            texts.append(_jsonl(_rows_for_batch(self.model, ids, decoded, self.calibration, self.name)))
         return {"k": np.asarray(batch["k"]), "text": np.asarray(texts, dtype=object)}
 
 
 def _rate_batches_ray(model_dir: Path, suite: Suite, out: Path, batches: list[list[str]], todo: list[int],
-                      temperature: float, name: str, workers: int, address: str | None, bar) -> None:
+                      calibration: dict, name: str, workers: int, address: str | None, bar) -> None:
     """The same batches on Ray Data: ``map_batches`` over an actor pool (one model per actor); the driver writes
     each part file as it arrives, so resuming works exactly as with the local backend."""
     try:
@@ -220,7 +220,7 @@ def _rate_batches_ray(model_dir: Path, suite: Suite, out: Path, batches: list[li
     items = [{"k": k, "ids": json.dumps(batches[k])} for k in todo]
     ds = ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 4 * max(1, workers))))
     ds = ds.map_batches(_RayRater, batch_size=1, concurrency=max(1, workers), num_cpus=1,
-                        fn_constructor_args=(str(model_dir.resolve()), str(suite.root.resolve()), temperature, name,
+                        fn_constructor_args=(str(model_dir.resolve()), str(suite.root.resolve()), calibration, name,
                                              1))
     for row in ds.iter_rows():
         k = int(row["k"])
@@ -332,7 +332,7 @@ def _label_locked(model_dir: Path, suite: Suite, out: Path, spec: dict, resume: 
     done = {int(p.stem.split("-")[1]) for p in (out / PARTS_DIR).glob("part-*.jsonl")}
     todo = [k for k in range(len(batches)) if k not in done]
     if todo:
-        temperature = float(read_calibration(model_dir).get("temperature", 1.0))
+        calibration = read_calibration(model_dir)
         bar = None
         if progress:
             from tqdm import tqdm
@@ -340,10 +340,10 @@ def _label_locked(model_dir: Path, suite: Suite, out: Path, spec: dict, resume: 
                                                                                             for k in todo))
         try:
             if backend == "ray":
-                _rate_batches_ray(model_dir, suite, out, batches, todo, temperature, spec["model_name"], workers,
+                _rate_batches_ray(model_dir, suite, out, batches, todo, calibration, spec["model_name"], workers,
                                   ray_address, bar)
             else:
-                _rate_batches(Autorater.from_pretrained(model_dir), suite, out, batches, todo, temperature,
+                _rate_batches(Autorater.from_pretrained(model_dir), suite, out, batches, todo, calibration,
                               spec["model_name"], workers, bar)
         finally:
             if bar is not None:

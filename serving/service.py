@@ -119,7 +119,7 @@ class _Rater:
         except VideoError as err:
             raise HTTPException(422, f"cannot decode the video: {err}") from None
         with self.lock:
-            raw = predict_clips(self.model, [clip], float(self.calibration.get("temperature", 1.0)))
+            raw = predict_clips(self.model, [clip], self.calibration)
         row = to_records(["x"], raw, self.model, self.name)[0]
         decision = "human"
         if self.record is not None and self.record.feasible:

@@ -87,3 +87,46 @@ def test_check_drift_flags_a_shifted_score_distribution(tmp_path):
     shifted = check_drift(tmp_path, rng.normal(4, 2, 300))
     assert shifted["drifted"] and shifted["calibration_suite"] == "ref@v1"
     assert check_drift(tmp_path / "nowhere", logits) is None
+
+
+def test_calibrate_reports_the_marker_offset_and_predict_applies_a_stored_one(env, tmp_path):
+    import shutil
+
+    calibrated = json.loads((env["model"] / "calibration.json").read_text())
+    # 12 references: fewer than MarkerOffset's 20 agreeing pairs per outcome, so nothing is shifted.
+    assert calibrated["marker_offset_success_s"] == 0.0 and calibrated["marker_offset_failure_s"] == 0.0
+    assert sum(calibrated["marker_offset_n"]) <= 12
+    bare = tmp_path / "bare"
+    shutil.copytree(env["model"], bare)
+    (bare / "calibration.json").unlink()
+    shifted = tmp_path / "shifted"
+    shutil.copytree(env["model"], shifted)
+    (shifted / "calibration.json").write_text(json.dumps(
+        {**calibrated, "marker_offset_success_s": 0.3, "marker_offset_failure_s": -0.2}))
+    rows = {}
+    for name in ("bare", "shifted"):
+        assert cli.main(["predict", "--model", str(tmp_path / name), "--suite", str(env["suite"].root),
+                         "--out", str(tmp_path / f"{name}.jsonl"), "--quiet"]) == 0
+        rows[name] = {r["continuation_id"]: r for r in read_lines(tmp_path / f"{name}.jsonl")}
+    seen = set()
+    for cid, raw in rows["bare"].items():
+        new = rows["shifted"][cid]
+        seen.add(new["outcome"])
+        if new["outcome"] == "success":
+            assert math.isclose(new["marker_s"], max(raw["marker_s"] - 0.3, 0.0), abs_tol=2e-4)
+        else:
+            assert new["marker_s"] >= raw["marker_s"] and new["marker_s"] <= raw["marker_s"] + 0.2 + 2e-4
+    assert seen  # (each outcome's rule is checked where the model predicts it)
+
+
+def test_a_corrupt_marker_offset_is_refused_with_the_fix(env, tmp_path):
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(env["model"], bad)
+    record = json.loads((bad / "calibration.json").read_text())
+    (bad / "calibration.json").write_text(json.dumps({**record, "marker_offset_success_s": "late"}))
+    with pytest.raises(ValueError, match="marker_offset_success_s must be a finite number.*autorater calibrate"):
+        from autorater.predict import read_calibration
+
+        read_calibration(bad)

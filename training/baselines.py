@@ -15,7 +15,6 @@ import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import expit
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -29,9 +28,10 @@ from training.train import TrainConfig, _Data, prepare, predict_rows, train
 
 
 def predict_cached(model: Autorater, suite: Suite, cache_dir: str, last_frame_only: bool = False,
-                   name: str = "autorater", temperature: float = 1.0) -> list[dict]:
-    """Predictions for every continuation of ``suite`` from the feature cache (fast re-scoring)."""
-    from autorater.predict import to_records
+                   name: str = "autorater", calibration: dict | None = None) -> list[dict]:
+    """Predictions for every continuation of ``suite`` from the feature cache (fast re-scoring), calibrated
+    with ``calibration`` (a calibration.json dict: temperature, marker offset) when given."""
+    from autorater.predict import calibrate_outputs, to_records
 
     ids = suite.continuation_ids()
     clips = FeatureCache(cache_dir).load(model, [str(suite.video_path(i)) for i in ids])
@@ -40,7 +40,8 @@ def predict_cached(model: Autorater, suite: Suite, cache_dir: str, last_frame_on
     ex = suite_examples(suite, ids)
     data = _Data(ex, clips, torch.full((len(ids),), -1), torch.full((len(ids),), -1))
     raw = predict_rows(model, data, np.arange(len(ids)))
-    raw["p_success"] = expit(raw["logit"] / temperature)
+    raw["p_success"], raw["marker_s"] = calibrate_outputs(raw["logit"], raw["marker_s"], clips.durations_s.tolist(),
+                                                          calibration)
     rows = to_records(ids, raw, model, name)
     return [r if i not in clips.errors else {"continuation_id": r["continuation_id"], "error": clips.errors[i]}
             for i, r in enumerate(rows)]
