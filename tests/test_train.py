@@ -242,3 +242,20 @@ def test_a_bad_second_stage_says_what_does_not_fit(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a model folder"):
         train([suite], PRESETS["tiny"], TrainConfig(epochs=1, aggregation="majority", cache_dir=cache,
                                                     init_from=str(tmp_path / "nowhere")))
+
+
+def test_rotations_only_for_suites_that_declare_the_top_down_view(tmp_path):
+    import dataclasses
+    import json
+
+    from training.train import top_down
+
+    suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
+    declared = {view: dataclasses.replace(suite, info=dataclasses.replace(suite.info, source={"view": view}))
+                for view in ("full", "ego")}
+    assert top_down([declared["full"]]) and not top_down([declared["ego"]])
+    assert not top_down([suite]) and not top_down([declared["full"], suite])  # unsaid: first-person, as STS video
+    train([suite], PRESETS["tiny"], TrainConfig(epochs=1, aggregation="majority", cache_dir=str(tmp_path / "c")),
+          out=tmp_path / "model")
+    saved = json.loads((tmp_path / "model" / "metadata.json").read_text())["train_config"]
+    assert saved["rotate"] is False  # the saved recipe says what was done

@@ -54,7 +54,9 @@ class TrainConfig:
     marker_weight: float = 0.5
     failure_weight: float = 0.2
     match_weight: float = 0.5
-    rotate: bool = True  # random 90-degree rotations of the top-down view (never mirror: "left" must stay left)
+    rotate: bool = True  # random 90-degree rotations of the top-down view (never mirror: "left" must stay left);
+    #                      applied only when every training suite declares it (``top_down``): a first-person
+    #                      frame has one orientation (the agent at the bottom, facing up)
     init_from: str = ""  # a model folder whose weights start training (a second stage; fine-tuning)
     train_only: list[str] = field(default_factory=list)  # parameter-name prefixes to train ("verifier."); the
     #                       rest stays as initialised; empty: train everything. Two stages: train the default
@@ -240,6 +242,8 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
             with the same ``model_config``): fine-tuning a champion on new labels.
     """
     tc = tc or TrainConfig()
+    if tc.rotate and not top_down(suites):  # the saved recipe says what was done
+        tc = dataclasses.replace(tc, rotate=False)
     start = time.time()
     model, data = prepared if prepared is not None else prepare(suites, model_config, tc, progress)
     if prepared is not None:  # a fresh model with this trial's architecture, same cached inputs
@@ -294,6 +298,16 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
                                              "train_suites": [f"{s.info.name}@{s.info.version}" for s in suites],
                                              "wall_s": round(result.wall_s, 1)})
     return result
+
+
+def top_down(suites: Sequence[Suite]) -> bool:
+    """Whether every suite declares the generator's top-down view (``source.view == "full"`` in suite.json).
+
+    Rotating a top-down frame gives another valid scene; rotating a first-person one (the agent at the
+    bottom, facing up) gives a view the model never meets. A suite that does not say (another tool's,
+    real STS video) is taken as first-person.
+    """
+    return bool(suites) and all((s.info.source or {}).get("view") == "full" for s in suites)
 
 
 def trainable_parameters(model: Autorater, train_only: Sequence[str]) -> list[torch.nn.Parameter]:
