@@ -53,6 +53,8 @@ class AutoraterConfig:
     verify_window: int = 6  # frames before the predicted marker that "verify" reads (markers lag the event)
     verify_words: bool = False  # the verifier reads the instruction through its own learned word embeddings
     #                            (over ``vocab``) instead of the model's text tokens (README: the probe behind it)
+    verify_places: int = 0  # > 0: the verifier reads each frame at this many learned places (a softmax over the
+    #                        grid each: PlacePool) instead of one linear map of the whole grid (README: the probe)
     marker_head: str = "distribution"  # "distribution": softmax over frames + end; "crossing": per-frame reached
     failure_modes: list[str] = field(default_factory=list)  # set at training from the labels
 

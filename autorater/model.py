@@ -51,7 +51,8 @@ class Targets:
     success: torch.Tensor  # soft label in [0, 1]; NaN = unknown (no success loss)
     marker_index: torch.Tensor  # long: the sampled frame nearest the marker, ``frames`` for "end"; -1 unknown
     failure_mode: torch.Tensor  # long: index into config.failure_modes; -1 unknown / not a failure
-    match: torch.Tensor  # 1 = the video's own instruction, 0 = another's (no marker or failure-mode loss)
+    match: torch.Tensor  # 1 = the video's own instruction, 0 = another's (no marker or failure-mode loss);
+    #                      NaN = its own, but no match loss (``match_on_successes``: a failed video)
     weights: tuple[float, float, float, float] = (1.0, 1.0, 0.2, 0.5)  # success, marker, failure, match
 
 
@@ -164,6 +165,28 @@ class CellGrounding(nn.Module):
         return self.out(torch.cat([y.amax(1), y.mean(1)], dim=-1))
 
 
+class PlacePool(nn.Module):
+    """One frame embedding from its cells: a few learned places, each a softmax over the grid positions.
+
+    ``flat`` (the first position-aware design) reads the whole grid with one linear map: a weight per
+    cell and feature, which ~300 clips per category cannot pin down (a logistic regression on a whole
+    frame decodes the target's colour at 0.33-0.77; on the one right tile at 1.00: README, "Model
+    quality"). A place is shared-feature, position-specific: it learns *where* to look (the tile in
+    front of the agent, the agent's own tile carrying an object) with one number per cell, and *what*
+    it sees comes from the per-cell features shared across positions.
+    """
+
+    def __init__(self, per_cell: int, grid: tuple[int, int], places: int, dim: int):
+        super().__init__()
+        self.where = nn.Parameter(torch.randn(places, grid[0] * grid[1]))  # distinct starts: places differ
+        self.out = nn.Sequential(nn.Linear(places * per_cell, dim), nn.LayerNorm(dim))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        # h (n, per_cell, gh, gw) -> (n, dim)
+        at = torch.einsum("pk,nck->npc", self.where.softmax(-1), h.flatten(2))  # (n, places, per_cell)
+        return self.out(at.flatten(1))
+
+
 class CellVerifier(nn.Module):
     """Locate, then verify: does what the frames show where the marker points match the instruction?
 
@@ -180,12 +203,13 @@ class CellVerifier(nn.Module):
     """
 
     def __init__(self, in_channels: int, dim: int, text_dim: int, slots: int, grid: tuple[int, int], window: int,
-                 words: nn.Module | None = None, per_cell: int = 16):
+                 words: nn.Module | None = None, per_cell: int = 16, places: int = 0):
         super().__init__()
         self.words = words  # its own instruction encoder (learned words), or None: the model's text tokens
         self.grid = grid
         self.cell = nn.Sequential(nn.Conv2d(in_channels, dim, 1), nn.GELU(), nn.Conv2d(dim, per_cell, 1))
-        self.frame = nn.Sequential(nn.Linear(per_cell * grid[0] * grid[1], dim), nn.LayerNorm(dim))
+        self.places = PlacePool(per_cell, grid, places, dim) if places else None  # else: the whole grid, linearly
+        self.frame = None if places else nn.Sequential(nn.Linear(per_cell * grid[0] * grid[1], dim), nn.LayerNorm(dim))
         self.slots = SlotQueries(text_dim, slots)
         self.query = nn.Sequential(nn.Linear(slots * text_dim, dim), nn.LayerNorm(dim))
         self.out = nn.Linear(2, 2)
@@ -202,7 +226,8 @@ class CellVerifier(nn.Module):
         h = self.cell(F.group_norm(x.flatten(0, 1), 1))
         if h.shape[-2:] != self.grid:
             h = F.adaptive_avg_pool2d(h, self.grid)
-        v = F.normalize(self.frame(h.flatten(1)).view(b, t, -1), dim=-1)  # (b, t, d)
+        v = self.places(h) if self.places is not None else self.frame(h.flatten(1))
+        v = F.normalize(v.view(b, t, -1), dim=-1)  # (b, t, d)
         q = F.normalize(self.query(self.slots(tokens, mask).flatten(1)), dim=-1)  # (b, d)
         sim = torch.einsum("btd,bd->bt", v, q)  # (b, t)
         marker = marker_logits.detach().softmax(-1)[:, :-1]  # (b, t): where the outcome is seen
@@ -250,8 +275,10 @@ class Autorater(nn.Module):
         # The instruction-blind twin reads no instruction anywhere: its verifier sees the blank token.
         words = BagOfWords(config.vocab, d, config.max_text_tokens) \
             if config.verify_words and config.use_instruction else None
+        if config.verify_places and not config.cell_verify:
+            raise ValueError("verify_places is the verifier's frame read-out: it needs cell_verify=True")
         self.verifier = CellVerifier(c, config.spatial_size, d, config.text_slots, grid, config.verify_window,
-                                     words) if config.cell_verify else None
+                                     words, places=config.verify_places) if config.cell_verify else None
 
     def _head(self, n_in: int) -> nn.Module:
         d = self.config.hidden_size
@@ -328,9 +355,11 @@ class Autorater(nn.Module):
         return out
 
     def losses(self, out: AutoraterOutput, tg: Targets) -> dict[str, torch.Tensor]:
-        own = tg.match > 0.5
+        own = ~(tg.match < 0.5)  # the video with its own instruction (a NaN match target: not told, still own)
         zero = out.success_logit.sum() * 0
-        losses = {"match": F.binary_cross_entropy_with_logits(out.match_logit, tg.match.float())}
+        told = torch.isfinite(tg.match)
+        losses = {"match": F.binary_cross_entropy_with_logits(out.match_logit[told], tg.match[told].float())
+                  if told.any() else zero}
         known = torch.isfinite(tg.success)
         losses["success"] = F.binary_cross_entropy_with_logits(out.success_logit[known], tg.success[known].float()) \
             if known.any() else zero

@@ -1,6 +1,7 @@
 """Can the instruction be grounded where the outcome is seen? A probe on the frozen frame features.
 
     python -m benchmarks.grounding_probe [--suites bench-out/quality-ego/suites] [--pixel-cells 4]
+                                         [--image-size 128] [--num-frames 32] [--places 0]
                                          [--text bow|minilm] [--window 8] [--marker human|truth|MODEL_DIR]
 
 On the successful training continuations (aggregated human label), the probe takes the ``window``
@@ -8,7 +9,7 @@ sampled frames ending one after the marker (the human one, the simulator's event
 or a trained model's prediction), and a small model tells the clip's own instruction from another
 scenario's instruction *of the same category* ("pick up the red ball" vs "pick up the green key"):
 each frame becomes one position-aware embedding (its cells and their change, reduced per cell, one
-linear read-out of the grid); learned words (or MiniLM tokens) feed four slot queries, pooled into
+linear read-out of the grid, or ``--places k``: k learned places, ``PlacePool``); learned words (or MiniLM tokens) feed four slot queries, pooled into
 one query; the logit is the best frame's cosine, scaled. Split by scenario; prints validation
 accuracy overall and per category (chance 0.5) and writes JSON. (A per-cell dot product with a max
 over cells, the first design, did not even fit the training clips: position is the signal.)
@@ -40,13 +41,14 @@ class Probe(nn.Module):
     """
 
     def __init__(self, channels: int, cells: int, text_encoder: nn.Module, text_dim: int, dim: int = 64,
-                 slots: int = 4, per_cell: int = 16):
-        from autorater.model import SlotQueries
+                 slots: int = 4, per_cell: int = 16, places: int = 0, grid: tuple[int, int] | None = None):
+        from autorater.model import PlacePool, SlotQueries
 
         super().__init__()
         self.text_encoder = text_encoder
         self.cell = nn.Sequential(nn.Conv2d(2 * channels, dim, 1), nn.GELU(), nn.Conv2d(dim, per_cell, 1))
-        self.frame = nn.Sequential(nn.Linear(per_cell * cells, dim), nn.LayerNorm(dim))
+        self.frame = nn.Sequential(nn.Flatten(1), nn.Linear(per_cell * cells, dim), nn.LayerNorm(dim)) \
+            if not places else PlacePool(per_cell, grid, places, dim)
         self.slots = SlotQueries(text_dim, slots)
         self.query = nn.Sequential(nn.Linear(slots * text_dim, dim), nn.LayerNorm(dim))
         self.scale = nn.Parameter(torch.tensor(math.log(10.0)))
@@ -57,7 +59,7 @@ class Probe(nn.Module):
         change = torch.cat([torch.zeros_like(x[:, :1]), x[:, 1:] - x[:, :-1]], dim=1)
         x = torch.cat([x, change], dim=2)
         b, k = x.shape[:2]
-        v = self.frame(self.cell(F.group_norm(x.flatten(0, 1), 1)).flatten(1)).view(b, k, -1)  # (b, k, d)
+        v = self.frame(self.cell(F.group_norm(x.flatten(0, 1), 1))).view(b, k, -1)  # (b, k, d)
         tokens, mask = self.text_encoder(instructions)
         q = self.query(self.slots(tokens, mask).flatten(1))  # (b, d)
         sim = torch.einsum("bkd,bd->bk", F.normalize(v, dim=-1), F.normalize(q, dim=-1))
@@ -97,11 +99,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suites", default="bench-out/quality-ego/suites", help="the quality benchmark's suites")
     parser.add_argument("--cache-dir", default=None, help="feature cache (default: next to the suites)")
     parser.add_argument("--pixel-cells", type=int, default=4, help="raw colours per cell beside lite0 (0: none)")
+    parser.add_argument("--image-size", type=int, default=128,
+                        help="decoded frame size (112: the 7x7 first-person tiles fall on the 16-px cells)")
+    parser.add_argument("--num-frames", type=int, default=32, help="frames sampled per clip (64: every frame)")
     parser.add_argument("--text", choices=("bow", "minilm"), default="bow")
     parser.add_argument("--window", type=int, default=8, help="frames ending one after the marker")
     parser.add_argument("--marker", default="human",
                         help="'human' (the aggregated annotators' marker), 'truth' (the simulator's event time: "
                              "a ceiling, never a training label) or a model folder whose predicted marker is used")
+    parser.add_argument("--places", type=int, default=0,
+                        help="frame read-out: 0 = one linear map of the whole grid; k = k learned places (PlacePool)")
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
@@ -117,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
 
     suite = Suite.load(root / "train")
     ex = build_examples([suite])
-    cfg = PRESETS["base"].replace(pixel_cells=args.pixel_cells)
+    cfg = PRESETS["base"].replace(pixel_cells=args.pixel_cells, image_size=args.image_size, num_frames=args.num_frames)
     encoder_model = Autorater(cfg)
     clips = FeatureCache(args.cache_dir or root.parent / "cache").load(encoder_model, ex.video_paths, progress=True)
     marker_s = np.array(ex.marker_s, dtype=float)
@@ -150,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         text = encoder_model.text_encoder
         text_dim = text.out_dim
-    probe = Probe(x.shape[2], x.shape[-2] * x.shape[-1], text, text_dim)
+    probe = Probe(x.shape[2], x.shape[-2] * x.shape[-1], text, text_dim, places=args.places, grid=tuple(x.shape[-2:]))
     params = [p for p in probe.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
     val_neg = negatives(instr, cats, np.random.default_rng(args.seed + 1))  # fixed validation negatives
@@ -188,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     report = {"args": vars(args), "clips": len(keep), "train": len(train_rows), "val": len(val_rows),
               "wall_s": round(time.perf_counter() - start, 1), "best": best, "final": history[-1],
               "history": history}
-    out = Path(args.out or root.parent / f"grounding-probe-{args.text}-pix{args.pixel_cells}-w{args.window}-"
+    out = Path(args.out or root.parent / f"grounding-probe-{args.text}-pix{args.pixel_cells}-{args.image_size}px-"
+                                          f"{args.num_frames}f-w{args.window}-places{args.places}-"
                                           f"{args.marker if args.marker in ('human', 'truth') else 'model'}.json")
     out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"\nown vs same-category instruction, {len(keep)} successful clips ({len(val_rows)} validation): best "

@@ -22,12 +22,13 @@ from data.video import write_video
 N_FRAMES, FPS, SIZE = 8, 8.0, 32
 GROUNDINGS = [{"grounding": "film"}, {"grounding": "cells", "frame_pool": True, "token_norm": True},
               {"grounding": "film", "cell_verify": True},
-              {"grounding": "film", "cell_verify": True, "verify_words": True}]  # model options
+              {"grounding": "film", "cell_verify": True, "verify_words": True},
+              {"grounding": "film", "cell_verify": True, "verify_words": True, "verify_places": 2}]  # model options
 
 
 def grounding_id(options: dict) -> str:
     return (options["grounding"] + ("+verify" if options.get("cell_verify") else "")
-            + ("+words" if options.get("verify_words") else ""))
+            + ("+words" if options.get("verify_words") else "") + ("+places" if options.get("verify_places") else ""))
 MARKER_S = 0.5  # the square appears at frame 4
 COLOURS = {"red": (230, 20, 20), "blue": (20, 20, 230)}
 

@@ -47,3 +47,18 @@ def test_probe_negatives_are_another_instruction_of_the_same_category():
     got = negatives(texts, cats, np.random.default_rng(0))
     assert got[:4] == [texts[1], texts[0], texts[3], texts[2]]
     assert got[4] == texts[4]  # no other of its category: itself (a pair the probe cannot learn from)
+
+
+def test_readability_tiles_keep_each_tiles_colours_in_place():
+    import numpy as np
+
+    from benchmarks.readability import FRONT, tile_features
+
+    frame = np.zeros((112, 112, 3), dtype=np.uint8)
+    r, c = FRONT
+    frame[r * 16:(r + 1) * 16, c * 16:c * 16 + 8] = (255, 0, 0)  # the left half of the front tile is red
+    x = tile_features(frame, cells=7, block=4)
+    assert x.shape == (7, 7, 3 * 4 * 4)
+    assert x.sum() == x[r, c].sum() > 0  # nothing leaks into other tiles
+    blocks = x[r, c].reshape(4, 4, 3)
+    assert np.allclose(blocks[:, :2], (1, 0, 0)) and np.allclose(blocks[:, 2:], 0)  # left half red, right black

@@ -416,3 +416,22 @@ def test_patch_encoder_gives_one_trainable_token_per_tile():
 def test_verify_words_without_the_verifier_is_refused():
     with pytest.raises(ValueError, match="verify_words .* needs cell_verify=True"):
         tiny_model(verify_words=True)
+    with pytest.raises(ValueError, match="verify_places .* needs cell_verify=True"):
+        tiny_model(verify_places=2)
+
+
+def test_a_place_reads_only_where_it_looks():
+    from autorater.model import PlacePool
+
+    torch.manual_seed(0)
+    pool = PlacePool(per_cell=3, grid=(4, 4), places=2, dim=8)
+    with torch.no_grad():
+        pool.where.fill_(-1e4)
+        pool.where[:, 5] = 0.0  # both places look at cell (1, 1) only
+    h = torch.randn(2, 3, 4, 4)
+    elsewhere = h.clone()
+    elsewhere[:, :, 3, 2] += 5.0  # another cell changes
+    there = h.clone()
+    there[:, :, 1, 1] += 5.0  # the watched cell changes
+    assert torch.allclose(pool(h), pool(elsewhere)) and not torch.allclose(pool(h), pool(there))
+    assert pool(h).shape == (2, 8)

@@ -259,3 +259,24 @@ def test_rotations_only_for_suites_that_declare_the_top_down_view(tmp_path):
           out=tmp_path / "model")
     saved = json.loads((tmp_path / "model" / "metadata.json").read_text())["train_config"]
     assert saved["rotate"] is False  # the saved recipe says what was done
+
+
+def test_match_on_successes_asks_own_vs_same_category_only_of_success_videos(tmp_path):
+    from training.train import make_batch
+
+    suite = colour_suite(tmp_path / "suite", n_scenarios=6, per_scenario=2)
+    tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c"), match_on_successes=True)
+    model, data = prepare([suite], PRESETS["tiny"], tc)
+    rows = np.arange(len(data.ex))
+    inputs, tg = make_batch(data, rows, tc, np.random.default_rng(0))
+    n, success = len(rows), np.array(data.ex.p_success) > 0.5
+    assert 0 < success.sum() < n
+    assert torch.isnan(tg.match[:n][~success]).all() and (tg.match[:n][success] == 1).all()  # failures: not told
+    negatives = torch.arange(len(tg.match))[n:]
+    assert len(negatives) == success.sum() and (tg.match[negatives] == 0).all()  # every success, once
+    own = {i: data.ex.instructions[i] for i in rows}
+    shown = [own[int(r)] for r in np.flatnonzero(success)]
+    assert sorted(inputs["instructions"][n:]) == sorted({"red": "blue", "blue": "red"}[s] for s in shown)
+    out = model(**inputs, targets=tg)
+    assert torch.isfinite(out.loss) and torch.isfinite(out.losses["match"])
+    assert torch.isfinite(out.losses["marker"])  # failure videos keep their marker loss (still "own")

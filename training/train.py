@@ -49,6 +49,9 @@ class TrainConfig:
     success_negatives: bool = False  # also train the success head on the mismatch rows (see make_batch); off:
     # measured on 2,000 continuations, it stalled training at chance (the success loss cannot drop before the
     # model grounds the instruction, which it had not learned to do)
+    match_on_successes: bool = False  # the instruction-match task on success videos only, every one paired with
+    #                                  another instruction of its category (the grounding probe's task): a failed
+    #                                  video shows nothing that tells its own instruction from another
     negative_label: float = 0.02  # success target of a success video under another scenario's instruction
     success_weight: float = 1.0
     marker_weight: float = 0.5
@@ -128,15 +131,21 @@ def _rotate(x: torch.Tensor, k: torch.Tensor, spatial_dims: tuple[int, int]) -> 
     return out
 
 
-def _mismatch_partners(rows: np.ndarray, data: _Data, share: float, rng: np.random.Generator):
-    """For a share of the batch, another row of the batch whose instruction differs (same category preferred)."""
+def _mismatch_partners(rows: np.ndarray, data: _Data, share: float, rng: np.random.Generator,
+                       successes_only: bool = False):
+    """For a share of the batch, another row of the batch whose instruction differs (same category preferred);
+    ``successes_only``: every success video of the batch, paired within its category only."""
     chosen, partners = [], []
     instr = [data.ex.instructions[r] for r in rows]
     cats = [data.ex.categories[r] for r in rows]
-    for i in rng.permutation(len(rows))[: int(round(share * len(rows)))]:
+    if successes_only:
+        picked = [i for i in rng.permutation(len(rows)) if data.ex.p_success[rows[i]] > 0.5]
+    else:
+        picked = rng.permutation(len(rows))[: int(round(share * len(rows)))]
+    for i in picked:
         other = [j for j in range(len(rows)) if instr[j] != instr[i]]
         same = [j for j in other if cats[j] == cats[i]]
-        pool = same or other
+        pool = same if successes_only else (same or other)
         if pool:
             chosen.append(i)
             partners.append(pool[rng.integers(len(pool))])
@@ -154,7 +163,7 @@ def make_batch(data: _Data, rows: np.ndarray, tc: TrainConfig, rng: np.random.Ge
         if tc.rotate:
             dims = (2, 3) if clips.is_frames else (3, 4)
             feats = _rotate(feats, torch.from_numpy(rng.integers(0, 4, len(rows))), dims)
-        chosen, partners = _mismatch_partners(rows, data, tc.mismatch_share, rng)
+        chosen, partners = _mismatch_partners(rows, data, tc.mismatch_share, rng, tc.match_on_successes)
         if chosen:
             feats = torch.cat([feats, feats[chosen]])
             instructions += [instructions[j] for j in partners]
@@ -167,6 +176,9 @@ def make_batch(data: _Data, rows: np.ndarray, tc: TrainConfig, rng: np.random.Ge
     swapped = match == 0
     negative = torch.full_like(success[swapped], tc.negative_label if tc.success_negatives else float("nan"))
     success[swapped] = torch.where(success[swapped] > 0.5, negative, torch.full_like(negative, float("nan")))
+    if tc.match_on_successes:  # own vs other is only told on a video that shows the instructed outcome
+        shown = torch.tensor([ex.p_success[i] > 0.5 for i in idx.tolist()])
+        match = torch.where(shown, match, torch.full_like(match, float("nan")))
     targets = Targets(success=success,
                       marker_index=data.marker_index[idx], failure_mode=data.failure_index[idx], match=match,
                       weights=(tc.success_weight, tc.marker_weight, tc.failure_weight, tc.match_weight))
