@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
 
     variant = args.set + args.train_set
     run_name = "default-recipe" if not variant else "variant " + " ".join(variant)
-    slug = "" if not variant else "-" + re.sub(r"[^A-Za-z0-9_.]+", "_", "-".join(variant)).strip("_.")[:120]
+    slug = "" if not variant else "-" + variant_slug(variant)
     result = {"config": config.to_dict(), "train_config": tc.to_dict(), "overrides": variant,
               "train": {"continuations": len(train_suite.continuations)}, "held_out": {}}
     start = time.perf_counter()
@@ -145,6 +145,17 @@ def main(argv: list[str] | None = None) -> int:
     print(_summary(result))
     print(f"\nwritten to {out / report_name}; MLflow: {uri}")
     return 0
+
+
+def variant_slug(variant: list[str], limit: int = 120) -> str:
+    """A folder-safe name for a variant; a long one is cut and keeps a hash of the whole, so two variants
+    that share a long prefix (a second stage ``init_from`` the first) never write into one folder."""
+    import hashlib
+
+    slug = re.sub(r"[^A-Za-z0-9_.]+", "_", "-".join(variant)).strip("_.")
+    if len(slug) <= limit:
+        return slug
+    return slug[:limit - 9] + "-" + hashlib.sha1(slug.encode()).hexdigest()[:8]
 
 
 def _reference_calibration(model, suite, cache_dir: str) -> dict:

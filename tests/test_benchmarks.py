@@ -62,3 +62,13 @@ def test_readability_tiles_keep_each_tiles_colours_in_place():
     assert x.sum() == x[r, c].sum() > 0  # nothing leaks into other tiles
     blocks = x[r, c].reshape(4, 4, 3)
     assert np.allclose(blocks[:, :2], (1, 0, 0)) and np.allclose(blocks[:, 2:], 0)  # left half red, right black
+
+
+def test_long_variant_names_stay_distinct_and_short():
+    from benchmarks.quality import variant_slug
+
+    first = [f"field_{i}=true" for i in range(12)]
+    second = first + ["init_from=bench-out/model-" + "x" * 100]
+    assert variant_slug(["image_size=112"]) == "image_size_112"
+    assert len(variant_slug(first)) <= 120 and len(variant_slug(second)) <= 120
+    assert variant_slug(first) != variant_slug(second)  # a second stage never overwrites its first
