@@ -18,21 +18,28 @@ class AutoraterConfig:
         True
     """
 
-    # Frames: decoded at ``image_size`` x ``image_size``, ``num_frames`` sampled uniformly over the video.
-    encoder: str = "efficientnet_lite0"  # name in autorater.encoders.FRAME_ENCODERS
+    # The model: "events" (per-frame events chained into a competing-risks likelihood, autorater/events.py:
+    # the recipe) or "transformer" (the first design: one clip-level transformer, the ``PRESETS["transformer"]``).
+    architecture: str = "events"
+    # Frames: decoded at ``image_size`` x ``image_size``, ``num_frames`` sampled uniformly over the video (a clip
+    # shorter than that repeats frames; the events model skips the repeats, so every frame is seen once).
+    encoder: str = "pixels"  # name in autorater.encoders.FRAME_ENCODERS
     encoder_stage: int = 3  # timm feature stage of lite0: 2 -> stride 8 (40 ch, 16x16), 3 -> stride 16 (112 ch, 8x8)
-    pixel_cells: int = 0  # > 0: beside the pretrained features, each token's raw colours on a k x k sub-grid
-    #                       (3 k^2 channels): ImageNet features are trained to ignore colour, instructions are not
+    pixel_cells: int = 4  # raw colours of each cell on a k x k sub-grid (3 k^2 channels): the "pixels" encoder's
+    #                       output, or (lite0) beside its features: ImageNet features ignore colour, instructions do not
+    grid_size: int = 7  # "pixels" encoder: cells per side (7 at 112 px: one cell per tile of a 7 x 7 first-person view)
     patch_size: int = 0  # "patch" encoder: pixels per patch (0: image_size // 8, an 8 x 8 grid)
-    image_size: int = 128
-    num_frames: int = 32
+    image_size: int = 112
+    num_frames: int = 72  # 9 s at 8 fps: every frame of the generated suites' continuations
     frame_diff: bool = True  # feed the change from the previous frame beside each frame's features
     # Instruction.
-    text_encoder: str = "minilm"  # name in autorater.encoders.TEXT_ENCODERS
+    text_encoder: str = "bow"  # name in autorater.encoders.TEXT_ENCODERS
     max_text_tokens: int = 24
     use_instruction: bool = True  # False = the instruction-blind baseline
     vocab: list[str] = field(default_factory=list)  # for the learned "bow" text encoder, set at training
-    # Fusion: a spatial FiLM block per frame, then a transformer over frame tokens attending to the text.
+    # Events: the instruction is matched at this many learned places of the grid (autorater/events.py).
+    places: int = 4
+    # Transformer. Fusion: a spatial FiLM block per frame, then a transformer over frame tokens attending to the text.
     token_norm: bool = False  # LayerNorm the frame tokens before adding time/phase embeddings (without it the
     #                          video content is ~2% of a token); an experiment: no measured gain yet (README)
     grounding: str = "film"  # per-frame block: "film" (FiLM + attention pool) or "cells" (per-cell text scores)
@@ -68,6 +75,8 @@ class AutoraterConfig:
         unknown = set(d) - names
         if unknown:
             raise ValueError(f"unknown AutoraterConfig field(s) {sorted(unknown)}; known: {sorted(names)}")
+        if "architecture" not in d and d:  # a folder written before the field existed: the first design
+            d = {**d, "architecture": "transformer"}
         defaults = cls()
         for key, value in d.items():
             want = type(getattr(defaults, key))
@@ -96,8 +105,15 @@ class AutoraterConfig:
         return dataclasses.replace(self, **changes)
 
 
+ARCHITECTURES = ("events", "transformer")
+
+_TRANSFORMER = AutoraterConfig(architecture="transformer", encoder="efficientnet_lite0", pixel_cells=0, image_size=128,
+                               num_frames=32, text_encoder="minilm")
+
 PRESETS: dict[str, AutoraterConfig] = {
-    "tiny": AutoraterConfig(encoder="tiny_cnn", image_size=32, num_frames=8, text_encoder="bow",
-                            spatial_size=16, hidden_size=32, num_layers=1, num_heads=2, dropout=0.0),
+    "tiny": AutoraterConfig(image_size=32, grid_size=4, pixel_cells=2, num_frames=8, places=2),
+    "tiny_transformer": _TRANSFORMER.replace(encoder="tiny_cnn", image_size=32, num_frames=8, text_encoder="bow",
+                                             spatial_size=16, hidden_size=32, num_layers=1, num_heads=2, dropout=0.0),
     "base": AutoraterConfig(),
+    "transformer": _TRANSFORMER,
 }

@@ -107,6 +107,34 @@ def _tiny_cnn(config):
     return TinyCNN(width=max(8, config.spatial_size))
 
 
+class PixelCells(_FrameEncoder):
+    """Raw colours of a ``grid`` x ``grid`` layout of cells, each cell's mean colour on a k x k sub-grid.
+
+    No parameters (``frozen``: cached once per video). A rendered world draws one object per tile, so
+    with the grid on the tiles every cell is one object's picture (its colour and, on the sub-grid, its
+    shape), exactly what an instruction names; ImageNet features are built to ignore colour. Output
+    (n, 3 k^2, grid, grid), values in [0, 1].
+    """
+
+    frozen = True
+
+    def __init__(self, grid: int, k: int):
+        super().__init__()
+        self.grid, self.k = grid, k
+        self.out_channels = 3 * k * k
+
+    def encode_images(self, images):
+        return F.pixel_unshuffle(F.adaptive_avg_pool2d(images, (self.grid * self.k, self.grid * self.k)), self.k)
+
+
+@register_frame_encoder("pixels")
+def _pixels(config):
+    if config.grid_size < 1 or config.pixel_cells < 1:
+        raise ValueError(f"the pixels encoder needs grid_size >= 1 and pixel_cells >= 1, got {config.grid_size}, "
+                         f"{config.pixel_cells}")
+    return PixelCells(config.grid_size, config.pixel_cells)
+
+
 class TimmFeatures(_FrameEncoder):
     """A frozen timm backbone cut at one feature stage; ImageNet normalisation inside."""
 

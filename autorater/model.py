@@ -30,8 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autorater.config import PRESETS, AutoraterConfig
+from autorater.config import ARCHITECTURES, PRESETS, AutoraterConfig
 from autorater.encoders import BagOfWords, create_frame_encoder, create_text_encoder
+from autorater.events import EventHead, active_frames, event_losses, first_events, log1mexp
 
 
 @dataclass
@@ -53,7 +54,9 @@ class Targets:
     failure_mode: torch.Tensor  # long: index into config.failure_modes; -1 unknown / not a failure
     match: torch.Tensor  # 1 = the video's own instruction, 0 = another's (no marker or failure-mode loss);
     #                      NaN = its own, but no match loss (``match_on_successes``: a failed video)
-    weights: tuple[float, float, float, float] = (1.0, 1.0, 0.2, 0.5)  # success, marker, failure, match
+    # success, marker, failure, match, counterfactual (events: "success" weighs the event likelihood, which holds
+    # the outcome, the marker and the failure mode; "counterfactual" P(success) under another instruction)
+    weights: tuple[float, ...] = (1.0, 1.0, 0.2, 0.5, 0.3)
 
 
 def time_embedding(times_s: torch.Tensor, dim: int) -> torch.Tensor:
@@ -243,8 +246,16 @@ class Autorater(nn.Module):
     def __init__(self, config: AutoraterConfig):
         super().__init__()
         self.config = config
+        if config.architecture not in ARCHITECTURES:
+            raise ValueError(f"unknown architecture {config.architecture!r}; known: {', '.join(ARCHITECTURES)}")
         d = config.hidden_size
         self.frame_encoder = create_frame_encoder(config)
+        if config.architecture == "events":
+            grid = self._grid_size()
+            self.events = EventHead(self.frame_encoder.out_channels, grid[0] * grid[1], config.vocab,
+                                    1 + len(self.event_classes), config.places, use_instruction=config.use_instruction,
+                                    raw_colours=config.encoder == "pixels")
+            return
         self.text_encoder = create_text_encoder(config)
         self.text_proj = nn.Linear(self.text_encoder.out_dim, d)
         self.blank_text = nn.Parameter(torch.zeros(1, 1, d))  # the instruction-blind model's only "token"
@@ -280,6 +291,11 @@ class Autorater(nn.Module):
         self.verifier = CellVerifier(c, config.spatial_size, d, config.text_slots, grid, config.verify_window,
                                      words, places=config.verify_places) if config.cell_verify else None
 
+    @property
+    def event_classes(self) -> list[str]:
+        """The events model's event classes after "none": success, then each failure mode that is an event."""
+        return ["success"] + ([m for m in self.config.failure_modes if m != "timeout"] or ["failure"])
+
     def _head(self, n_in: int) -> nn.Module:
         d = self.config.hidden_size
         if self.config.mlp_heads:  # reads the instruction again: an explicit text-video interaction
@@ -314,6 +330,8 @@ class Autorater(nn.Module):
         """
         if features is None:
             features = self.frame_encoder(frames)
+        if self.config.architecture == "events":
+            return self._forward_events(features, times_s, takeover_s, instructions, targets)
         features = features.float()
         b, t = features.shape[:2]
         if self.config.frame_diff:
@@ -352,6 +370,34 @@ class Autorater(nn.Module):
             out.losses = self.losses(out, targets)
             w = targets.weights
             out.loss = sum(wi * out.losses[k] for wi, k in zip(w, ("success", "marker", "failure", "match")))
+        return out
+
+    def _forward_events(self, features: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor,
+                        instructions: list[str], targets: Targets | None) -> AutoraterOutput:
+        """The events model (autorater/events.py): per-frame events chained into the clip's outcome."""
+        logp, match = self.events(features, instructions)  # (b, t, classes), (b, t)
+        active = active_frames(times_s, takeover_s)
+        first, none = first_events(logp, active)  # (b, t, events), (b,)
+        log_ps = torch.logsumexp(first[..., 0], 1)
+        modes = self.config.failure_modes
+        failure = [none if m == "timeout" else torch.logsumexp(first[..., self.event_classes.index(m)], 1)
+                   for m in modes]
+        out = AutoraterOutput(
+            success_logit=log_ps - log1mexp(log_ps),
+            marker_logits=torch.cat([torch.logsumexp(first, -1), none[:, None]], 1),  # log P(first event at t / none)
+            failure_logits=torch.stack(failure, -1) if modes else none.new_zeros(len(none), 1),
+            match_logit=torch.logsumexp(2 * match.masked_fill(~active, -1e4), 1) / 2)
+        if targets is not None:
+            tg = targets
+            failure_class = torch.tensor([self.event_classes.index(modes[i]) if 0 <= i < len(modes) and
+                                          modes[i] != "timeout" else -1 for i in tg.failure_mode.tolist()])
+            timeout = (tg.marker_index == times_s.shape[1]) | torch.tensor(
+                [0 <= i < len(modes) and modes[i] == "timeout" for i in tg.failure_mode.tolist()], dtype=torch.bool)
+            out.losses = event_losses(first, none, match, active, times_s, tg.success, tg.marker_index, failure_class,
+                                      own=~(tg.match < 0.5), timeout=timeout)
+            w = dict(zip(("event", "marker", "failure", "match", "counterfactual"), tg.weights))
+            out.loss = w["event"] * out.losses["event"] + w["match"] * out.losses["match"] + \
+                w.get("counterfactual", 0.3) * out.losses["counterfactual"]
         return out
 
     def losses(self, out: AutoraterOutput, tg: Targets) -> dict[str, torch.Tensor]:
@@ -412,8 +458,8 @@ class Autorater(nn.Module):
     # -- folders ------------------------------------------------------------------------------
     def trainable_state_dict(self) -> dict[str, torch.Tensor]:
         """Everything but the frozen pretrained encoders (they are rebuilt from their packages)."""
-        skip = [name for name, m in (("frame_encoder.", self.frame_encoder), ("text_encoder.", self.text_encoder))
-                if getattr(m, "frozen", False)]
+        skip = [name + "." for name in ("frame_encoder", "text_encoder")
+                if getattr(getattr(self, name, None), "frozen", False)]
         return {k: v.detach().contiguous() for k, v in self.state_dict().items()
                 if not any(k.startswith(s) for s in skip)}
 

@@ -78,6 +78,12 @@ def model_name(model_dir: str | Path | None) -> str:
     return f"{name}@{version}" if version else f"{name}:{Path(model_dir).name}"
 
 
+def real_length(times_s: torch.Tensor) -> int:
+    """Frames of a batch (b, t) up to the last real one: a clip shorter than ``num_frames`` is padded at the end by
+    repeating its last frame (``data.video.sample_indices``); what every clip repeats can be cut off."""
+    return int(times_s.argmax(1).max()) + 1 if times_s.numel() else 0
+
+
 @torch.no_grad()
 def predict_batch(model: Autorater, *, times_s: torch.Tensor, durations_s: Sequence[float],
                   takeovers_s: Sequence[float], instructions: Sequence[str], frames: torch.Tensor | None = None,
@@ -92,6 +98,9 @@ def predict_batch(model: Autorater, *, times_s: torch.Tensor, durations_s: Seque
         ``marker_spread_s`` (b,), ``failure_mode`` (b,, index or -1), ``p_match`` (b,).
     """
     model.eval()
+    t = real_length(times_s)
+    times_s = times_s[:, :t]
+    frames, features = (x[:, :t] if x is not None else None for x in (frames, features))
     out = model(times_s=times_s, takeover_s=torch.tensor(list(takeovers_s), dtype=torch.float32),
                 instructions=list(instructions), frames=frames, features=features)
     marker, spread = model.decode_marker(out.marker_logits, times_s,

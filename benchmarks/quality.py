@@ -31,7 +31,7 @@ UNSEEN_AGENTS = ("ditherer", "quitter")
 UNSEEN_LEVELS = ("GoTo", "PickupDist", "OpenDoorLoc", "PutNextLocalS6N4")
 
 
-def _suites(root: Path, quick: bool, view: str = "full") -> dict[str, Path]:
+def _suites(root: Path, quick: bool, view: str = "full", image_size: int = 128) -> dict[str, Path]:
     from data.generate import generate_suite, swap_instructions
 
     n = {"train": 60 if quick else 1000, "scenarios": 20 if quick else 200, "agents": 15 if quick else 100,
@@ -45,7 +45,8 @@ def _suites(root: Path, quick: bool, view: str = "full") -> dict[str, Path]:
         paths[name] = root / name
         if not (paths[name] / "suite.json").exists():
             generate_suite(paths[name], levels=levels, agents=agents, scenarios=scenarios,
-                           continuations_per_scenario=2, seed=seed, version=name, view=view)
+                           continuations_per_scenario=2, seed=seed, version=name, view=view,
+                           image_size=image_size)
     paths["instruction_swaps"] = root / "instruction_swaps"
     if not (paths["instruction_swaps"] / "suite.json").exists():
         swap_instructions(paths["unseen_scenarios"], paths["instruction_swaps"], seed=105)
@@ -82,9 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny suites and few epochs: checks the pipeline only")
     parser.add_argument("--out", default="bench-out/quality")
     parser.add_argument("--epochs", type=int, default=None)
-    parser.add_argument("--view", choices=("full", "ego"), default="full",
-                        help="rendering of the generated suites: the whole grid from above, or the agent's own "
-                             "first-person 7x7 view (as STS videos are first-person)")
+    parser.add_argument("--view", choices=("full", "ego"), default="ego",
+                        help="rendering of the generated suites: the agent's own first-person 7x7 view (as STS "
+                             "videos are first-person; the default) or the whole grid from above")
+    parser.add_argument("--image-size", type=int, default=112,
+                        help="frame size of the generated suites (112: 16-pixel tiles, the recipe's cells)")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="change one AutoraterConfig field of the default recipe (JSON value, repeatable), "
                              "e.g. --set image_size=112 --set text_encoder=bow")
@@ -98,11 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(2)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    paths = _suites(out / "suites", args.quick, args.view)
+    paths = _suites(out / "suites", args.quick, args.view, args.image_size)
     suites = {k: Suite.load(v) for k, v in paths.items()}
     train_suite = suites.pop("train")
-    tc = TrainConfig(**{"cache_dir": str(out / "cache"), "epochs": args.epochs or (3 if args.quick else 30),
-                        **train_changes})
+    tc = TrainConfig(**{"cache_dir": str(out / "cache"), "epochs": args.epochs or (3 if args.quick else
+                                                                                 TrainConfig().epochs),
+                        **({"match_warmup_epochs": 2} if args.quick else {}), **train_changes})
     uri = default_tracking_uri(out / "runs")
 
     variant = args.set + args.train_set

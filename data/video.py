@@ -73,9 +73,15 @@ def video_info(path: str | os.PathLike) -> VideoInfo:
 
 
 def sample_indices(num_frames: int, n: int | None) -> np.ndarray:
-    """``n`` frame indices spread uniformly over ``num_frames`` (centre of each segment); all if n is None."""
+    """``n`` frame indices spread uniformly over ``num_frames`` (centre of each segment); all if n is None.
+
+    A video with fewer frames than ``n`` gives every frame once, then its last frame repeated up to ``n``
+    (padding at the end: a repeat has the time of the frame it repeats, and a batch can cut it off).
+    """
     if n is None:
         return np.arange(num_frames)
+    if n >= num_frames:
+        return np.minimum(np.arange(n), num_frames - 1)
     edges = np.linspace(0, num_frames, n + 1)
     return np.minimum(((edges[:-1] + edges[1:]) / 2).astype(np.int64), num_frames - 1)
 

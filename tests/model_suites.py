@@ -20,13 +20,26 @@ from data.suite import Annotation, Continuation, Reference, Scenario, Suite, Sui
 from data.video import write_video
 
 N_FRAMES, FPS, SIZE = 8, 8.0, 32
-GROUNDINGS = [{"grounding": "film"}, {"grounding": "cells", "frame_pool": True, "token_norm": True},
-              {"grounding": "film", "cell_verify": True},
-              {"grounding": "film", "cell_verify": True, "verify_words": True},
-              {"grounding": "film", "cell_verify": True, "verify_words": True, "verify_places": 2}]  # model options
+_T = {"architecture": "transformer"}
+GROUNDINGS = [{"architecture": "events"}, {**_T, "grounding": "film"},
+              {**_T, "grounding": "cells", "frame_pool": True, "token_norm": True},
+              {**_T, "grounding": "film", "cell_verify": True},
+              {**_T, "grounding": "film", "cell_verify": True, "verify_words": True},
+              {**_T, "grounding": "film", "cell_verify": True, "verify_words": True, "verify_places": 2}]  # model options
+
+
+def tiny_preset(options: dict):
+    """The tiny preset of an architecture (``options["architecture"]``, default events) with the other options."""
+    from autorater.config import PRESETS
+
+    options = dict(options)
+    name = "tiny" if options.pop("architecture", "events") == "events" else "tiny_transformer"
+    return PRESETS[name].replace(**options)
 
 
 def grounding_id(options: dict) -> str:
+    if options.get("architecture", "events") == "events":
+        return "events"
     return (options["grounding"] + ("+verify" if options.get("cell_verify") else "")
             + ("+words" if options.get("verify_words") else "") + ("+places" if options.get("verify_places") else ""))
 MARKER_S = 0.5  # the square appears at frame 4

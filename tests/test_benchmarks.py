@@ -11,7 +11,7 @@ def test_set_takes_json_values_and_bare_strings():
     got = parse_overrides(["image_size=112", "text_encoder=bow", "cell_verify=true", 'encoder="tiny_cnn"'],
                           AutoraterConfig)
     assert got == {"image_size": 112, "text_encoder": "bow", "cell_verify": True, "encoder": "tiny_cnn"}
-    assert PRESETS["base"].replace(**got).image_size == 112
+    assert PRESETS["base"].replace(**got).encoder == "tiny_cnn"
 
 
 def test_train_set_checks_train_config_fields_and_widens_ints_to_floats():
@@ -20,7 +20,7 @@ def test_train_set_checks_train_config_fields_and_widens_ints_to_floats():
 
 
 @pytest.mark.parametrize("item, names", [("image_size", "FIELD=VALUE"), ("imagesize=112", "imagesize"),
-                                         ("image_size=big", "must be int.*image_size=128"), ("cell_verify=1", "bool")])
+                                         ("image_size=big", "must be int.*image_size=112"), ("cell_verify=1", "bool")])
 def test_a_bad_set_names_the_field_and_the_fix(item, names):
     with pytest.raises(SystemExit, match=names):
         parse_overrides([item], AutoraterConfig)

@@ -47,7 +47,7 @@ def test_train_writes_a_model_folder_from_the_config_file(env, capsys):
     model = env["model"]
     assert {p.name for p in model.iterdir()} == {"config.json", "model.safetensors", "metadata.json"}
     loaded = Autorater.from_pretrained(model)
-    assert loaded.config.encoder == "tiny_cnn" and loaded.config.text_encoder == "bow"  # the tiny preset
+    assert loaded.config.encoder == "pixels" and loaded.config.text_encoder == "bow"  # the tiny preset
     meta = json.loads((model / "metadata.json").read_text())
     assert meta["train_config"]["epochs"] == 2 and meta["train_config"]["cache_dir"] == str(env["cache"])
     suite = env["suite"]

@@ -22,7 +22,7 @@ import autorater.model
 from autorater.config import PRESETS, AutoraterConfig
 from autorater.model import Autorater, AutoraterOutput, Targets
 from autorater.predict import to_records
-from model_suites import GROUNDINGS, grounding_id, one_thread
+from model_suites import GROUNDINGS, grounding_id, one_thread, tiny_preset
 
 VOCAB = ["go", "to", "the", "red", "blue", "ball"]
 MODES = ["timeout", "wrong_object"]
@@ -39,7 +39,7 @@ def one_torch_thread():
 def tiny_model(seed: int = 0, **changes) -> Autorater:
     """A tiny model whose every parameter (zeros at init included) is moved off its initial value."""
     torch.manual_seed(seed)
-    model = Autorater(PRESETS["tiny"].replace(vocab=VOCAB, failure_modes=MODES, **changes))
+    model = Autorater(tiny_preset(changes).replace(vocab=VOCAB, failure_modes=MODES))
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in model.parameters():
@@ -82,7 +82,8 @@ def test_outputs_have_the_documented_shapes_and_are_finite(grounding):
 
 
 def test_every_head_input_option_combines():
-    model = tiny_model(frame_pool=True, direct_pool=True, event_pooling=True, mlp_heads=True, cell_verify=True,
+    model = tiny_model(architecture="transformer", frame_pool=True, direct_pool=True, event_pooling=True,
+                       mlp_heads=True, cell_verify=True,
                        verify_words=True)
     with torch.no_grad():
         out = model(**inputs())
@@ -107,11 +108,14 @@ def test_the_loss_comes_only_when_targets_are_passed(grounding):
     out = model(**inputs())
     assert out.loss is None and out.losses == {}
     out = model(**inputs(), targets=targets())
-    assert set(out.losses) == {"success", "marker", "failure", "match"}
+    events = model.config.architecture == "events"
+    assert set(out.losses) == ({"event", "counterfactual", "match"} if events else
+                               {"success", "marker", "failure", "match"})
     assert out.loss.shape == () and torch.isfinite(out.loss) and out.loss.requires_grad
     assert all(torch.isfinite(v) for v in out.losses.values())
     out.loss.backward()
-    assert model.success_head.weight.grad.abs().sum() > 0
+    head = model.events.mlp[-1] if events else model.success_head
+    assert head.weight.grad.abs().sum() > 0
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
@@ -137,7 +141,7 @@ def _free_outputs(seed: int = 0) -> AutoraterOutput:
 
 
 def test_nan_success_targets_are_ignored():
-    model, out = tiny_model(), _free_outputs()
+    model, out = tiny_model(architecture="transformer"), _free_outputs()
     losses = model.losses(out, targets(success=(1.0, float("nan"), 0.0)))
     known = torch.tensor([0, 2])
     expected = F.binary_cross_entropy_with_logits(out.success_logit[known].detach(), torch.tensor([1.0, 0.0]))
@@ -147,17 +151,18 @@ def test_nan_success_targets_are_ignored():
     assert grad[1] == 0 and (grad[known] != 0).all()  # the unknown row gets no push either way
 
 
-def test_all_nan_success_targets_give_a_zero_success_loss_and_a_finite_total():
-    model = tiny_model().train()
+@pytest.mark.parametrize("architecture, key", [("transformer", "success"), ("events", "event")])
+def test_all_nan_success_targets_give_a_zero_success_loss_and_a_finite_total(architecture, key):
+    model = tiny_model(architecture=architecture).train()
     out = model(**inputs(), targets=targets(success=(float("nan"),) * B))
-    assert out.losses["success"] == 0
+    assert out.losses[key] == 0
     assert torch.isfinite(out.loss)
     out.loss.backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
 def test_a_mismatched_instruction_gets_no_marker_or_failure_mode_loss():
-    model, out = tiny_model(), _free_outputs()
+    model, out = tiny_model(architecture="transformer"), _free_outputs()
     tg = targets()
     tg.match = torch.tensor([1.0, 0.0, 0.0])  # row 1 has a failure mode, row 2 a marker: both now mismatched
     losses = model.losses(out, tg)
@@ -221,14 +226,15 @@ def test_a_tensor_that_does_not_fit_the_config_is_a_clear_error(tmp_path, change
     tiny_model().save_pretrained(tmp_path / "m")
     path = tmp_path / "m" / "model.safetensors"
     state = load_file(str(path))
+    key = "events.mlp.2.weight"  # the event classifier's last layer
     if change == "wrong_shape":
-        state["success_head.weight"] = torch.zeros(1, 7)
+        state[key] = torch.zeros(1, 7)
     elif change == "missing":
-        del state["success_head.weight"]
+        del state[key]
     else:
         state["surprise.weight"] = torch.zeros(2)
     save_file(state, str(path))
-    with pytest.raises(ValueError, match="success_head.weight|surprise.weight") as err:
+    with pytest.raises(ValueError, match=f"{key}|surprise.weight") as err:
         Autorater.from_pretrained(tmp_path / "m")
     assert str(path) in str(err.value)
 
@@ -308,7 +314,7 @@ def test_an_old_folder_without_newer_config_fields_still_loads(tmp_path):
 
 @pytest.mark.parametrize("head", ["distribution", "crossing"])
 def test_decoded_markers_lie_inside_the_video(head):
-    model = tiny_model(marker_head=head)
+    model = tiny_model(architecture="transformer", marker_head=head)
     g = torch.Generator().manual_seed(0)
     n = 96
     durations = 0.5 + 10 * torch.rand(n, generator=g)  # seconds
@@ -333,7 +339,7 @@ def test_a_peaked_marker_distribution_decodes_to_its_frame_time_or_the_end():
 
 
 def test_a_crossing_marker_decodes_to_the_first_reached_frame_or_the_end():
-    model = tiny_model(marker_head="crossing")
+    model = tiny_model(architecture="transformer", marker_head="crossing")
     times = (torch.arange(T) + 0.5).repeat(3, 1) / T
     reached_from = torch.tensor([2, 0, T])  # row 2 never reaches the goal
     logits = torch.where(torch.arange(T + 1)[None] >= reached_from[:, None], 8.0, -8.0)
@@ -374,7 +380,7 @@ def test_base_preset_encoders_load_offline_and_round_trip(tmp_path, monkeypatch)
     monkeypatch.setattr(socket.socket, "connect", no_network)
     monkeypatch.setattr(socket, "create_connection", no_network)
     torch.manual_seed(0)
-    model = Autorater(PRESETS["base"]).eval()
+    model = Autorater(PRESETS["transformer"]).eval()
     frames = torch.randint(0, 256, (1, 2, 128, 128, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
     x = {"frames": frames, "times_s": torch.tensor([[0.0, 0.5]]), "takeover_s": torch.zeros(1),
          "instructions": ["go to the red ball"]}
@@ -403,7 +409,7 @@ def test_base_preset_encoders_load_offline_and_round_trip(tmp_path, monkeypatch)
 def test_patch_encoder_gives_one_trainable_token_per_tile():
     from autorater.encoders import create_frame_encoder
 
-    cfg = PRESETS["tiny"].replace(encoder="patch", image_size=32, spatial_size=16)
+    cfg = PRESETS["tiny_transformer"].replace(encoder="patch", image_size=32, spatial_size=16)
     encoder = create_frame_encoder(cfg)
     frames = torch.zeros(2, 3, 32, 32, 3, dtype=torch.uint8)
     frames[0, :, :4, :4] = 255  # one bright tile changes exactly one token
@@ -415,9 +421,9 @@ def test_patch_encoder_gives_one_trainable_token_per_tile():
 
 def test_verify_words_without_the_verifier_is_refused():
     with pytest.raises(ValueError, match="verify_words .* needs cell_verify=True"):
-        tiny_model(verify_words=True)
+        tiny_model(architecture="transformer", verify_words=True)
     with pytest.raises(ValueError, match="verify_places .* needs cell_verify=True"):
-        tiny_model(verify_places=2)
+        tiny_model(architecture="transformer", verify_places=2)
 
 
 def test_a_place_reads_only_where_it_looks():

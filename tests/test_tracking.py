@@ -68,7 +68,7 @@ def test_tracked_training_logs_params_epoch_metrics_and_registers_a_version(env)
     run = client.get_run(tracked.run_id)
     assert run.info.status == "FINISHED" and run.info.run_name == "first"
     params = run.data.params
-    assert params["model.encoder"] == "tiny_cnn" and params["train.epochs"] == "2"
+    assert params["model.encoder"] == "pixels" and params["train.epochs"] == "2"
     assert params["data.suites"] == "tiny@v1"
     assert int(params["data.n_train"]) + int(params["data.n_val"]) == 20
     assert "model.vocab" not in params  # learned from the data, kept in the logged config.json
@@ -160,7 +160,7 @@ def test_compare_runs_lists_runs_with_params_and_metrics(env):
     by_id = {r["run_id"]: r for r in rows}
     first = by_id[env["tracked"].run_id]
     assert first["run_name"] == "first" and first["registered"] == f"autorater@{env['tracked'].version}"
-    assert first["params"]["model.encoder"] == "tiny_cnn"
+    assert first["params"]["model.encoder"] == "pixels"
     assert "best_val_balanced_accuracy" in first["metrics"]
     assert [r["start_time"] for r in rows] == sorted((r["start_time"] for r in rows), reverse=True)
     table = tracking.format_runs_table(tracking.compare_runs(env["uri"]))

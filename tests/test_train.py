@@ -17,7 +17,8 @@ from autorater.predict import predict_batch
 from data.splits import split_groups
 from data.suite import Suite
 from data.video import read_video
-from model_suites import GROUNDINGS, grounding_id, bright_square_video, colour_suite, colour_video, learnable_suite, one_thread
+from model_suites import (GROUNDINGS, grounding_id, bright_square_video, colour_suite, colour_video, learnable_suite,
+                          one_thread, tiny_preset)
 from training.cache import FeatureCache
 from training.dataset import build_examples
 from training.train import TrainConfig, predict_rows, prepare, run_epoch, train
@@ -32,7 +33,7 @@ def one_torch_thread():
 
 def fit(suites, tc: TrainConfig, epochs: int, **changes):
     """``prepare`` then ``epochs`` of ``run_epoch`` on every row at a constant learning rate (no validation)."""
-    model, data = prepare(suites, PRESETS["tiny"].replace(**changes), tc)
+    model, data = prepare(suites, tiny_preset(changes), tc)
     rows = np.arange(len(data.ex))
     opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
@@ -52,7 +53,7 @@ def test_a_few_dozen_steps_overfit_eight_episodes(tmp_path):
     y = np.array(data.ex.p_success) > 0.5
     assert y.any() and not y.all()
     assert ((p >= 0.5) == y).all()  # train accuracy 1.0
-    assert history[-1]["train_success"] < 0.1 < history[0]["train_success"]
+    assert history[-1]["train_event"] < 0.1 < history[0]["train_event"]  # the outcome and marker likelihood
     assert history[-1]["train_loss"] < 0.5 * history[0]["train_loss"]
 
 
@@ -210,10 +211,10 @@ def test_train_writes_a_loadable_model_folder_with_its_metadata(tmp_path):
 def test_a_second_stage_trains_only_the_new_verifier_from_the_first_models_weights(tmp_path, words):
     suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
     cache = str(tmp_path / "cache")
-    first = train([suite], PRESETS["tiny"], TrainConfig(epochs=2, aggregation="majority", cache_dir=cache),
+    first = train([suite], PRESETS["tiny_transformer"], TrainConfig(epochs=2, aggregation="majority", cache_dir=cache),
                   out=tmp_path / "stage1")
     start = {k: v.clone() for k, v in first.model.trainable_state_dict().items()}
-    second = train([suite], PRESETS["tiny"].replace(cell_verify=True, verify_words=words),
+    second = train([suite], PRESETS["tiny_transformer"].replace(cell_verify=True, verify_words=words),
                    TrainConfig(epochs=3, aggregation="majority", cache_dir=cache, lr=3e-3, patience=99,
                                init_from=str(tmp_path / "stage1"), train_only=["verifier."]))
     end = second.model.trainable_state_dict()
@@ -228,19 +229,19 @@ def test_a_second_stage_trains_only_the_new_verifier_from_the_first_models_weigh
 def test_a_bad_second_stage_says_what_does_not_fit(tmp_path):
     suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
     cache = str(tmp_path / "cache")
-    train([suite], PRESETS["tiny"], TrainConfig(epochs=1, aggregation="majority", cache_dir=cache),
+    train([suite], PRESETS["tiny_transformer"], TrainConfig(epochs=1, aggregation="majority", cache_dir=cache),
           out=tmp_path / "stage1")
     with pytest.raises(ValueError, match="missing .*verifier"):  # a new module must be in train_only
-        train([suite], PRESETS["tiny"].replace(cell_verify=True),
+        train([suite], PRESETS["tiny_transformer"].replace(cell_verify=True),
               TrainConfig(epochs=1, aggregation="majority", cache_dir=cache, init_from=str(tmp_path / "stage1")))
     with pytest.raises(ValueError, match="train_only prefix 'verfier.' matches no trainable parameter"):
-        train([suite], PRESETS["tiny"], TrainConfig(epochs=1, aggregation="majority", cache_dir=cache,
+        train([suite], PRESETS["tiny_transformer"], TrainConfig(epochs=1, aggregation="majority", cache_dir=cache,
                                                     init_from=str(tmp_path / "stage1"), train_only=["verfier."]))
     with pytest.raises(ValueError, match="hidden_size .* differs"):
-        train([suite], PRESETS["tiny"].replace(hidden_size=48),
+        train([suite], PRESETS["tiny_transformer"].replace(hidden_size=48),
               TrainConfig(epochs=1, aggregation="majority", cache_dir=cache, init_from=str(tmp_path / "stage1")))
     with pytest.raises(FileNotFoundError, match="not a model folder"):
-        train([suite], PRESETS["tiny"], TrainConfig(epochs=1, aggregation="majority", cache_dir=cache,
+        train([suite], PRESETS["tiny_transformer"], TrainConfig(epochs=1, aggregation="majority", cache_dir=cache,
                                                     init_from=str(tmp_path / "nowhere")))
 
 
@@ -266,7 +267,7 @@ def test_match_on_successes_asks_own_vs_same_category_only_of_success_videos(tmp
 
     suite = colour_suite(tmp_path / "suite", n_scenarios=6, per_scenario=2)
     tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c"), match_on_successes=True)
-    model, data = prepare([suite], PRESETS["tiny"], tc)
+    model, data = prepare([suite], PRESETS["tiny_transformer"], tc)
     rows = np.arange(len(data.ex))
     inputs, tg = make_batch(data, rows, tc, np.random.default_rng(0))
     n, success = len(rows), np.array(data.ex.p_success) > 0.5

@@ -33,9 +33,23 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
-def test_suggest_samples_inside_the_documented_space_and_replays():
+def test_suggest_samples_inside_the_documented_events_space_and_replays():
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     base_m, base_t = PRESETS["tiny"], TrainConfig(epochs=2)
+    for _ in range(20):
+        trial = study.ask()
+        m, t = suggest(trial, base_m, base_t)
+        assert 5e-4 <= t.lr <= 5e-3 and 1e-3 <= t.weight_decay <= 1e-1 and 2 <= m.places <= 8
+        assert 0.3 <= t.match_weight <= 3.0 and 0.1 <= t.counterfactual_weight <= 1.0
+        assert t.match_warmup_epochs in (0, 5, 10, 15, 20)
+        assert (m.encoder, m.image_size, m.num_frames, t.epochs) == ("pixels", 32, 8, 2)  # cache inputs untouched
+        study.tell(trial, 0.0)
+        assert suggest(optuna.trial.FixedTrial(trial.params), base_m, base_t) == (m, t)
+
+
+def test_suggest_samples_inside_the_documented_transformer_space_and_replays():
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    base_m, base_t = PRESETS["tiny_transformer"], TrainConfig(epochs=2)
     for _ in range(20):
         trial = study.ask()
         m, t = suggest(trial, base_m, base_t)
@@ -100,11 +114,11 @@ def test_a_study_logs_each_trial_as_a_nested_mlflow_run_and_resumes(tmp_path, tm
 
     # The best configs: the best trial's values on the stored base configs, as a config file `train` reads.
     model_cfg, train_cfg = best_configs(again)
-    assert train_cfg.lr == again.best_params["lr"] and model_cfg.hidden_size == again.best_params["hidden_size"]
-    assert model_cfg.encoder == "tiny_cnn" and train_cfg.epochs == 2
+    assert train_cfg.lr == again.best_params["lr"] and model_cfg.places == again.best_params["places"]
+    assert model_cfg.encoder == "pixels" and train_cfg.epochs == 2
     path = write_best_config(again, tmp_path / "best.json")
     loaded_m, loaded_t = load_config_file(path)
-    assert loaded_t == train_cfg and loaded_m.hidden_size == model_cfg.hidden_size
+    assert loaded_t == train_cfg and loaded_m.places == model_cfg.places
     assert "vocab" not in json.loads(path.read_text())["model"]
     assert [row["number"] for row in trials_table(again)] == [0, 1, 2]
 

@@ -67,6 +67,9 @@ def test_sample_indices_properties():
             assert len(idx) == n and (np.diff(idx) >= 0).all() and idx.min() >= 0 and idx.max() < total
             if n <= total:
                 assert len(set(idx.tolist())) == n
+            else:  # every frame once, then the last one repeated: padding at the end
+                np.testing.assert_array_equal(idx[:total], np.arange(total))
+                assert (idx[total:] == total - 1).all()
     np.testing.assert_array_equal(sample_indices(5, None), np.arange(5))
 
 

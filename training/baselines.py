@@ -79,7 +79,10 @@ def train_last_frame(suites: list[Suite], model_config: AutoraterConfig, tc: Tra
 def train_instruction_blind(suites: list[Suite], model_config: AutoraterConfig, tc: TrainConfig,
                             progress: bool = False):
     cfg = model_config.replace(use_instruction=False)
-    return train(suites, cfg, dataclasses.replace(tc, mismatch_share=0.0, match_weight=0.0), progress=progress).model
+    # No instruction pairs at all: a blind model cannot tell another instruction from its own.
+    blind = dataclasses.replace(tc, mismatch_share=0.0, match_weight=0.0, match_on_successes=False,
+                                success_negatives=False)
+    return train(suites, cfg, blind, progress=progress).model
 
 
 # ----------------------------------------------------------------------------------------------
@@ -112,7 +115,9 @@ class BarcodeBaseline:
 
 
 def _frame_config(model_config: AutoraterConfig) -> AutoraterConfig:
-    return model_config.replace(encoder="tiny_cnn", text_encoder="bow", vocab=[], failure_modes=[],
+    """Decoded frames (a trainable encoder's cache): 32 frames at 64 px, enough for a bar code, small in memory."""
+    return model_config.replace(architecture="transformer", encoder="tiny_cnn", text_encoder="bow", vocab=[],
+                                failure_modes=[], image_size=64, num_frames=min(32, model_config.num_frames),
                                 spatial_size=8, hidden_size=16, num_layers=1, num_heads=1)
 
 

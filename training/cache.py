@@ -37,6 +37,14 @@ class CachedClips:
 
 
 def cache_key(config: AutoraterConfig, frozen: bool) -> str:
+    """A folder name per input setting; ``-s2``: clips shorter than ``num_frames`` padded at the end (the sampling
+    since the events model), not repeated throughout."""
+    return _key(config, frozen) + "-s2"
+
+
+def _key(config: AutoraterConfig, frozen: bool) -> str:
+    if frozen and config.encoder == "pixels":
+        return f"pixels-{config.grid_size}g-{config.pixel_cells}k-{config.image_size}px-{config.num_frames}f"
     if frozen:
         pixels = f"-pix{config.pixel_cells}" if config.pixel_cells else ""
         return f"{config.encoder}-stage{config.encoder_stage}-{config.image_size}px-{config.num_frames}f{pixels}"

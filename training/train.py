@@ -26,6 +26,7 @@ import torch
 from autorater.config import AutoraterConfig
 from autorater.encoders import tokenize_words
 from autorater.model import Autorater, Targets
+from autorater.predict import real_length
 from calibration import marker_metrics, outcome_metrics
 from data.splits import split_groups
 from data.suite import Suite
@@ -37,26 +38,30 @@ from training.dataset import Examples, build_examples, marker_indices
 class TrainConfig:
     """The training recipe. Defaults are the real recipe."""
 
-    epochs: int = 30
-    batch_size: int = 32
-    lr: float = 1e-3
+    epochs: int = 15
+    batch_size: int = 16
+    lr: float = 2e-3
     weight_decay: float = 0.02
     warmup_steps: int = 50
     patience: int = 8  # epochs without a better validation balanced accuracy before stopping
     val_share: float = 0.15  # share of scenarios held out for early stopping
     aggregation: str = "dawid_skene"  # or "majority"
     mismatch_share: float = 0.5  # extra rows per batch pairing a video with another scenario's instruction
-    success_negatives: bool = False  # also train the success head on the mismatch rows (see make_batch); off:
-    # measured on 2,000 continuations, it stalled training at chance (the success loss cannot drop before the
-    # model grounds the instruction, which it had not learned to do)
-    match_on_successes: bool = False  # the instruction-match task on success videos only, every one paired with
+    success_negatives: bool = True  # also train P(success) on the mismatch rows (see make_batch): the events
+    # model's "counterfactual" loss. (On the transformer, measured on 2,000 continuations, it stalled training at
+    # chance: its success loss could not drop before it grounded the instruction, which it never did.)
+    match_on_successes: bool = True  # the instruction-match task on success videos only, every one paired with
     #                                  another instruction of its category (the grounding probe's task): a failed
     #                                  video shows nothing that tells its own instruction from another
-    negative_label: float = 0.02  # success target of a success video under another scenario's instruction
-    success_weight: float = 1.0
-    marker_weight: float = 0.5
-    failure_weight: float = 0.2
-    match_weight: float = 0.5
+    negative_label: float = 0.05  # success target of a success video under another scenario's instruction
+    success_weight: float = 1.0  # events: the event likelihood (outcome, marker and failure mode in one)
+    marker_weight: float = 0.5  # transformer only
+    failure_weight: float = 0.2  # transformer only
+    match_weight: float = 1.0
+    counterfactual_weight: float = 0.3  # events: P(success) of a success video under another instruction
+    match_warmup_epochs: int = 15  # events: epochs training the instruction match alone first (on success videos,
+    #                                own instruction vs another of its category); without it the match is still near
+    #                                chance after 12 epochs of joint training (README, "The event model")
     rotate: bool = True  # random 90-degree rotations of the top-down view (never mirror: "left" must stay left);
     #                      applied only when every training suite declares it (``top_down``): a first-person
     #                      frame has one orientation (the agent at the bottom, facing up)
@@ -104,7 +109,7 @@ def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainCon
     """Labels from the annotations, the vocabulary and failure modes, the model, and cached features."""
     ex = build_examples(suites, aggregation=tc.aggregation)
     cfg = model_config
-    if (cfg.text_encoder == "bow" or cfg.verify_words) and not cfg.vocab:
+    if (cfg.text_encoder == "bow" or cfg.verify_words or cfg.architecture == "events") and not cfg.vocab:
         cfg = cfg.replace(vocab=sorted({w for t in ex.instructions for w in tokenize_words(t)}))
     if not cfg.failure_modes:
         cfg = cfg.replace(failure_modes=sorted({m for m in ex.failure_mode if m}))
@@ -179,10 +184,15 @@ def make_batch(data: _Data, rows: np.ndarray, tc: TrainConfig, rng: np.random.Ge
     if tc.match_on_successes:  # own vs other is only told on a video that shows the instructed outcome
         shown = torch.tensor([ex.p_success[i] > 0.5 for i in idx.tolist()])
         match = torch.where(shown, match, torch.full_like(match, float("nan")))
+    times = clips.times_s[idx]
+    t = real_length(times)  # cut the padding every clip of the batch has
+    marker_index = data.marker_index[idx].clamp(max=t)  # "end of video" is bin t
+    feats, times = feats[:, :t], times[:, :t]
     targets = Targets(success=success,
-                      marker_index=data.marker_index[idx], failure_mode=data.failure_index[idx], match=match,
-                      weights=(tc.success_weight, tc.marker_weight, tc.failure_weight, tc.match_weight))
-    inputs = {"times_s": clips.times_s[idx], "takeover_s": torch.tensor([ex.takeover_s[i] for i in idx.tolist()]),
+                      marker_index=marker_index, failure_mode=data.failure_index[idx], match=match,
+                      weights=(tc.success_weight, tc.marker_weight, tc.failure_weight, tc.match_weight,
+                               tc.counterfactual_weight))
+    inputs = {"times_s": times, "takeover_s": torch.tensor([ex.takeover_s[i] for i in idx.tolist()]),
               "instructions": instructions, ("frames" if clips.is_frames else "features"): feats}
     return inputs, targets
 
@@ -205,6 +215,44 @@ def run_epoch(model: Autorater, data: _Data, rows: np.ndarray, tc: TrainConfig, 
         for k, v in {"loss": out.loss, **out.losses}.items():
             totals[k] = totals.get(k, 0.0) + float(v.detach())
     return {f"train_{k}": v / max(1, n_batches) for k, v in totals.items()}
+
+
+def warm_up_match(model: Autorater, data: _Data, rows: np.ndarray, tc: TrainConfig, rng: np.random.Generator,
+                  progress: bool = False, batch_size: int = 48, lr: float = 3e-3) -> list[float]:
+    """Events: train the instruction match (``model.events.match``) alone on the success videos, own instruction
+    against another of its category around the annotators' marker; returns the mean match loss per epoch."""
+    from autorater.events import active_frames, marker_window, match_loss
+
+    head = model.events
+    opt = torch.optim.Adam(head.match.parameters(), lr=lr)
+    successes = np.array([r for r in rows if data.ex.p_success[r] > 0.5])
+    pairs = dataclasses.replace(tc, match_on_successes=True)
+    epochs = range(tc.match_warmup_epochs)
+    if progress:
+        from tqdm import tqdm
+        epochs = tqdm(epochs, desc="instruction match warm-up", unit="epoch")
+    history = []
+    model.train()
+    for _ in epochs:
+        total, n = 0.0, 0
+        order = rng.permutation(successes)
+        for start in range(0, len(order), batch_size):
+            inputs, targets = make_batch(data, order[start:start + batch_size], pairs, rng)
+            key = "frames" if "frames" in inputs else "features"
+            features = inputs[key] if key == "features" else model.frame_encoder(inputs[key])
+            match = head.match(head.cells(features), head.text(inputs["instructions"]))
+            win = marker_window(inputs["times_s"], targets.marker_index,
+                                active_frames(inputs["times_s"], inputs["takeover_s"]))
+            loss = match_loss(match, win, own=targets.match == 1, other=targets.match == 0)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total, n = total + float(loss.detach()), n + 1
+        history.append(total / max(1, n))
+        if progress:
+            epochs.set_postfix(match_loss=f"{history[-1]:.3f}")
+    model.zero_grad(set_to_none=True)
+    return history
 
 
 @torch.no_grad()
@@ -273,12 +321,17 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
                              f"train_only, or retrain")
         model.load_state_dict(init_state, strict=False)
     train_rows, val_rows = split_groups(data.ex.scenario_keys, tc.val_share, tc.seed)
+    if model.config.architecture == "events" and init_state is None:
+        with torch.no_grad():
+            model.events.match.where.copy_(place_prior(data, train_rows, model.config.places, tc.seed))
     params = trainable_parameters(model, tc.train_only)
     opt = torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
     steps = tc.epochs * int(np.ceil(len(train_rows) / tc.batch_size))
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / tc.warmup_steps) * 0.5 * (1 + np.cos(np.pi * min(1.0, s / max(1, steps)))))
     rng = np.random.default_rng(tc.seed)
+    if model.config.architecture == "events" and tc.match_warmup_epochs and init_state is None:
+        warm_up_match(model, data, train_rows, tc, rng, progress)
     result = TrainResult(model=model, n_train=len(train_rows), n_val=len(val_rows))
     best_state, best_key, bad_epochs = None, None, 0
     epochs = range(1, tc.epochs + 1)
@@ -310,6 +363,43 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
                                              "train_suites": [f"{s.info.name}@{s.info.version}" for s in suites],
                                              "wall_s": round(result.wall_s, 1)})
     return result
+
+
+def place_prior(data: _Data, rows: np.ndarray, places: int, seed: int = 0) -> torch.Tensor:
+    """Starting logits of the events model's places (places, cells): Gaussians of widths 0.75-2 cells around the
+    cell whose content changes most, relative to the rest of the clip, around the annotators' success markers.
+
+    In first-person video that is where the agent acts (the object picked up appears under it). From a uniform
+    or random start the places took hundreds of steps to find it, the instruction match staying at chance
+    meanwhile (README, "The event model"); started here, the match learns from the first epochs.
+    """
+    from autorater.events import WINDOW_S
+
+    feats, times = data.clips.features, data.clips.times_s
+    h, w = feats.shape[-2:]
+    hit, rest = torch.zeros(h * w), torch.zeros(h * w)
+    n_hit = n_rest = 0
+    for r in rows:
+        k = int(data.marker_index[r])
+        if data.ex.p_success[r] <= 0.5 or not 0 <= k < times.shape[1]:
+            continue
+        change = (feats[r, 1:].float() - feats[r, :-1].float()).abs().mean(1).flatten(1)  # (t - 1, cells)
+        t = times[r, 1:]
+        fresh = (t > times[r, :-1]) & (t >= data.ex.takeover_s[r])  # not a repeated frame, after the takeover
+        near = fresh & (t >= times[r, k] - WINDOW_S[0]) & (t <= times[r, k] + WINDOW_S[1])
+        hit += change[near].sum(0)
+        rest += change[fresh & ~near].sum(0)
+        n_hit, n_rest = n_hit + int(near.sum()), n_rest + int((fresh & ~near).sum())
+    g = torch.Generator().manual_seed(seed)
+    noise = 0.1 * torch.randn(places, h * w, generator=g)
+    if not n_hit or not n_rest:
+        return noise
+    ratio = (hit / n_hit) / (rest / n_rest).clamp(min=1e-6)
+    cy, cx = divmod(int(ratio.argmax()), w)
+    yy, xx = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+    d2 = ((yy - cy) ** 2 + (xx - cx) ** 2).flatten().float()
+    widths = torch.linspace(0.75, 2.0, places)[:, None]
+    return -d2[None] / (2 * widths ** 2) + noise
 
 
 def top_down(suites: Sequence[Suite]) -> bool:
@@ -348,7 +438,8 @@ def load_init_state(folder: str | Path, config: AutoraterConfig) -> dict[str, to
 
     folder = Autorater.check_folder(folder)
     start = AutoraterConfig.load(folder / "config.json")
-    for key in ("encoder", "encoder_stage", "pixel_cells", "image_size", "num_frames", "text_encoder", "vocab",
+    for key in ("architecture", "encoder", "encoder_stage", "pixel_cells", "grid_size", "image_size", "num_frames",
+                "text_encoder", "vocab", "places",
                 "failure_modes", "hidden_size", "spatial_size", "grounding"):
         if key == "vocab" and not start.vocab:  # the start reads no learned words; this run may add some
             continue

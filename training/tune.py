@@ -62,7 +62,23 @@ def default_storage(workdir: str | os.PathLike = "runs") -> str:
 
 
 def suggest(trial, model_cfg: AutoraterConfig, train_cfg: TrainConfig) -> tuple[AutoraterConfig, TrainConfig]:
-    """Sample one point of the search space onto copies of the base configs.
+    """Sample one point of the search space onto copies of the base configs; the space depends on the
+    architecture.
+
+    ``events`` (the default):
+
+    ===================== =========================== ====================================================
+    name                  range                       what
+    ===================== =========================== ====================================================
+    lr                    5e-4 .. 5e-3, log           AdamW peak learning rate
+    weight_decay          1e-3 .. 1e-1, log           AdamW weight decay
+    places                2 .. 8                      learned places the instruction is matched at
+    match_weight          0.3 .. 3.0, log             loss weight of the instruction match
+    counterfactual_weight 0.1 .. 1.0, log             loss weight of P(success) under another instruction
+    match_warmup_epochs   0, 5, 10, 15, 20            epochs training the match alone first
+    ===================== =========================== ====================================================
+
+    ``transformer``:
 
     ============== =============================== ===============================================
     name           range                           what
@@ -81,6 +97,17 @@ def suggest(trial, model_cfg: AutoraterConfig, train_cfg: TrainConfig) -> tuple[
     Nothing here changes the encoder, image size or frames sampled: trials share one feature cache.
     Works with a live ``optuna.Trial`` and with ``optuna.trial.FixedTrial(params)`` (replay).
     """
+    if model_cfg.architecture == "events":
+        model = model_cfg.replace(places=trial.suggest_int("places", 2, 8))
+        train = dataclasses.replace(
+            train_cfg,
+            lr=trial.suggest_float("lr", 5e-4, 5e-3, log=True),
+            weight_decay=trial.suggest_float("weight_decay", 1e-3, 1e-1, log=True),
+            match_weight=trial.suggest_float("match_weight", 0.3, 3.0, log=True),
+            counterfactual_weight=trial.suggest_float("counterfactual_weight", 0.1, 1.0, log=True),
+            match_warmup_epochs=trial.suggest_int("match_warmup_epochs", 0, 20, step=5),
+        )
+        return model, train
     model = model_cfg.replace(
         hidden_size=trial.suggest_int("hidden_size", 64, 192, step=64),
         num_layers=trial.suggest_int("num_layers", 1, 3),

@@ -1,0 +1,219 @@
+"""The event model: per frame, did the instructed outcome (or a failure) happen here? (``architecture="events"``)
+
+A continuation succeeds when the first decisive *event* in it is a success: the agent reaches, picks
+up, opens or places what the instruction names. The model scores every frame and chains the frames
+into a discrete-time competing-risks likelihood::
+
+    cells of frame t and their change since t-1 --per-cell MLP--> generic cell features (what moved, appeared...)
+    instruction words (multi-hot, per half of the sentence) --linear--> one query per *place*
+    place k = a learned softmax over the grid positions; match(t) = sum_k <place_k(cells of t), query_k>
+    [generic cell features, match(t-1..t+1), the instruction's verb] --MLP--> P(none / success / failure mode) at t
+    P(first event is class c at t) = P(c at t) * prod_{s < t} P(none at s)      (frames after the takeover only)
+
+P(success) is the sum over frames of the first-event probability of "success"; the marker is the
+most likely first event (or the end, for a timeout); the failure mode is the likeliest failure class
+(timeout: no event at all). Training maximises the probability of the annotators' outcome with the
+event inside a window around their marker (they mark ~0.4 s after it), so every success and every
+early failure is a per-frame lesson, not one bit per clip.
+
+The instruction is read where the outcome is decided: the match is a bilinear form between the words
+and a few learned places of the frame (in first-person video the acted-on object sits in front of,
+or under, the agent). Places start where the frames change most around the annotators' markers
+(``place_prior``, computed from the training data): from a uniform start they take hundreds of steps to
+find that spot (README, "Model quality"). The match is also trained directly: the frames around a
+success marker must fit the clip's own instruction better than another instruction of its category.
+
+Frame padding: a frame whose time is not after the previous frame's (a repeated frame, when a clip
+is shorter than ``num_frames``) takes no part; so does every frame before the takeover.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from autorater.encoders import tokenize_words
+
+
+class HalvesBagOfWords(nn.Module):
+    """Instruction -> multi-hot over the vocabulary, for the whole sentence and for each of its halves.
+
+    The halves keep the binding of a two-object instruction ("put the *red ball* next to the *blue
+    key*") that a plain bag of words loses. Unknown words share one slot. No parameters: the
+    model's linear maps read it.
+    """
+
+    def __init__(self, vocab: list[str]):
+        super().__init__()
+        self.index = {w: i + 1 for i, w in enumerate(vocab)}  # 0: unknown
+        self.size = len(vocab) + 1
+        self.out_dim = 3 * self.size
+
+    def forward(self, texts: list[str]) -> torch.Tensor:
+        out = torch.zeros(len(texts), self.out_dim)
+        for row, text in enumerate(texts):
+            words = tokenize_words(text)
+            for i, word in enumerate(words):
+                k = self.index.get(word, 0)
+                out[row, k] = 1.0
+                out[row, self.size * (1 + int(2 * i >= len(words))) + k] = 1.0
+        return out
+
+
+class PlaceMatch(nn.Module):
+    """One match score per frame: the instruction's queries against a few learned places of the grid."""
+
+    def __init__(self, channels: int, text_dim: int, cells: int, places: int = 4, dim: int = 32):
+        super().__init__()
+        self.cell = nn.Sequential(nn.Linear(2 * channels, 64), nn.GELU(), nn.Linear(64, dim))
+        self.where = nn.Parameter(torch.randn(places, cells))  # re-set from the data by ``place_prior``
+        self.query = nn.Linear(text_dim, places * dim)
+        self.bias = nn.Linear(text_dim, 1)
+        self.places, self.dim = places, dim
+
+    def forward(self, cells: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+        # cells (b, t, p, 2c): each cell and its change; text (b, text_dim) -> (b, t)
+        at = torch.einsum("kp,btpd->btkd", self.where.softmax(-1), self.cell(cells))
+        q = self.query(text).view(-1, self.places, self.dim)
+        return torch.einsum("btkd,bkd->bt", at, q) + self.bias(text)
+
+
+class EventHead(nn.Module):
+    """Per-frame event log-probabilities (b, t, 1 + 1 + early failure modes) from cell features and words."""
+
+    def __init__(self, channels: int, cells: int, vocab: list[str], classes: int, places: int = 4,
+                 generic: int = 4, hidden: int = 128, use_instruction: bool = True, raw_colours: bool = True):
+        super().__init__()
+        self.raw_colours = raw_colours  # "pixels" features in [0, 1]; other encoders' come at any scale
+        self.words = HalvesBagOfWords(vocab)
+        self.use_instruction = use_instruction
+        self.match = PlaceMatch(channels, self.words.out_dim, cells, places)
+        self.generic = nn.Sequential(nn.Linear(2 * channels, 64), nn.GELU(), nn.Linear(64, generic))
+        self.verb = nn.Linear(self.words.out_dim, 16)
+        self.mlp = nn.Sequential(nn.Linear(cells * generic + 3 + 16, hidden), nn.GELU(), nn.Linear(hidden, classes))
+
+    def cells(self, features: torch.Tensor) -> torch.Tensor:
+        """(b, t, c, h, w) -> (b, t, cells, 2c): each cell and its change since the previous frame, about unit scale."""
+        x = features.float().flatten(3).transpose(2, 3)  # (b, t, cells, c)
+        x = (x - 0.5) * 4.0 if self.raw_colours else F.layer_norm(x, x.shape[-1:])  # raw colours are in [0, 1]
+        return torch.cat([x, x - torch.cat([x[:, :1], x[:, :-1]], 1)], -1)
+
+    def text(self, instructions: list[str]) -> torch.Tensor:
+        words = self.words(instructions)
+        return words if self.use_instruction else torch.zeros_like(words)  # the blind twin reads nothing
+
+    def forward(self, features: torch.Tensor, instructions: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """features (b, t, c, h, w) -> (per-frame class log-probabilities (b, t, classes), match (b, t))."""
+        cells = self.cells(features)
+        text = self.text(instructions)
+        match = self.match(cells, text)  # (b, t)
+        near = torch.stack([torch.cat([match[:, :1], match[:, :-1]], 1), match,
+                            torch.cat([match[:, 1:], match[:, -1:]], 1)], -1)
+        verb = self.verb(text)[:, None].expand(-1, cells.shape[1], -1)
+        logits = self.mlp(torch.cat([self.generic(cells).flatten(2), near, verb], -1))
+        return logits.log_softmax(-1), match
+
+
+# The event lies between 1.125 s before an annotator's marker and 0.25 s after it: annotators mark 0.0-0.8 s
+# after the simulator's event (1st-99th percentile; median 0.36 s: README, "The event model").
+WINDOW_S = (1.125, 0.25)
+
+
+def active_frames(times_s: torch.Tensor, takeover_s: torch.Tensor) -> torch.Tensor:
+    """(b, t) bool: frames after the takeover that are not repeats of the previous frame (padding)."""
+    new = torch.ones_like(times_s, dtype=torch.bool)
+    new[:, 1:] = times_s[:, 1:] > times_s[:, :-1]
+    return new & (times_s >= takeover_s[:, None])
+
+
+def first_events(logp: torch.Tensor, active: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Competing risks over frames.
+
+    Args:
+        logp: (b, t, classes) per-frame log-probabilities, class 0 = no event.
+        active: (b, t) frames that take part.
+
+    Returns:
+        ``first`` (b, t, classes - 1): log P(the first event is class c, at frame t);
+        ``none`` (b,): log P(no event in the clip).
+    """
+    stay = torch.where(active, logp[..., 0], torch.zeros_like(logp[..., 0]))
+    before = torch.cumsum(stay, 1) - stay  # log P(no event before t)
+    first = (before[..., None] + logp[..., 1:]).masked_fill(~active[..., None], -1e4)
+    return first, stay.sum(1)
+
+
+def log1mexp(x: torch.Tensor) -> torch.Tensor:
+    """log(1 - exp(x)) for x <= 0, stable."""
+    x = x.clamp(max=-1e-7)
+    return torch.where(x > -math.log(2), torch.log(-torch.expm1(x)), torch.log1p(-torch.exp(x)))
+
+
+def event_losses(first: torch.Tensor, none: torch.Tensor, match: torch.Tensor, active: torch.Tensor,
+                 times_s: torch.Tensor, success: torch.Tensor, marker_index: torch.Tensor, failure_class: torch.Tensor,
+                 own: torch.Tensor, timeout: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The event model's losses for a batch of b clips over t frames.
+
+    Args:
+        first, none: :func:`first_events`'s output; ``match`` (b, t) the per-frame instruction match.
+        active: (b, t); times_s: (b, t).
+        success: (b,) the label (NaN: unknown); on a row that pairs a video with another clip's instruction,
+            the counterfactual label (NaN: none).
+        marker_index: (b,) the frame nearest the annotators' marker, t for "end of video", -1 unknown.
+        failure_class: (b,) column of ``first`` of the labelled failure mode (>= 1), -1 unknown / timeout.
+        own: (b,) the video with its own instruction (False: another clip's instruction).
+        timeout: (b,) failures labelled as a timeout (no event).
+
+    Returns:
+        ``event``: -log P(the labelled first event inside the marker window), or of the outcome when there is
+        no usable marker, on own rows; ``counterfactual``: binary cross-entropy of P(success) on the other rows
+        that have a label; ``match``: the window's best match, own instruction (1) against another (0), on
+        success videos.
+    """
+    b, t = times_s.shape
+    zero = first.sum() * 0
+    known = torch.isfinite(success)
+    succ, fail = known & (success > 0.5), known & ~(success > 0.5)
+    win = marker_window(times_s, marker_index, active)
+    has_win = win.any(1)
+    any_fail = torch.logsumexp(first[..., 1:], -1)
+    labelled = first.gather(2, failure_class.clamp(min=1)[:, None, None].expand(b, t, 1)).squeeze(-1)
+    fail_lp = torch.where((failure_class >= 1)[:, None], labelled, any_fail)
+    target_lp = torch.where(succ[:, None], first[..., 0], fail_lp).masked_fill(~win, -1e5)  # finite: no NaN grads
+    in_window = -torch.logsumexp(target_lp, 1)
+    log_ps = torch.logsumexp(first[..., 0], 1)
+    early = fail & ~timeout
+    nll = torch.where(has_win & (succ | early), in_window,
+                      torch.where(succ, -log_ps, torch.where(timeout & fail, -none, -log1mexp(log_ps))))
+    rows = own & known
+    losses = {"event": nll[rows].mean() if rows.any() else zero}
+    other = ~own & known
+    logit = log_ps - log1mexp(log_ps)
+    losses["counterfactual"] = F.binary_cross_entropy_with_logits(logit[other], success[other].float()) \
+        if other.any() else zero
+    losses["match"] = match_loss(match, win, own & succ, other)
+    return losses
+
+
+def marker_window(times_s: torch.Tensor, marker_index: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
+    """(b, t) bool: the active frames within ``WINDOW_S`` of the marker frame (none when it is unknown or the end)."""
+    t = times_s.shape[1]
+    in_clip = (marker_index >= 0) & (marker_index < t)
+    marker_s = times_s.gather(1, marker_index.clamp(0, t - 1)[:, None])
+    return active & in_clip[:, None] & (times_s >= marker_s - WINDOW_S[0]) & (times_s <= marker_s + WINDOW_S[1])
+
+
+def match_loss(match: torch.Tensor, win: torch.Tensor, own: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """The window's best match (a soft maximum), own instruction (1) against another (0), rows with a window."""
+    pos, neg = own & win.any(1), other & win.any(1)
+    if not (pos.any() and neg.any()):
+        return match.sum() * 0
+    best = torch.logsumexp(2 * match.masked_fill(~win, -1e4), 1) / 2
+    rows = pos | neg
+    return F.binary_cross_entropy_with_logits(best[rows], pos[rows].float())
+
+
+__all__ = ["WINDOW_S", "event_losses", "marker_window", "match_loss", "EventHead", "HalvesBagOfWords", "PlaceMatch", "active_frames", "first_events", "log1mexp"]

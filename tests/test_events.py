@@ -1,0 +1,148 @@
+"""The events model's parts: the competing-risks chain, its losses, the words, the cells and the place prior."""
+
+import numpy as np
+import pytest
+import torch
+
+from autorater.config import PRESETS
+from autorater.encoders import PixelCells
+from autorater.events import HalvesBagOfWords, WINDOW_S, active_frames, event_losses, first_events
+from autorater.model import Autorater
+
+
+def _random_chain(seed=0, b=4, t=10, classes=3):
+    g = torch.Generator().manual_seed(seed)
+    logp = torch.randn(b, t, classes, generator=g).log_softmax(-1)
+    active = torch.rand(b, t, generator=g) > 0.3
+    return logp, active
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_first_events_and_no_event_are_a_probability_distribution(seed):
+    logp, active = _random_chain(seed)
+    first, none = first_events(logp, active)
+    total = first.exp().sum((1, 2)) + none.exp()
+    assert torch.allclose(total, torch.ones_like(total), atol=1e-5)
+
+
+def test_inactive_frames_hold_no_event_whatever_their_scores():
+    logp, active = _random_chain(1)
+    first, none = first_events(logp, active)
+    other = torch.where(active[..., None], logp, torch.randn_like(logp).log_softmax(-1))
+    first2, none2 = first_events(other, active)
+    assert torch.allclose(first.exp(), first2.exp()) and torch.allclose(none, none2)
+    assert (first.exp()[~active] == 0).all()
+
+
+def test_the_first_event_wins_over_later_ones():
+    # a sure failure at frame 2 and a sure success at frame 5: the clip is a failure
+    logp = torch.full((1, 8, 3), -30.0)
+    logp[0, :, 0] = 0.0
+    logp[0, 2] = torch.tensor([-30.0, -30.0, 0.0])
+    logp[0, 5] = torch.tensor([-30.0, 0.0, -30.0])
+    first, none = first_events(logp, torch.ones(1, 8, dtype=torch.bool))
+    assert first[0, :, 1].exp().sum() > 0.99 and first[0, :, 0].exp().sum() < 1e-6
+
+
+def test_repeated_frames_and_frames_before_the_takeover_are_inactive():
+    times = torch.tensor([[0.0, 0.125, 0.25, 0.25, 0.375], [0.0, 0.125, 0.25, 0.375, 0.5]])
+    active = active_frames(times, torch.tensor([0.0, 0.2]))
+    assert active.tolist() == [[True, True, True, False, True], [False, False, True, True, True]]
+
+
+def _loss_inputs(success, marker_index, failure_class=-1, own=True, timeout=False, t=12, seed=0):
+    logp, _ = _random_chain(seed, b=1, t=t)
+    logp = logp.requires_grad_()
+    times = torch.arange(t).float()[None] / 8
+    active = torch.ones(1, t, dtype=torch.bool)
+    first, none = first_events(logp, active)
+    match = torch.zeros(1, t, requires_grad=True)
+    args = dict(times_s=times, success=torch.tensor([success]), marker_index=torch.tensor([marker_index]),
+                failure_class=torch.tensor([failure_class]), own=torch.tensor([own]), timeout=torch.tensor([timeout]))
+    return logp, first, none, match, active, args
+
+
+def test_a_success_is_scored_on_its_marker_window_only():
+    logp, first, none, match, active, args = _loss_inputs(1.0, marker_index=10)
+    loss = event_losses(first, none, match, active, **args)["event"]
+    times = args["times_s"][0]
+    window = (times >= times[10] - WINDOW_S[0]) & (times <= times[10] + WINDOW_S[1])
+    assert torch.allclose(loss, -torch.logsumexp(first[0, window, 0], 0))
+    loss.backward()
+    after = ~window & (torch.arange(len(times)) > 10)
+    assert (logp.grad[0, after] == 0).all()  # what happens after the window does not matter
+
+
+def test_a_timeout_is_the_probability_of_no_event_and_an_unknown_marker_the_outcome():
+    _, first, none, match, active, args = _loss_inputs(0.0, marker_index=12, timeout=True)
+    assert torch.allclose(event_losses(first, none, match, active, **args)["event"], -none[0])
+    _, first, none, match, active, args = _loss_inputs(1.0, marker_index=-1)
+    assert torch.allclose(event_losses(first, none, match, active, **args)["event"],
+                          -torch.logsumexp(first[0, :, 0], 0))
+
+
+def test_an_early_failure_of_a_known_mode_is_scored_on_that_mode():
+    _, first, none, match, active, args = _loss_inputs(0.0, marker_index=6, failure_class=1)
+    loss = event_losses(first, none, match, active, **args)["event"]
+    times = args["times_s"][0]
+    window = (times >= times[6] - WINDOW_S[0]) & (times <= times[6] + WINDOW_S[1])
+    assert torch.allclose(loss, -torch.logsumexp(first[0, window, 1], 0))
+
+
+def test_another_instructions_row_trains_only_the_counterfactual_and_the_match():
+    _, first, none, match, active, args = _loss_inputs(0.05, marker_index=6, own=False)
+    losses = event_losses(first, none, match, active, **args)
+    assert losses["event"] == 0 and losses["counterfactual"] > 0
+
+
+def test_the_words_keep_which_half_of_the_sentence_they_are_in():
+    words = HalvesBagOfWords(["put", "the", "red", "ball", "next", "to", "blue", "key"])
+    a, b = words(["put the red ball next to the blue key", "put the blue ball next to the red key"])
+    assert a[:words.size].equal(b[:words.size]) and not a.equal(b)  # the same bag, bound differently
+    unknown = words(["open the purple door"])[0]
+    assert unknown[0] == 1  # unknown words share slot 0
+
+
+def test_pixel_cells_read_each_cells_colour():
+    frames = torch.zeros(1, 1, 32, 32, 3, dtype=torch.uint8)
+    frames[0, 0, 8:16, 16:24] = torch.tensor([255, 0, 0], dtype=torch.uint8)  # cell (1, 2) of a 4 x 4 grid
+    cells = PixelCells(grid=4, k=2)(frames)[0, 0]  # (3 k^2, 4, 4)
+    assert cells.shape == (12, 4, 4)
+    assert torch.allclose(cells[:, 1, 2].view(3, 4)[0], torch.ones(4))  # red channel of every sub-block
+    assert cells[:, 1, 2].view(3, 4)[1:].abs().max() == 0 and cells[:, 0, 0].abs().max() == 0
+
+
+def test_the_place_prior_centres_on_the_cell_that_changes_at_the_marker():
+    from training.dataset import Examples
+    from training.train import _Data, place_prior
+    from training.cache import CachedClips
+
+    n, t, g = 6, 40, 5
+    rng = np.random.default_rng(0)
+    feats = torch.from_numpy(rng.random((n, t, 3, g, g), dtype=np.float32) * 0.1)
+    feats[:, 20:, :, 3, 1] += 1.0  # cell (3, 1) changes at frame 20; the annotators mark at frame 23
+    ex = Examples(p_success=[1.0] * n, takeover_s=[0.0] * n)
+    clips = CachedClips(feats, torch.arange(t).float().repeat(n, 1) / 8, torch.full((n,), t / 8), False, {})
+    data = _Data(ex, clips, torch.full((n,), 23), torch.full((n,), -1))
+    logits = place_prior(data, np.arange(n), places=3)
+    assert logits.shape == (3, g * g)
+    assert int(logits[0].argmax()) == int(logits.mean(0).argmax()) == 3 * g + 1
+    wide, narrow = logits[-1].softmax(-1), logits[0].softmax(-1)
+    assert wide.max() < narrow.max()  # the places start at different widths
+
+
+def test_an_old_transformer_folder_without_the_architecture_field_loads_as_a_transformer(tmp_path):
+    import json
+
+    model = Autorater(PRESETS["tiny_transformer"])
+    model.save_pretrained(tmp_path / "m")
+    cfg = json.loads((tmp_path / "m" / "config.json").read_text())
+    for key in ("architecture", "grid_size", "places"):
+        del cfg[key]
+    (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
+    assert Autorater.from_pretrained(tmp_path / "m").config.architecture == "transformer"
+
+
+def test_an_unknown_architecture_is_refused_with_the_known_ones():
+    with pytest.raises(ValueError, match="events, transformer"):
+        Autorater(PRESETS["tiny"].replace(architecture="lstm"))
