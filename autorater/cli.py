@@ -370,8 +370,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=2, help="processes")
     p.add_argument("--version", default="v1", help="suite version written to suite.json")
-    p.add_argument("--view", choices=["full", "ego"], default="full", help="top-down full view or egocentric")
-    p.add_argument("--image-size", type=int, default=128)
+    p.add_argument("--view", choices=["full", "ego"], default="ego",
+                   help="the agent's first-person 7x7 view (default, as STS videos are) or the whole grid from above")
+    p.add_argument("--image-size", type=int, default=112, help="frame size in pixels (112: 16-pixel tiles)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_suite_generate)
 

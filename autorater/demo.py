@@ -43,7 +43,7 @@ def run_demo(out: Path, quick: bool = False) -> int:
 
     torch.set_num_threads(2)
     out.mkdir(parents=True, exist_ok=True)
-    n_train, n_new = (60, 10) if quick else (200, 40)
+    n_train, n_new = (60, 10) if quick else (600, 40)
     started = time.time()
 
     t = _step(f"1. generate a training suite ({n_train} scenarios x 2 continuations) and a new suite version "
@@ -58,7 +58,7 @@ def run_demo(out: Path, quick: bool = False) -> int:
 
     t = _step("2. train the autorater on the training suite's annotations (MLflow: "
               f"{default_tracking_uri(out / 'runs')})")
-    tc = TrainConfig(cache_dir=str(out / "cache"), epochs=8 if quick else 20)
+    tc = TrainConfig(cache_dir=str(out / "cache"), **({"epochs": 4, "match_warmup_epochs": 3} if quick else {}))
     model_dir = out / "model"
     result, run_id, version = track_training(default_tracking_uri(out / "runs"), "autorater-demo", "demo",
                                              PRESETS["base"], tc, [train_suite], out=model_dir, progress=True)

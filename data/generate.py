@@ -328,7 +328,7 @@ def _created_at() -> str:
 def generate_suite(out: str | os.PathLike, levels: Sequence[str] = DEFAULT_LEVELS,
                    agents: Sequence[str] = DEFAULT_AGENTS, scenarios: int = 40, continuations_per_scenario: int = 2,
                    annotators: int = 3, seed: int = 0, workers: int = 2, reference_share: float = 0.15,
-                   fps: float = 8.0, tile_size: int | None = None, view: str = "full", image_size: int = 128,
+                   fps: float = 8.0, tile_size: int | None = None, view: str = "ego", image_size: int = 112,
                    version: str = "v1", name: str = "babyai-sts", progress: bool = True) -> Path:
     """Generate a synthetic STS-style suite on BabyAI levels (see the module docstring).
 
@@ -344,8 +344,9 @@ def generate_suite(out: str | os.PathLike, levels: Sequence[str] = DEFAULT_LEVEL
         reference_share: share of continuations that become reference episodes.
         fps: frames per second (one frame per environment step).
         tile_size: pixels per grid cell; None fits the grid into ``image_size``.
-        view: ``"full"`` (whole grid from above) or ``"ego"`` (the agent's partial view).
-        image_size: frame width and height in pixels (even).
+        view: ``"ego"`` (the agent's own 7x7 view, as STS videos are first-person; the default) or ``"full"``
+            (the whole grid from above).
+        image_size: frame width and height in pixels (even); 112 puts each first-person tile on 16 pixels.
         version: the suite version (also a tag of every scenario).
         name: the suite name.
         progress: show a progress bar.

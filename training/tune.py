@@ -97,17 +97,17 @@ def suggest(trial, model_cfg: AutoraterConfig, train_cfg: TrainConfig) -> tuple[
     Nothing here changes the encoder, image size or frames sampled: trials share one feature cache.
     Works with a live ``optuna.Trial`` and with ``optuna.trial.FixedTrial(params)`` (replay).
     """
-    if model_cfg.architecture == "events":
+    events = model_cfg.architecture == "events"
+    low, high = (5e-4, 5e-3) if events else (3e-4, 3e-3)
+    optimiser = {"lr": trial.suggest_float("lr", low, high, log=True),
+                 "weight_decay": trial.suggest_float("weight_decay", 1e-3, 1e-1, log=True)}
+    if events:
         model = model_cfg.replace(places=trial.suggest_int("places", 2, 8))
-        train = dataclasses.replace(
-            train_cfg,
-            lr=trial.suggest_float("lr", 5e-4, 5e-3, log=True),
-            weight_decay=trial.suggest_float("weight_decay", 1e-3, 1e-1, log=True),
+        return model, dataclasses.replace(
+            train_cfg, **optimiser,
             match_weight=trial.suggest_float("match_weight", 0.3, 3.0, log=True),
             counterfactual_weight=trial.suggest_float("counterfactual_weight", 0.1, 1.0, log=True),
-            match_warmup_epochs=trial.suggest_int("match_warmup_epochs", 0, 20, step=5),
-        )
-        return model, train
+            match_warmup_epochs=trial.suggest_int("match_warmup_epochs", 0, 20, step=5))
     model = model_cfg.replace(
         hidden_size=trial.suggest_int("hidden_size", 64, 192, step=64),
         num_layers=trial.suggest_int("num_layers", 1, 3),
@@ -115,9 +115,7 @@ def suggest(trial, model_cfg: AutoraterConfig, train_cfg: TrainConfig) -> tuple[
         dropout=trial.suggest_float("dropout", 0.0, 0.3),
     )
     train = dataclasses.replace(
-        train_cfg,
-        lr=trial.suggest_float("lr", 3e-4, 3e-3, log=True),
-        weight_decay=trial.suggest_float("weight_decay", 1e-3, 1e-1, log=True),
+        train_cfg, **optimiser,
         marker_weight=trial.suggest_float("marker_weight", 0.1, 1.0, log=True),
         match_weight=trial.suggest_float("match_weight", 0.1, 1.0, log=True),
         mismatch_share=trial.suggest_float("mismatch_share", 0.1, 1.0),
