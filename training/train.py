@@ -330,7 +330,8 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / tc.warmup_steps) * 0.5 * (1 + np.cos(np.pi * min(1.0, s / max(1, steps)))))
     rng = np.random.default_rng(tc.seed)
-    if model.config.architecture == "events" and tc.match_warmup_epochs and init_state is None:
+    if (model.config.architecture == "events" and model.config.use_instruction and tc.match_warmup_epochs
+            and tc.match_weight > 0 and init_state is None):
         warm_up_match(model, data, train_rows, tc, rng, progress)
     result = TrainResult(model=model, n_train=len(train_rows), n_val=len(val_rows))
     best_state, best_key, bad_epochs = None, None, 0
