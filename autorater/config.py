@@ -39,6 +39,7 @@ class AutoraterConfig:
     vocab: list[str] = field(default_factory=list)  # for the learned "bow" text encoder, set at training
     # Events: the instruction is matched at this many learned places of the grid (autorater/events.py).
     places: int = 4
+    place_inputs: bool = False  # the event classifier also reads each place's match, not only their sum
     # Transformer. Fusion: a spatial FiLM block per frame, then a transformer over frame tokens attending to the text.
     token_norm: bool = False  # LayerNorm the frame tokens before adding time/phase embeddings (without it the
     #                          video content is ~2% of a token); an experiment: no measured gain yet (README)

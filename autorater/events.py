@@ -76,24 +76,32 @@ class PlaceMatch(nn.Module):
 
     def forward(self, cells: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
         # cells (b, t, p, 2c): each cell and its change; text (b, text_dim) -> (b, t)
+        return self.per_place(cells, text).sum(-1) + self.bias(text)
+
+    def per_place(self, cells: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+        """(b, t, places): each place's agreement with its query."""
         at = torch.einsum("kp,btpd->btkd", self.where.softmax(-1), self.cell(cells))
         q = self.query(text).view(-1, self.places, self.dim)
-        return torch.einsum("btkd,bkd->bt", at, q) + self.bias(text)
+        return torch.einsum("btkd,bkd->btk", at, q)
 
 
 class EventHead(nn.Module):
     """Per-frame event log-probabilities (b, t, 1 + 1 + early failure modes) from cell features and words."""
 
     def __init__(self, channels: int, cells: int, vocab: list[str], classes: int, places: int = 4,
-                 generic: int = 4, hidden: int = 128, use_instruction: bool = True, raw_colours: bool = True):
+                 generic: int = 4, hidden: int = 128, use_instruction: bool = True, raw_colours: bool = True,
+                 place_inputs: bool = False):
         super().__init__()
+        self.place_inputs = place_inputs  # the classifier reads each place's match, not only their sum
         self.raw_colours = raw_colours  # "pixels" features in [0, 1]; other encoders' come at any scale
         self.words = HalvesBagOfWords(vocab)
         self.use_instruction = use_instruction
         self.match = PlaceMatch(channels, self.words.out_dim, cells, places)
         self.generic = nn.Sequential(nn.Linear(2 * channels, 64), nn.GELU(), nn.Linear(64, generic))
         self.verb = nn.Linear(self.words.out_dim, 16)
-        self.mlp = nn.Sequential(nn.Linear(cells * generic + 3 + 16, hidden), nn.GELU(), nn.Linear(hidden, classes))
+        n_match = 3 * (places + 1 if place_inputs else 1)
+        self.mlp = nn.Sequential(nn.Linear(cells * generic + n_match + 16, hidden), nn.GELU(),
+                                 nn.Linear(hidden, classes))
 
     def cells(self, features: torch.Tensor) -> torch.Tensor:
         """(b, t, c, h, w) -> (b, t, cells, 2c): each cell and its change since the previous frame, about unit scale."""
@@ -109,9 +117,10 @@ class EventHead(nn.Module):
         """features (b, t, c, h, w) -> (per-frame class log-probabilities (b, t, classes), match (b, t))."""
         cells = self.cells(features)
         text = self.text(instructions)
-        match = self.match(cells, text)  # (b, t)
-        near = torch.stack([torch.cat([match[:, :1], match[:, :-1]], 1), match,
-                            torch.cat([match[:, 1:], match[:, -1:]], 1)], -1)
+        per_place = self.match.per_place(cells, text)  # (b, t, places)
+        match = per_place.sum(-1) + self.match.bias(text)  # (b, t)
+        m = torch.cat([match[..., None], per_place], -1) if self.place_inputs else match[..., None]
+        near = torch.cat([torch.cat([m[:, :1], m[:, :-1]], 1), m, torch.cat([m[:, 1:], m[:, -1:]], 1)], -1)
         verb = self.verb(text)[:, None].expand(-1, cells.shape[1], -1)
         logits = self.mlp(torch.cat([self.generic(cells).flatten(2), near, verb], -1))
         return logits.log_softmax(-1), match

@@ -254,7 +254,7 @@ class Autorater(nn.Module):
             grid = self._grid_size()
             self.events = EventHead(self.frame_encoder.out_channels, grid[0] * grid[1], config.vocab,
                                     1 + len(self.event_classes), config.places, use_instruction=config.use_instruction,
-                                    raw_colours=config.encoder == "pixels")
+                                    raw_colours=config.encoder == "pixels", place_inputs=config.place_inputs)
             return
         self.text_encoder = create_text_encoder(config)
         self.text_proj = nn.Linear(self.text_encoder.out_dim, d)

@@ -440,7 +440,7 @@ def load_init_state(folder: str | Path, config: AutoraterConfig) -> dict[str, to
     folder = Autorater.check_folder(folder)
     start = AutoraterConfig.load(folder / "config.json")
     for key in ("architecture", "encoder", "encoder_stage", "pixel_cells", "grid_size", "image_size", "num_frames",
-                "text_encoder", "vocab", "places",
+                "text_encoder", "vocab", "places", "place_inputs",
                 "failure_modes", "hidden_size", "spatial_size", "grounding"):
         if key == "vocab" and not start.vocab:  # the start reads no learned words; this run may add some
             continue
