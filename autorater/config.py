@@ -38,8 +38,8 @@ class AutoraterConfig:
     use_instruction: bool = True  # False = the instruction-blind baseline
     vocab: list[str] = field(default_factory=list)  # for the learned "bow" text encoder, set at training
     # Events: the instruction is matched at this many learned places of the grid (autorater/events.py).
-    places: int = 4
-    place_inputs: bool = False  # the event classifier also reads each place's match, not only their sum
+    places: int = 8
+    place_inputs: bool = True  # the event classifier also reads each place's match, not only their sum
     # Transformer. Fusion: a spatial FiLM block per frame, then a transformer over frame tokens attending to the text.
     token_norm: bool = False  # LayerNorm the frame tokens before adding time/phase embeddings (without it the
     #                          video content is ~2% of a token); an experiment: no measured gain yet (README)
@@ -78,6 +78,8 @@ class AutoraterConfig:
             raise ValueError(f"unknown AutoraterConfig field(s) {sorted(unknown)}; known: {sorted(names)}")
         if "architecture" not in d and d:  # a folder written before the field existed: the first design
             d = {**d, "architecture": "transformer"}
+        if d.get("architecture") == "events" and "place_inputs" not in d:  # the first events folders
+            d = {**d, "place_inputs": False}
         defaults = cls()
         for key, value in d.items():
             want = type(getattr(defaults, key))

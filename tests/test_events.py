@@ -146,3 +146,14 @@ def test_an_old_transformer_folder_without_the_architecture_field_loads_as_a_tra
 def test_an_unknown_architecture_is_refused_with_the_known_ones():
     with pytest.raises(ValueError, match="events, transformer"):
         Autorater(PRESETS["tiny"].replace(architecture="lstm"))
+
+
+def test_an_events_folder_from_before_place_inputs_loads_as_it_was_trained(tmp_path):
+    import json
+
+    model = Autorater(PRESETS["tiny"].replace(place_inputs=False))
+    model.save_pretrained(tmp_path / "m")
+    cfg = json.loads((tmp_path / "m" / "config.json").read_text())
+    del cfg["place_inputs"]
+    (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
+    assert Autorater.from_pretrained(tmp_path / "m").config.place_inputs is False
