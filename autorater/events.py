@@ -127,7 +127,7 @@ class EventHead(nn.Module):
 
 
 # The event lies between 1.125 s before an annotator's marker and 0.25 s after it: annotators mark 0.0-0.8 s
-# after the simulator's event (1st-99th percentile; median 0.36 s: README, "The event model").
+# after the simulator's event (1st-99th percentile; median 0.36 s: README, "The model").
 WINDOW_S = (1.125, 0.25)
 
 

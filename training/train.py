@@ -61,7 +61,7 @@ class TrainConfig:
     counterfactual_weight: float = 0.3  # events: P(success) of a success video under another instruction
     match_warmup_epochs: int = 15  # events: epochs training the instruction match alone first (on success videos,
     #                                own instruction vs another of its category); without it the match is still near
-    #                                chance after 12 epochs of joint training (README, "The event model")
+    #                                chance after 12 epochs of joint training (README, "The model")
     rotate: bool = True  # random 90-degree rotations of the top-down view (never mirror: "left" must stay left);
     #                      applied only when every training suite declares it (``top_down``): a first-person
     #                      frame has one orientation (the agent at the bottom, facing up)
@@ -372,7 +372,7 @@ def place_prior(data: _Data, rows: np.ndarray, places: int, seed: int = 0) -> to
 
     In first-person video that is where the agent acts (the object picked up appears under it). From a uniform
     or random start the places took hundreds of steps to find it, the instruction match staying at chance
-    meanwhile (README, "The event model"); started here, the match learns from the first epochs.
+    meanwhile (README, "The model"); started here, the match learns from the first epochs.
     """
     from autorater.events import WINDOW_S
 
