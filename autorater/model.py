@@ -389,10 +389,10 @@ class Autorater(nn.Module):
             match_logit=torch.logsumexp(2 * match.masked_fill(~active, -1e4), 1) / 2)
         if targets is not None:
             tg = targets
-            failure_class = torch.tensor([self.event_classes.index(modes[i]) if 0 <= i < len(modes) and
-                                          modes[i] != "timeout" else -1 for i in tg.failure_mode.tolist()])
-            timeout = (tg.marker_index == times_s.shape[1]) | torch.tensor(
-                [0 <= i < len(modes) and modes[i] == "timeout" for i in tg.failure_mode.tolist()], dtype=torch.bool)
+            # Each failure mode's event class (-1: "timeout", no event); the appended -1 serves unknown modes (-1).
+            class_of = torch.tensor([-1 if m == "timeout" else self.event_classes.index(m) for m in modes] + [-1])
+            failure_class = class_of[tg.failure_mode]
+            timeout = (tg.marker_index == times_s.shape[1]) | ((tg.failure_mode >= 0) & (failure_class < 0))
             out.losses = event_losses(first, none, match, active, times_s, tg.success, tg.marker_index, failure_class,
                                       own=~(tg.match < 0.5), timeout=timeout)
             w = dict(zip(("event", "marker", "failure", "match", "counterfactual"), tg.weights))

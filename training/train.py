@@ -321,7 +321,8 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
                              f"train_only, or retrain")
         model.load_state_dict(init_state, strict=False)
     train_rows, val_rows = split_groups(data.ex.scenario_keys, tc.val_share, tc.seed)
-    if model.config.architecture == "events" and init_state is None:
+    fresh_events = model.config.architecture == "events" and init_state is None
+    if fresh_events:
         with torch.no_grad():
             model.events.match.where.copy_(place_prior(data, train_rows, model.config.places, tc.seed))
     params = trainable_parameters(model, tc.train_only)
@@ -330,8 +331,7 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / tc.warmup_steps) * 0.5 * (1 + np.cos(np.pi * min(1.0, s / max(1, steps)))))
     rng = np.random.default_rng(tc.seed)
-    if (model.config.architecture == "events" and model.config.use_instruction and tc.match_warmup_epochs
-            and tc.match_weight > 0 and init_state is None):
+    if fresh_events and model.config.use_instruction and tc.match_warmup_epochs and tc.match_weight > 0:
         warm_up_match(model, data, train_rows, tc, rng, progress)
     result = TrainResult(model=model, n_train=len(train_rows), n_val=len(val_rows))
     best_state, best_key, bad_epochs = None, None, 0
