@@ -40,6 +40,8 @@ class AutoraterConfig:
     # Events: the instruction is matched at this many learned places of the grid (autorater/events.py).
     places: int = 8
     place_inputs: bool = True  # the event classifier also reads each place's match, not only their sum
+    members: int = 1  # events: independently initialised event heads trained side by side, their outcome
+    #                   distributions averaged (a deep ensemble in one model folder)
     # Transformer. Fusion: a spatial FiLM block per frame, then a transformer over frame tokens attending to the text.
     token_norm: bool = False  # LayerNorm the frame tokens before adding time/phase embeddings (without it the
     #                          video content is ~2% of a token); an experiment: no measured gain yet (README)

@@ -252,9 +252,14 @@ class Autorater(nn.Module):
         self.frame_encoder = create_frame_encoder(config)
         if config.architecture == "events":
             grid = self._grid_size()
-            self.events = EventHead(self.frame_encoder.out_channels, grid[0] * grid[1], config.vocab,
-                                    1 + len(self.event_classes), config.places, use_instruction=config.use_instruction,
-                                    raw_colours=config.encoder == "pixels", place_inputs=config.place_inputs)
+            def head():
+                return EventHead(self.frame_encoder.out_channels, grid[0] * grid[1], config.vocab,
+                                 1 + len(self.event_classes), config.places, use_instruction=config.use_instruction,
+                                 raw_colours=config.encoder == "pixels", place_inputs=config.place_inputs)
+            if config.members < 1:
+                raise ValueError(f"members must be >= 1, got {config.members}")
+            # One head keeps the first folders' weight names ("events.*"); an ensemble is "events.<k>.*".
+            self.events = head() if config.members == 1 else nn.ModuleList([head() for _ in range(config.members)])
             return
         self.text_encoder = create_text_encoder(config)
         self.text_proj = nn.Linear(self.text_encoder.out_dim, d)
@@ -290,6 +295,11 @@ class Autorater(nn.Module):
             raise ValueError("verify_places is the verifier's frame read-out: it needs cell_verify=True")
         self.verifier = CellVerifier(c, config.spatial_size, d, config.text_slots, grid, config.verify_window,
                                      words, places=config.verify_places) if config.cell_verify else None
+
+    @property
+    def event_heads(self) -> list[EventHead]:
+        """The events model's heads (one, or the members of an ensemble)."""
+        return list(self.events) if isinstance(self.events, nn.ModuleList) else [self.events]
 
     @property
     def event_classes(self) -> list[str]:
@@ -374,28 +384,39 @@ class Autorater(nn.Module):
 
     def _forward_events(self, features: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor,
                         instructions: list[str], targets: Targets | None) -> AutoraterOutput:
-        """The events model (autorater/events.py): per-frame events chained into the clip's outcome."""
-        logp, match = self.events(features, instructions)  # (b, t, classes), (b, t)
+        """The events model (autorater/events.py): per-frame events chained into the clip's outcome.
+
+        An ensemble's clip-level distributions (outcome, marker, failure mode) are the mixture of its members';
+        each member is trained on its own losses, as if alone."""
         active = active_frames(times_s, takeover_s)
-        first, none = first_events(logp, active)  # (b, t, events), (b,)
-        log_ps = torch.logsumexp(first[..., 0], 1)
         modes = self.config.failure_modes
-        failure = [none if m == "timeout" else torch.logsumexp(first[..., self.event_classes.index(m)], 1)
-                   for m in modes]
-        out = AutoraterOutput(
-            success_logit=log_ps - log1mexp(log_ps),
-            marker_logits=torch.cat([torch.logsumexp(first, -1), none[:, None]], 1),  # log P(first event at t / none)
-            failure_logits=torch.stack(failure, -1) if modes else none.new_zeros(len(none), 1),
-            match_logit=torch.logsumexp(2 * match.masked_fill(~active, -1e4), 1) / 2)
         if targets is not None:
-            tg = targets
             # Each failure mode's event class (-1: "timeout", no event); the appended -1 serves unknown modes (-1).
             class_of = torch.tensor([-1 if m == "timeout" else self.event_classes.index(m) for m in modes] + [-1])
-            failure_class = class_of[tg.failure_mode]
-            timeout = (tg.marker_index == times_s.shape[1]) | ((tg.failure_mode >= 0) & (failure_class < 0))
-            out.losses = event_losses(first, none, match, active, times_s, tg.success, tg.marker_index, failure_class,
-                                      own=~(tg.match < 0.5), timeout=timeout)
-            w = dict(zip(("event", "marker", "failure", "match", "counterfactual"), tg.weights))
+            failure_class = class_of[targets.failure_mode]
+            timeout = (targets.marker_index == times_s.shape[1]) | ((targets.failure_mode >= 0) & (failure_class < 0))
+        log_ps, marker, failure, matches, losses = [], [], [], [], []
+        for head in self.event_heads:
+            logp, match = head(features, instructions)  # (b, t, classes), (b, t)
+            first, none = first_events(logp, active)  # (b, t, events), (b,)
+            log_ps.append(torch.logsumexp(first[..., 0], 1))
+            marker.append(torch.cat([torch.logsumexp(first, -1), none[:, None]], 1))  # log P(first event at t / none)
+            failure.append(torch.stack([none if m == "timeout" else torch.logsumexp(
+                first[..., self.event_classes.index(m)], 1) for m in modes], -1) if modes else none.new_zeros(len(none), 1))
+            matches.append(torch.logsumexp(2 * match.masked_fill(~active, -1e4), 1) / 2)
+            if targets is not None:
+                losses.append(event_losses(first, none, match, active, times_s, targets.success, targets.marker_index,
+                                           failure_class, own=~(targets.match < 0.5), timeout=timeout))
+
+        def mixture(xs):  # log of the members' mean probability
+            return torch.logsumexp(torch.stack(xs), 0) - math.log(len(xs))
+
+        log_p = mixture(log_ps)
+        out = AutoraterOutput(success_logit=log_p - log1mexp(log_p), marker_logits=mixture(marker),
+                              failure_logits=mixture(failure), match_logit=torch.stack(matches).mean(0))
+        if targets is not None:
+            out.losses = {k: torch.stack([m[k] for m in losses]).mean() for k in losses[0]}
+            w = dict(zip(("event", "marker", "failure", "match", "counterfactual"), targets.weights))
             out.loss = w["event"] * out.losses["event"] + w["match"] * out.losses["match"] + \
                 w.get("counterfactual", 0.3) * out.losses["counterfactual"]
         return out

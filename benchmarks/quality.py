@@ -141,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                 "majority": B.predict_majority(majority, suite)})
         report = evaluate(suite, methods, gold="truth", include_humans=bool(suite.annotations))
         result["held_out"][name] = report
+        result.setdefault("selective", {})[name] = selective_on(methods["autorater"], suite, calibration)
         print(format_report(report) + "\n", flush=True)
         log_evaluation(uri, run_id, report, prefix=f"quality.{name}")
     result["throughput"] = _throughput(model, suites["unseen_scenarios"], 40 if args.quick else 200)
@@ -163,20 +164,46 @@ def variant_slug(variant: list[str], limit: int = 120) -> str:
 
 
 def _reference_calibration(model, suite, cache_dir: str) -> dict:
-    """Temperature and marker offset fitted on the training suite's references (never trained on), as
-    ``autorater calibrate`` stores them: the held-out sets are scored with and without."""
+    """Temperature, marker offset and selective policy (target 0.95, confidence 0.9) fitted on the training
+    suite's references (never trained on), as ``autorater calibrate`` stores them: the held-out sets are
+    scored with and without."""
     import numpy as np
 
-    from calibration import TemperatureScaler
+    from calibration import SelectivePolicy, TemperatureScaler
     from serving.calibrate import fit_marker_offset
     from training.baselines import predict_cached
 
     refs = {r.continuation_id: r for r in suite.references}
     rows = [r for r in predict_cached(model, suite, cache_dir) if r["continuation_id"] in refs and "error" not in r]
     y = np.array([refs[r["continuation_id"]].outcome == "success" for r in rows], dtype=int)
-    scaler = TemperatureScaler().fit(np.array([r["logit"] for r in rows]), y)
+    logits = np.array([r["logit"] for r in rows])
+    scaler = TemperatureScaler().fit(logits, y)
+    policy = SelectivePolicy(0.95, 0.9, on_infeasible="route_all").fit(scaler.predict_proba(logits), y)
     marker, _, _ = fit_marker_offset(rows, refs)
-    return {**scaler.to_dict(), **marker.to_dict()}
+    return {**scaler.to_dict(), **marker.to_dict(), "policy": policy.to_dict()}
+
+
+def selective_on(rows: list[dict], suite, calibration: dict) -> dict:
+    """The issue's calibration targets on a held-out suite, against the simulator truth: ECE of the raw and
+    the calibrated P(success), and the share auto-labelled by the reference-fitted policy with its agreement."""
+    import numpy as np
+
+    from calibration import SelectivePolicy, expected_calibration_error
+    from data.suite import load_truth
+
+    truth = {t["continuation_id"]: t["outcome"] == "success" for t in load_truth(suite.root)}
+    ok = [r for r in rows if "error" not in r and r["continuation_id"] in truth]
+    y = np.array([truth[r["continuation_id"]] for r in ok], dtype=int)
+    logits = np.array([r["logit"] for r in ok])
+    p = 1 / (1 + np.exp(-logits / calibration["temperature"]))
+    out = {"n": len(ok), "ece_raw": expected_calibration_error(1 / (1 + np.exp(-logits)), y),
+           "ece_calibrated": expected_calibration_error(p, y)}
+    policy = SelectivePolicy.from_dict(calibration["policy"])
+    if not policy.feasible_:
+        return {**out, "coverage": 0.0, "agreement": None}
+    auto = policy.decide(p) == "auto"
+    agree = ((p >= 0.5).astype(int) == y)[auto]
+    return {**out, "coverage": float(auto.mean()), "agreement": float(agree.mean()) if auto.any() else None}
 
 
 def parse_overrides(items: list[str], cls, flag: str = "--set") -> dict:
@@ -225,6 +252,14 @@ def _summary(result: dict) -> str:
         lines.append(f"marker median |error| (unseen scenarios, gold successes predicted as such), {how}: "
                      f"{marker['median_abs_error_s']:.3f} s, within 0.5 s: {marker['within_0_5s']:.2f}")
     c = result["calibration"]
+    pol = c["policy"]
+    lines.append(f"selective policy on the training suite's references (0.95 / 90%): "
+                 + (f"auto if max(p, 1-p) >= {pol['t_success']:.3f}, bound {pol['bound']:.3f}, expected coverage "
+                    f"{pol['expected_coverage']:.2f}" if pol["feasible"] else "no operating point"))
+    for n, sel in result.get("selective", {}).items():
+        agreement = "-" if sel["agreement"] is None else f"{sel['agreement']:.3f}"
+        lines.append(f"  {n:<18} ECE {sel['ece_raw']:.3f} raw, {sel['ece_calibrated']:.3f} calibrated; "
+                     f"auto-labelled {sel['coverage']:.2f} at agreement {agreement}")
     lines.append(f"marker offset: {c['marker_offset_success_s']:+.3f} s on successes, "
                  f"{c['marker_offset_failure_s']:+.3f} s on failures ({c['marker_offset_n']} references)")
     lines.append(f"training: {t['continuations']} continuations, {t['wall_s']:.0f} s wall (features encoded "

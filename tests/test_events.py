@@ -157,3 +157,46 @@ def test_an_events_folder_from_before_place_inputs_loads_as_it_was_trained(tmp_p
     del cfg["place_inputs"]
     (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
     assert Autorater.from_pretrained(tmp_path / "m").config.place_inputs is False
+
+
+def _batch(seed=0, b=3, t=8, size=32):
+    g = torch.Generator().manual_seed(seed)
+    frames = torch.randint(0, 256, (b, t, size, size, 3), generator=g, dtype=torch.uint8)
+    times = torch.arange(t).float()[None].expand(b, -1) / 8
+    return dict(frames=frames, times_s=times, takeover_s=torch.zeros(b),
+                instructions=["go to the red ball", "pick up a key", "open the blue door"][:b])
+
+
+def test_an_ensemble_is_the_mixture_of_its_members():
+    torch.manual_seed(0)
+    vocab = ["go", "to", "the", "red", "ball", "pick", "up", "a", "key", "open", "blue", "door"]
+    ensemble = Autorater(PRESETS["tiny"].replace(members=3, vocab=vocab)).eval()
+    assert len(ensemble.event_heads) == 3
+    single = Autorater(PRESETS["tiny"].replace(vocab=vocab)).eval()
+    batch = _batch()
+    with torch.no_grad():
+        out = ensemble(**batch)
+        p_members, marker_members = [], []
+        for head in ensemble.event_heads:
+            single.events.load_state_dict(head.state_dict())
+            member = single(**batch)
+            p_members.append(torch.sigmoid(member.success_logit))
+            marker_members.append(member.marker_logits.exp())
+    p = torch.sigmoid(out.success_logit)
+    assert torch.allclose(p, torch.stack(p_members).mean(0), atol=1e-5)
+    assert torch.allclose(out.marker_logits.exp(), torch.stack(marker_members).mean(0), atol=1e-5)
+    assert torch.allclose(out.marker_logits.exp().sum(-1), torch.ones(3), atol=1e-5)  # still a distribution
+    assert not torch.allclose(p_members[0], p_members[1])  # independently initialised
+
+
+def test_an_ensemble_folder_round_trips_and_a_single_head_keeps_its_weight_names(tmp_path):
+    ensemble = Autorater(PRESETS["tiny"].replace(members=2))
+    ensemble.save_pretrained(tmp_path / "e")
+    loaded = Autorater.from_pretrained(tmp_path / "e")
+    assert loaded.config.members == 2
+    for key, value in ensemble.state_dict().items():
+        assert torch.equal(value, loaded.state_dict()[key])
+    assert any(k.startswith("events.1.") for k in ensemble.state_dict())
+    assert all(not k.startswith("events.0.") for k in Autorater(PRESETS["tiny"]).state_dict())
+    with pytest.raises(ValueError, match="members"):
+        Autorater(PRESETS["tiny"].replace(members=0))

@@ -281,3 +281,19 @@ def test_match_on_successes_asks_own_vs_same_category_only_of_success_videos(tmp
     out = model(**inputs, targets=tg)
     assert torch.isfinite(out.loss) and torch.isfinite(out.losses["match"])
     assert torch.isfinite(out.losses["marker"])  # failure videos keep their marker loss (still "own")
+
+
+def test_an_ensemble_trains_every_member_from_the_place_prior(tmp_path):
+    suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
+    tc = TrainConfig(epochs=2, match_warmup_epochs=1, aggregation="majority", cache_dir=str(tmp_path / "cache"))
+    model, data = prepare([suite], PRESETS["tiny"].replace(members=2), tc)
+    start = [{k: v.clone() for k, v in head.state_dict().items()} for head in model.event_heads]
+    result = train([suite], PRESETS["tiny"].replace(members=2), tc, prepared=(model, data), out=tmp_path / "m")
+    heads = result.model.event_heads
+    assert len(heads) == 2
+    places = [head.match.where.softmax(-1) for head in heads]
+    # the same prior (its sharpest place on the same cell), not the same numbers
+    assert places[0][0].argmax() == places[1][0].argmax() and not torch.allclose(places[0], places[1])
+    for head, before in zip(heads, start):  # every member learned
+        assert not torch.allclose(head.mlp[-1].weight, before["mlp.2.weight"])
+    assert Autorater.from_pretrained(tmp_path / "m").config.members == 2

@@ -219,12 +219,12 @@ def run_epoch(model: Autorater, data: _Data, rows: np.ndarray, tc: TrainConfig, 
 
 def warm_up_match(model: Autorater, data: _Data, rows: np.ndarray, tc: TrainConfig, rng: np.random.Generator,
                   progress: bool = False, batch_size: int = 48, lr: float = 3e-3) -> list[float]:
-    """Events: train the instruction match (``model.events.match``) alone on the success videos, own instruction
+    """Events: train the instruction match (each head's ``match``) alone on the success videos, own instruction
     against another of its category around the annotators' marker; returns the mean match loss per epoch."""
     from autorater.events import active_frames, marker_window, match_loss
 
-    head = model.events
-    opt = torch.optim.Adam(head.match.parameters(), lr=lr)
+    heads = model.event_heads
+    opt = torch.optim.Adam([p for head in heads for p in head.match.parameters()], lr=lr)
     successes = np.array([r for r in rows if data.ex.p_success[r] > 0.5])
     pairs = dataclasses.replace(tc, match_on_successes=True)
     epochs = range(tc.match_warmup_epochs)
@@ -240,10 +240,10 @@ def warm_up_match(model: Autorater, data: _Data, rows: np.ndarray, tc: TrainConf
             inputs, targets = make_batch(data, order[start:start + batch_size], pairs, rng)
             key = "frames" if "frames" in inputs else "features"
             features = inputs[key] if key == "features" else model.frame_encoder(inputs[key])
-            match = head.match(head.cells(features), head.text(inputs["instructions"]))
             win = marker_window(inputs["times_s"], targets.marker_index,
                                 active_frames(inputs["times_s"], inputs["takeover_s"]))
-            loss = match_loss(match, win, own=targets.match == 1, other=targets.match == 0)
+            loss = sum(match_loss(head.match(head.cells(features), head.text(inputs["instructions"])), win,
+                                  own=targets.match == 1, other=targets.match == 0) for head in heads) / len(heads)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -324,7 +324,8 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
     fresh_events = model.config.architecture == "events" and init_state is None
     if fresh_events:
         with torch.no_grad():
-            model.events.match.where.copy_(place_prior(data, train_rows, model.config.places, tc.seed))
+            for k, head in enumerate(model.event_heads):  # the members differ by the prior's noise and their init
+                head.match.where.copy_(place_prior(data, train_rows, model.config.places, tc.seed + k))
     params = trainable_parameters(model, tc.train_only)
     opt = torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
     steps = tc.epochs * int(np.ceil(len(train_rows) / tc.batch_size))
@@ -440,7 +441,7 @@ def load_init_state(folder: str | Path, config: AutoraterConfig) -> dict[str, to
     folder = Autorater.check_folder(folder)
     start = AutoraterConfig.load(folder / "config.json")
     for key in ("architecture", "encoder", "encoder_stage", "pixel_cells", "grid_size", "image_size", "num_frames",
-                "text_encoder", "vocab", "places", "place_inputs",
+                "text_encoder", "vocab", "places", "place_inputs", "members",
                 "failure_modes", "hidden_size", "spatial_size", "grounding"):
         if key == "vocab" and not start.vocab:  # the start reads no learned words; this run may add some
             continue
