@@ -324,8 +324,10 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
     fresh_events = model.config.architecture == "events" and init_state is None
     if fresh_events:
         with torch.no_grad():
-            for k, head in enumerate(model.event_heads):  # the members differ by the prior's noise and their init
-                head.match.where.copy_(place_prior(data, train_rows, model.config.places, tc.seed + k))
+            heads = model.event_heads  # the members differ by the prior's noise and their init
+            priors = place_priors(data, train_rows, model.config.places, [tc.seed + k for k in range(len(heads))])
+            for head, prior in zip(heads, priors):
+                head.match.where.copy_(prior)
     params = trainable_parameters(model, tc.train_only)
     opt = torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
     steps = tc.epochs * int(np.ceil(len(train_rows) / tc.batch_size))
@@ -368,8 +370,14 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
 
 
 def place_prior(data: _Data, rows: np.ndarray, places: int, seed: int = 0) -> torch.Tensor:
+    """:func:`place_priors` for one head."""
+    return place_priors(data, rows, places, [seed])[0]
+
+
+def place_priors(data: _Data, rows: np.ndarray, places: int, seeds: Sequence[int]) -> list[torch.Tensor]:
     """Starting logits of the events model's places (places, cells): Gaussians of widths 0.75-2 cells around the
-    cell whose content changes most, relative to the rest of the clip, around the annotators' success markers.
+    cell whose content changes most, relative to the rest of the clip, around the annotators' success markers;
+    one tensor per seed (the heads of an ensemble differ by the noise; the change is measured once).
 
     In first-person video that is where the agent acts (the object picked up appears under it). From a uniform
     or random start the places took hundreds of steps to find it, the instruction match staying at chance
@@ -392,8 +400,7 @@ def place_prior(data: _Data, rows: np.ndarray, places: int, seed: int = 0) -> to
         hit += change[near].sum(0)
         rest += change[fresh & ~near].sum(0)
         n_hit, n_rest = n_hit + int(near.sum()), n_rest + int((fresh & ~near).sum())
-    g = torch.Generator().manual_seed(seed)
-    noise = 0.1 * torch.randn(places, h * w, generator=g)
+    noise = [0.1 * torch.randn(places, h * w, generator=torch.Generator().manual_seed(s)) for s in seeds]
     if not n_hit or not n_rest:
         return noise
     ratio = (hit / n_hit) / (rest / n_rest).clamp(min=1e-6)
@@ -401,7 +408,7 @@ def place_prior(data: _Data, rows: np.ndarray, places: int, seed: int = 0) -> to
     yy, xx = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
     d2 = ((yy - cy) ** 2 + (xx - cx) ** 2).flatten().float()
     widths = torch.linspace(0.75, 2.0, places)[:, None]
-    return -d2[None] / (2 * widths ** 2) + noise
+    return [-d2[None] / (2 * widths ** 2) + n for n in noise]
 
 
 def top_down(suites: Sequence[Suite]) -> bool:
