@@ -297,3 +297,66 @@ def test_an_ensemble_trains_every_member_from_the_place_prior(tmp_path):
     for head, before in zip(heads, start):  # every member learned
         assert not torch.allclose(head.mlp[-1].weight, before["mlp.2.weight"])
     assert Autorater.from_pretrained(tmp_path / "m").config.members == 2
+
+
+def test_a_mirrored_batch_swaps_its_words_and_its_partners_with_it(tmp_path):
+    from training.train import make_batch, mirrorable
+
+    suite = colour_suite(tmp_path / "suite", n_scenarios=6, per_scenario=2)
+    tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c"), rotate=False)
+    model, data = prepare([suite], PRESETS["tiny"], tc)
+    assert mirrorable(data) and data.pixel_cells == PRESETS["tiny"].pixel_cells
+    # the colour videos are symmetric; break it so that a mirrored clip can be told from its original
+    data.clips.features[..., 0] += torch.arange(1, len(data.ex) + 1, dtype=data.clips.features.dtype)[:, None, None,
+                                                                                                          None]
+    data.ex.instructions = [f"{t} on your {'left' if i % 2 else 'right'}" for i, t in enumerate(data.ex.instructions)]
+    rows = np.arange(len(data.ex))
+    inputs, tg = make_batch(data, rows, tc, np.random.default_rng(3))
+    n = len(rows)
+    feats = inputs["features"]
+    t = feats.shape[1]
+    flipped = [not torch.equal(feats[i], data.clips.features[r, :t]) for i, r in enumerate(rows)]
+    assert 0 < sum(flipped) < n
+    for i, r in enumerate(rows):
+        own = data.ex.instructions[r]
+        side = own.split()[-1]
+        assert inputs["instructions"][i] == (own.replace(side, {"left": "right", "right": "left"}[side])
+                                             if flipped[i] else own)
+    for j in range(n, len(feats)):  # a negative: a video with another scenario's words, mirrored with the video
+        i = next(i for i in range(n) if torch.equal(feats[i], feats[j]))
+        assert inputs["instructions"][j] != inputs["instructions"][i] and tg.match[j] == 0
+        assert inputs["instructions"][j].endswith(("left", "right"))
+
+
+def test_a_recoloured_batch_renames_its_colours_in_its_words_and_its_partners(tmp_path):
+    from training.train import make_batch
+
+    suite = colour_suite(tmp_path / "suite", n_scenarios=8, per_scenario=2)
+    tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c"), rotate=False, mirror=False,
+                     recolour=True)
+    model, data = prepare([suite], PRESETS["tiny"], tc)
+    rows = np.arange(len(data.ex))
+    inputs, tg = make_batch(data, rows, tc, np.random.default_rng(0))
+    n, feats = len(rows), inputs["features"]
+    renamed = [i for i in range(n) if inputs["instructions"][i] != data.ex.instructions[i]]
+    assert renamed and all(data.ex.instructions[i] == "blue" for i in renamed)  # red is the agent's: it stays
+    shows_blue = [i for i in renamed if data.ex.p_success[i] > 0.5]  # success: it shows the named colour
+    assert shows_blue and all(not torch.equal(feats[i], data.clips.features[i, :feats.shape[1]]) for i in shows_blue)
+    assert all(torch.equal(feats[i], data.clips.features[i, :feats.shape[1]])  # a red one: nothing to recolour
+               for i in set(renamed) - set(shows_blue))
+    for j in range(n, len(feats)):
+        i = next(i for i in range(n) if torch.equal(feats[i], feats[j]))
+        assert inputs["instructions"][j] != inputs["instructions"][i] and tg.match[j] == 0
+
+
+def test_encoders_whose_features_a_mirror_does_not_map_skip_it(tmp_path):
+    import json
+
+    suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
+    saved = {}
+    for name, config in {"frames": PRESETS["tiny_transformer"],
+                         "lite0": PRESETS["tiny_transformer"].replace(encoder="efficientnet_lite0")}.items():
+        train([suite], config, TrainConfig(epochs=1, aggregation="majority", cache_dir=str(tmp_path / "c")),
+              out=tmp_path / name)
+        saved[name] = json.loads((tmp_path / name / "metadata.json").read_text())["train_config"]["mirror"]
+    assert saved == {"frames": True, "lite0": False}  # ImageNet features of a mirrored frame are not mirrored

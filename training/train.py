@@ -30,6 +30,7 @@ from autorater.predict import real_length
 from calibration import marker_metrics, outcome_metrics
 from data.splits import split_groups
 from data.suite import Suite
+from training.augment import mirror, mirror_words, random_permutation, recolour, recolour_words
 from training.cache import CachedClips, FeatureCache
 from training.dataset import Examples, build_examples, marker_indices
 
@@ -62,9 +63,15 @@ class TrainConfig:
     match_warmup_epochs: int = 15  # events: epochs training the instruction match alone first (on success videos,
     #                                own instruction vs another of its category); without it the match is still near
     #                                chance after 12 epochs of joint training (README, "The model")
-    rotate: bool = True  # random 90-degree rotations of the top-down view (never mirror: "left" must stay left);
-    #                      applied only when every training suite declares it (``top_down``): a first-person
-    #                      frame has one orientation (the agent at the bottom, facing up)
+    rotate: bool = True  # random 90-degree rotations of the top-down view, applied only when every training
+    #                      suite declares it (``top_down``): a first-person frame has one orientation (the agent at
+    #                      the bottom, facing up)
+    mirror: bool = True  # mirror half the clips left-right and swap "left"/"right" in their instructions: the same
+    #                      episode in a mirrored world, with the same outcome and marker. Needs inputs a mirror
+    #                      maps exactly (decoded frames or "pixels" cells); other encoders' features skip it
+    recolour: bool = False  # permute the objects' colours (green, blue, purple, yellow) in half the clips and in
+    #                        their instructions; MiniGrid's palette (training/augment.py): only for suites from the
+    #                        generator (``generated``), and with inputs a mirror may use
     init_from: str = ""  # a model folder whose weights start training (a second stage; fine-tuning)
     train_only: list[str] = field(default_factory=list)  # parameter-name prefixes to train ("verifier."); the
     #                       rest stays as initialised; empty: train everything. Two stages: train the default
@@ -99,6 +106,7 @@ class _Data:
     clips: CachedClips
     marker_index: torch.Tensor  # (n,) long
     failure_index: torch.Tensor  # (n,) long
+    pixel_cells: int = 0  # > 0: ``clips.features`` are "pixels" cells on a k x k sub-grid (training/augment.py)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -123,7 +131,14 @@ def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainCon
     marker = marker_indices(np.array(ex.marker_s, dtype=float), clips.times_s.numpy(), clips.durations_s.numpy())
     index = {m: i for i, m in enumerate(cfg.failure_modes)}
     failure = [index.get(m, -1) if p < 0.5 else -1 for m, p in zip(ex.failure_mode, ex.p_success)]
-    return model, _Data(ex, clips, torch.from_numpy(marker), torch.tensor(failure, dtype=torch.long))
+    return model, _Data(ex, clips, torch.from_numpy(marker), torch.tensor(failure, dtype=torch.long),
+                        pixel_cells=cfg.pixel_cells if cfg.encoder == "pixels" else 0)
+
+
+def mirrorable(data: _Data) -> bool:
+    """Whether a left-right mirror of the cached inputs is the input of the mirrored video."""
+    return data.clips.is_frames or data.pixel_cells > 0
+
 
 
 def _rotate(x: torch.Tensor, k: torch.Tensor, spatial_dims: tuple[int, int]) -> torch.Tensor:
@@ -158,7 +173,7 @@ def _mismatch_partners(rows: np.ndarray, data: _Data, share: float, rng: np.rand
 
 
 def make_batch(data: _Data, rows: np.ndarray, tc: TrainConfig, rng: np.random.Generator | None):
-    """Model inputs and targets for ``rows``; with ``rng``, add mismatch negatives and rotations."""
+    """Model inputs and targets for ``rows``; with ``rng``, add mismatch negatives, rotations and mirrors."""
     ex, clips = data.ex, data.clips
     feats = clips.features[rows]
     instructions = [ex.instructions[r] for r in rows]
@@ -168,12 +183,20 @@ def make_batch(data: _Data, rows: np.ndarray, tc: TrainConfig, rng: np.random.Ge
         if tc.rotate:
             dims = (2, 3) if clips.is_frames else (3, 4)
             feats = _rotate(feats, torch.from_numpy(rng.integers(0, 4, len(rows))), dims)
+        flip = rng.random(len(rows)) < 0.5 if tc.mirror else np.zeros(len(rows), dtype=bool)
+        feats = mirror(feats, torch.from_numpy(flip), data.pixel_cells)
+        colours = [random_permutation(rng) if tc.recolour and rng.random() < 0.5 else None for _ in rows]
+        feats = recolour(feats, colours, data.pixel_cells)
         chosen, partners = _mismatch_partners(rows, data, tc.mismatch_share, rng, tc.match_on_successes)
         if chosen:
             feats = torch.cat([feats, feats[chosen]])
             instructions += [instructions[j] for j in partners]
             match = torch.cat([match, torch.zeros(len(chosen))])
             idx = torch.cat([idx, idx[chosen]])
+            flip = np.concatenate([flip, flip[chosen]])  # a partner's words change with the video they pair
+            colours += [colours[i] for i in chosen]
+        instructions = [mirror_words(t) if f else t for t, f in zip(instructions, flip)]
+        instructions = [recolour_words(t, c) if c else t for t, c in zip(instructions, colours)]
     success = torch.tensor([ex.p_success[i] for i in idx.tolist()], dtype=torch.float32)
     # A success video paired with another scenario's instruction is (almost surely) a failure of that
     # instruction: the agent succeeded at *its* task, not this one. These free counterfactuals teach the
@@ -306,6 +329,10 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
         tc = dataclasses.replace(tc, rotate=False)
     start = time.time()
     model, data = prepared if prepared is not None else prepare(suites, model_config, tc, progress)
+    if tc.mirror and not mirrorable(data):
+        tc = dataclasses.replace(tc, mirror=False)
+    if tc.recolour and not (mirrorable(data) and generated(suites)):
+        tc = dataclasses.replace(tc, recolour=False)
     if prepared is not None:  # a fresh model with this trial's architecture, same cached inputs
         torch.manual_seed(tc.seed)
         model = Autorater(model_config.replace(vocab=model.config.vocab, failure_modes=model.config.failure_modes))
@@ -419,6 +446,12 @@ def top_down(suites: Sequence[Suite]) -> bool:
     real STS video) is taken as first-person.
     """
     return bool(suites) and all((s.info.source or {}).get("view") == "full" for s in suites)
+
+
+def generated(suites: Sequence[Suite]) -> bool:
+    """Whether every suite comes from this package's generator (MiniGrid's renderer and palette)."""
+    return bool(suites) and all((s.info.source or {}).get("generator") == "data.generate.generate_suite"
+                                for s in suites)
 
 
 def trainable_parameters(model: Autorater, train_only: Sequence[str]) -> list[torch.nn.Parameter]:

@@ -1,0 +1,116 @@
+"""Label-preserving augmentations of cached clips: the same episode in a mirrored or recoloured world.
+
+A mirror (left <-> right) and a permutation of the objects' colours change the pictures and the
+instruction's words together, so the outcome, the marker and the failure mode stay what the
+annotators said. Both act on decoded frames (b, t, H, W, 3) or on "pixels" cells (b, t, 3 k^2, G, G:
+each cell's mean colours on a k x k sub-grid, channel ``c k^2 + i k + j``); ImageNet features of a
+changed frame are not a function of the cached ones, so other encoders skip both (``training.train``).
+
+Example:
+    >>> mirror_words("open the door on your left")
+    'open the door on your right'
+    >>> recolour_words("put the blue key next to the green ball", {"blue": "yellow", "green": "blue"})
+    'put the yellow key next to the blue ball'
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import torch
+
+_SIDES = re.compile(r"\b(left|right)\b", re.IGNORECASE)
+
+
+def _same_case(word: str, like: str) -> str:
+    return word.capitalize() if like[:1].isupper() else word
+
+
+def mirror_words(text: str) -> str:
+    """The instruction of the mirrored episode: "left" and "right" swapped, nothing else."""
+    return _SIDES.sub(lambda m: _same_case("right" if m.group(1).lower() == "left" else "left", m.group(1)), text)
+
+
+def mirror(x: torch.Tensor, flip: torch.Tensor, pixel_cells: int) -> torch.Tensor:
+    """Mirror left-right the clips of a batch where ``flip`` (b,) is True.
+
+    ``pixel_cells`` 0: decoded frames (b, t, H, W, 3), flipped along W; k > 0: "pixels" cells, flipped along
+    the grid's columns and, inside each cell, along the k x k sub-grid.
+    """
+    rows = flip.nonzero().flatten()
+    if not len(rows):
+        return x
+    out = x.clone()
+    if not pixel_cells:
+        out[rows] = x[rows].flip(3)
+        return out
+    k = pixel_cells
+    channels = torch.arange(x.shape[2]).view(-1, k, k).flip(-1).flatten()
+    out[rows] = x[rows][:, :, channels].flip(-1)
+    return out
+
+
+# The generator's renderer (MiniGrid) draws objects in six colours. Inside the agent's view every tile is
+# lightened 30% towards white, so on screen an object of colour c is c + 0.3 (255 - c) on a (76, 76, 76)
+# floor (measured in the cached cells: floor 76, red 242 76 76, purple 153 102 204 after compression).
+RENDER_COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255), "purple": (112, 39, 195),
+                  "yellow": (255, 255, 0), "grey": (100, 100, 100)}
+# Red is also the agent's triangle and grey the walls: those two stay; the other four are permuted.
+PERMUTED = ("green", "blue", "purple", "yellow")
+_NAMES = list(RENDER_COLOURS)
+_FLOOR = torch.full((3,), 0.3)
+_OFFSETS = torch.tensor([[c + 0.3 * (255 - c) for c in rgb] for rgb in RENDER_COLOURS.values()]) / 255 - _FLOOR
+_COLOUR_WORDS = re.compile(r"\b(" + "|".join(PERMUTED) + r")\b", re.IGNORECASE)
+
+
+def random_permutation(rng: np.random.Generator) -> dict[str, str]:
+    """A random permutation of ``PERMUTED`` (possibly the identity), as {old: new}."""
+    return dict(zip(PERMUTED, (PERMUTED[i] for i in rng.permutation(len(PERMUTED)))))
+
+
+def recolour_words(text: str, permutation: dict[str, str]) -> str:
+    """The instruction of the recoloured episode: every permuted colour word renamed."""
+    return _COLOUR_WORDS.sub(lambda m: _same_case(permutation.get(m.group(1).lower(), m.group(1).lower()),
+                                                  m.group(1)), text)
+
+
+def recolour_rgb(rgb: torch.Tensor, permutation: dict[str, str]) -> torch.Tensor:
+    """(..., 3) colours in [0, 1] -> the same with the permuted colours swapped.
+
+    Each colour is read as the floor plus a share ``a`` of one on-screen object colour (the one that
+    explains it best: a cell's mean mixes the object with the floor around it); a permuted one moves by
+    ``a`` times the difference between its new colour and its old one. Floor, walls, the agent, black
+    (unseen) and everything else stay as they are.
+    """
+    d = rgb.float() - _FLOOR
+    norms = (_OFFSETS ** 2).sum(-1)
+    share = (d @ _OFFSETS.T / norms).clamp(0, 1)  # (..., 6)
+    residual = ((d[..., None, :] - share[..., None] * _OFFSETS) ** 2).sum(-1)
+    best = residual.argmin(-1)
+    a = share.gather(-1, best[..., None])
+    target = torch.arange(len(_NAMES))
+    for old, new in permutation.items():
+        target[_NAMES.index(old)] = _NAMES.index(new)
+    shift = _OFFSETS[target[best]] - _OFFSETS[best]
+    return rgb.float() + a * shift
+
+
+def recolour(x: torch.Tensor, permutations: list[dict[str, str] | None], pixel_cells: int) -> torch.Tensor:
+    """Recolour each clip of a batch by its own permutation (None: unchanged); frames or cells as ``mirror``."""
+    out = x.clone()
+    for row, permutation in enumerate(permutations):
+        if not permutation or all(k == v for k, v in permutation.items()):
+            continue
+        clip = x[row]
+        if not pixel_cells:  # (t, H, W, 3) uint8
+            out[row] = (recolour_rgb(clip.float() / 255, permutation) * 255).round().clamp(0, 255).to(x.dtype)
+            continue
+        t, c, g, _ = clip.shape  # (t, 3 k^2, G, G): channel c k^2 + s
+        rgb = clip.view(t, 3, c // 3, g, g).movedim(1, -1)
+        out[row] = recolour_rgb(rgb, permutation).clamp(0, 1).movedim(-1, 1).reshape(t, c, g, g).to(x.dtype)
+    return out
+
+
+__all__ = ["PERMUTED", "RENDER_COLOURS", "mirror", "mirror_words", "random_permutation", "recolour",
+           "recolour_rgb", "recolour_words"]
