@@ -7,7 +7,8 @@ into a discrete-time competing-risks likelihood::
     cells of frame t and their change since t-1 --per-cell MLP--> generic cell features (what moved, appeared...)
     instruction words (multi-hot, per half of the sentence) --linear--> one query per *place*
     place k = a learned softmax over the grid positions; match(t) = sum_k <place_k(cells of t), query_k>
-    [generic cell features, match(t-1..t+1), the instruction's verb] --MLP--> P(none / success / failure mode) at t
+    [generic cell features, match(t-1..t+1), the instruction's verb, (pose) the side of the first pose the cell in
+     front lies on at t-1, t] --MLP--> P(none / success / failure mode) at t
     P(first event is class c at t) = P(c at t) * prod_{s < t} P(none at s)      (frames after the takeover only)
 
 P(success) is the sum over frames of the first-event probability of "success"; the marker is the
@@ -36,6 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from autorater.encoders import tokenize_words
+from autorater.pose import front_side
 
 
 class HalvesBagOfWords(nn.Module):
@@ -90,8 +92,10 @@ class EventHead(nn.Module):
 
     def __init__(self, channels: int, cells: int, vocab: list[str], classes: int, places: int = 4,
                  generic: int = 4, hidden: int = 128, use_instruction: bool = True, raw_colours: bool = True,
-                 place_inputs: bool = False):
+                 place_inputs: bool = False, pose_cells: int = 0):
         super().__init__()
+        self.pose_cells = pose_cells  # > 0: first-person "pixels" cells on this sub-grid: the classifier also
+        #                              reads which side of the first pose the cell in front lies on (pose.py)
         self.place_inputs = place_inputs  # the classifier reads each place's match, not only their sum
         self.raw_colours = raw_colours  # "pixels" features in [0, 1]; other encoders' come at any scale
         self.words = HalvesBagOfWords(vocab)
@@ -100,7 +104,8 @@ class EventHead(nn.Module):
         self.generic = nn.Sequential(nn.Linear(2 * channels, 64), nn.GELU(), nn.Linear(64, generic))
         self.verb = nn.Linear(self.words.out_dim, 16)
         n_match = 3 * (places + 1 if place_inputs else 1)
-        self.mlp = nn.Sequential(nn.Linear(cells * generic + n_match + 16, hidden), nn.GELU(),
+        n_pose = 8 if pose_cells else 0  # the front cell's side at t-1 and t
+        self.mlp = nn.Sequential(nn.Linear(cells * generic + n_match + 16 + n_pose, hidden), nn.GELU(),
                                  nn.Linear(hidden, classes))
 
     def cells(self, features: torch.Tensor) -> torch.Tensor:
@@ -122,7 +127,11 @@ class EventHead(nn.Module):
         m = torch.cat([match[..., None], per_place], -1) if self.place_inputs else match[..., None]
         near = torch.cat([torch.cat([m[:, :1], m[:, :-1]], 1), m, torch.cat([m[:, 1:], m[:, -1:]], 1)], -1)
         verb = self.verb(text)[:, None].expand(-1, cells.shape[1], -1)
-        logits = self.mlp(torch.cat([self.generic(cells).flatten(2), near, verb], -1))
+        inputs = [self.generic(cells).flatten(2), near, verb]
+        if self.pose_cells:
+            side = front_side(features, self.pose_cells)
+            inputs.append(torch.cat([torch.cat([side[:, :1], side[:, :-1]], 1), side], -1))
+        logits = self.mlp(torch.cat(inputs, -1))
         return logits.log_softmax(-1), match
 
 

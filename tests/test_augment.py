@@ -58,7 +58,7 @@ def test_recolouring_moves_each_permuted_object_to_its_new_colour_and_nothing_el
 def test_a_partial_cell_keeps_its_share_of_floor_and_black_stays_black():
     blue, green, floor = on_screen("blue"), on_screen("green"), torch.full((3,), 0.3)
     mixed = torch.stack([floor + 0.4 * (blue - floor), torch.zeros(3), floor, on_screen("grey")])
-    got = recolour_rgb(mixed, {"blue": "green"})
+    got = recolour_rgb(mixed[None], [{"blue": "green"}])[0]
     torch.testing.assert_close(got[0], floor + 0.4 * (green - floor))
     torch.testing.assert_close(got[1:], mixed[1:])
 
@@ -78,3 +78,7 @@ def test_recolour_words_follow_the_permutation_and_a_round_trip_is_the_identity(
     twice = recolour(recolour(frame, [p], 0), [p], 0)
     assert (twice.int() - frame.int()).abs().max() <= 1
     assert torch.equal(recolour(frame, [None], 0), frame)
+    other = scene({(1, 5): "green", (5, 1): "blue"})
+    q = {"green": "purple", "blue": "yellow"}
+    both = recolour(torch.cat([frame, other, frame]), [p, q, None], 0)  # each clip by its own permutation
+    assert torch.equal(both, torch.cat([recolour(frame, [p], 0), recolour(other, [q], 0), frame]))

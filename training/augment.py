@@ -75,8 +75,17 @@ def recolour_words(text: str, permutation: dict[str, str]) -> str:
                                                   m.group(1)), text)
 
 
-def recolour_rgb(rgb: torch.Tensor, permutation: dict[str, str]) -> torch.Tensor:
-    """(..., 3) colours in [0, 1] -> the same with the permuted colours swapped.
+def _targets(permutations: list[dict[str, str]]) -> torch.Tensor:
+    """(n, 6): for each permutation, the index of each rendered colour's new colour."""
+    table = torch.arange(len(_NAMES)).repeat(len(permutations), 1)
+    for row, permutation in enumerate(permutations):
+        for old, new in permutation.items():
+            table[row, _NAMES.index(old)] = _NAMES.index(new)
+    return table
+
+
+def recolour_rgb(rgb: torch.Tensor, permutations: list[dict[str, str]]) -> torch.Tensor:
+    """(n, ..., 3) colours in [0, 1], one permutation per row -> the same with the permuted colours swapped.
 
     Each colour is read as the floor plus a share ``a`` of one on-screen object colour (the one that
     explains it best: a cell's mean mixes the object with the floor around it); a permuted one moves by
@@ -84,31 +93,26 @@ def recolour_rgb(rgb: torch.Tensor, permutation: dict[str, str]) -> torch.Tensor
     (unseen) and everything else stay as they are.
     """
     d = rgb.float() - _FLOOR
-    norms = (_OFFSETS ** 2).sum(-1)
-    share = (d @ _OFFSETS.T / norms).clamp(0, 1)  # (..., 6)
+    share = (d @ _OFFSETS.T / (_OFFSETS ** 2).sum(-1)).clamp(0, 1)  # (n, ..., 6)
     residual = ((d[..., None, :] - share[..., None] * _OFFSETS) ** 2).sum(-1)
     best = residual.argmin(-1)
     a = share.gather(-1, best[..., None])
-    target = torch.arange(len(_NAMES))
-    for old, new in permutation.items():
-        target[_NAMES.index(old)] = _NAMES.index(new)
-    shift = _OFFSETS[target[best]] - _OFFSETS[best]
-    return rgb.float() + a * shift
+    target = _targets(permutations).gather(1, best.flatten(1)).view_as(best)
+    return rgb.float() + a * (_OFFSETS[target] - _OFFSETS[best])
 
 
 def recolour(x: torch.Tensor, permutations: list[dict[str, str] | None], pixel_cells: int) -> torch.Tensor:
     """Recolour each clip of a batch by its own permutation (None: unchanged); frames or cells as ``mirror``."""
-    out = x.clone()
-    for row, permutation in enumerate(permutations):
-        if not permutation or all(k == v for k, v in permutation.items()):
-            continue
-        clip = x[row]
-        if not pixel_cells:  # (t, H, W, 3) uint8
-            out[row] = (recolour_rgb(clip.float() / 255, permutation) * 255).round().clamp(0, 255).to(x.dtype)
-            continue
-        t, c, g, _ = clip.shape  # (t, 3 k^2, G, G): channel c k^2 + s
-        rgb = clip.view(t, 3, c // 3, g, g).movedim(1, -1)
-        out[row] = recolour_rgb(rgb, permutation).clamp(0, 1).movedim(-1, 1).reshape(t, c, g, g).to(x.dtype)
+    rows = [i for i, p in enumerate(permutations) if p and any(k != v for k, v in p.items())]
+    if not rows:
+        return x
+    out, clips, chosen = x.clone(), x[rows], [permutations[i] for i in rows]
+    if not pixel_cells:  # (r, t, H, W, 3) uint8
+        out[rows] = (recolour_rgb(clips.float() / 255, chosen) * 255).round().clamp(0, 255).to(x.dtype)
+        return out
+    r, t, c, g, _ = clips.shape  # (r, t, 3 k^2, G, G): channel c k^2 + s
+    rgb = clips.view(r, t, 3, c // 3, g, g).movedim(2, -1)
+    out[rows] = recolour_rgb(rgb, chosen).clamp(0, 1).movedim(-1, 2).reshape(r, t, c, g, g).to(x.dtype)
     return out
 
 
