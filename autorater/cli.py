@@ -422,7 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
     model_args(p)
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("calibrate", help="fit temperature and the selective policy on a suite's references")
+    p = sub.add_parser("calibrate", help="fit the temperature, shift and selective policy on a suite's references")
     p.add_argument("--model", required=True, help="local model folder (calibration.json is written into it)")
     p.add_argument("--suite", required=True, help="suite with references.jsonl (and annotations for the comparison)")
     p.add_argument("--target-agreement", type=float, default=0.95)

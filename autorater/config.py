@@ -41,8 +41,8 @@ class AutoraterConfig:
     places: int = 8
     place_inputs: bool = True  # the event classifier also reads each place's match, not only their sum
     pose: bool = False  # events, "pixels" cells of first-person video: dead reckoning from the first frame
-    #                     (autorater/pose.py) tells the classifier which side of the first pose ("on your left")
-    #                     the cell in front of the agent lies on
+    #                     (autorater/pose.py) tells the instruction match which side of the first pose ("on your
+    #                     left") the cell in front of the agent lies on
     members: int = 1  # events: independently initialised event heads trained side by side, their outcome
     #                   distributions averaged (a deep ensemble in one model folder)
     # Transformer. Fusion: a spatial FiLM block per frame, then a transformer over frame tokens attending to the text.

@@ -7,8 +7,8 @@ into a discrete-time competing-risks likelihood::
     cells of frame t and their change since t-1 --per-cell MLP--> generic cell features (what moved, appeared...)
     instruction words (multi-hot, per half of the sentence) --linear--> one query per *place*
     place k = a learned softmax over the grid positions; match(t) = sum_k <place_k(cells of t), query_k>
-    [generic cell features, match(t-1..t+1), the instruction's verb, (pose) the side of the first pose the cell in
-     front lies on at t-1, t] --MLP--> P(none / success / failure mode) at t
+    (pose) match(t) += < side of the first pose the cell in front lies on at t, words -> side >
+    [generic cell features, match(t-1..t+1), the instruction's verb] --MLP--> P(none / success / failure mode) at t
     P(first event is class c at t) = P(c at t) * prod_{s < t} P(none at s)      (frames after the takeover only)
 
 P(success) is the sum over frames of the first-event probability of "success"; the marker is the
@@ -66,19 +66,29 @@ class HalvesBagOfWords(nn.Module):
 
 
 class PlaceMatch(nn.Module):
-    """One match score per frame: the instruction's queries against a few learned places of the grid."""
+    """One match score per frame: the instruction's queries against a few learned places of the grid and,
+    with ``sides``, the words against the side of the first pose the cell in front lies on (``pose.py``)."""
 
-    def __init__(self, channels: int, text_dim: int, cells: int, places: int = 4, dim: int = 32):
+    def __init__(self, channels: int, text_dim: int, cells: int, places: int = 4, dim: int = 32,
+                 sides: bool = False):
         super().__init__()
         self.cell = nn.Sequential(nn.Linear(2 * channels, 64), nn.GELU(), nn.Linear(64, dim))
         self.where = nn.Parameter(torch.randn(places, cells))  # re-set from the data by ``place_prior``
         self.query = nn.Linear(text_dim, places * dim)
         self.bias = nn.Linear(text_dim, 1)
+        self.side = nn.Linear(text_dim, 4) if sides else None  # "left" -> the left side of the first pose...
         self.places, self.dim = places, dim
 
-    def forward(self, cells: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
-        # cells (b, t, p, 2c): each cell and its change; text (b, text_dim) -> (b, t)
-        return self.per_place(cells, text).sum(-1) + self.bias(text)
+    def forward(self, cells: torch.Tensor, text: torch.Tensor, side: torch.Tensor | None = None) -> torch.Tensor:
+        # cells (b, t, p, 2c): each cell and its change; text (b, text_dim); side (b, t, 4) -> (b, t)
+        return self.total(self.per_place(cells, text), text, side)
+
+    def total(self, per_place: torch.Tensor, text: torch.Tensor, side: torch.Tensor | None) -> torch.Tensor:
+        """(b, t): the places' sum, the words' bias and (with sides) the words' agreement with the side."""
+        out = per_place.sum(-1) + self.bias(text)
+        if self.side is not None:
+            out = out + torch.einsum("btk,bk->bt", side, self.side(text))
+        return out
 
     def per_place(self, cells: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
         """(b, t, places): each place's agreement with its query."""
@@ -94,18 +104,17 @@ class EventHead(nn.Module):
                  generic: int = 4, hidden: int = 128, use_instruction: bool = True, raw_colours: bool = True,
                  place_inputs: bool = False, pose_cells: int = 0):
         super().__init__()
-        self.pose_cells = pose_cells  # > 0: first-person "pixels" cells on this sub-grid: the classifier also
-        #                              reads which side of the first pose the cell in front lies on (pose.py)
+        self.pose_cells = pose_cells  # > 0: first-person "pixels" cells on this sub-grid: the match also reads
+        #                              which side of the first pose the cell in front lies on (pose.py)
         self.place_inputs = place_inputs  # the classifier reads each place's match, not only their sum
         self.raw_colours = raw_colours  # "pixels" features in [0, 1]; other encoders' come at any scale
         self.words = HalvesBagOfWords(vocab)
         self.use_instruction = use_instruction
-        self.match = PlaceMatch(channels, self.words.out_dim, cells, places)
+        self.match = PlaceMatch(channels, self.words.out_dim, cells, places, sides=pose_cells > 0)
         self.generic = nn.Sequential(nn.Linear(2 * channels, 64), nn.GELU(), nn.Linear(64, generic))
         self.verb = nn.Linear(self.words.out_dim, 16)
         n_match = 3 * (places + 1 if place_inputs else 1)
-        n_pose = 8 if pose_cells else 0  # the front cell's side at t-1 and t
-        self.mlp = nn.Sequential(nn.Linear(cells * generic + n_match + 16 + n_pose, hidden), nn.GELU(),
+        self.mlp = nn.Sequential(nn.Linear(cells * generic + n_match + 16, hidden), nn.GELU(),
                                  nn.Linear(hidden, classes))
 
     def cells(self, features: torch.Tensor) -> torch.Tensor:
@@ -118,20 +127,24 @@ class EventHead(nn.Module):
         words = self.words(instructions)
         return words if self.use_instruction else torch.zeros_like(words)  # the blind twin reads nothing
 
+    def side(self, features: torch.Tensor) -> torch.Tensor | None:
+        """(b, t, 4) the side of the first pose the cell in front lies on (None without ``pose_cells``)."""
+        return front_side(features, self.pose_cells) if self.pose_cells else None
+
+    def match_score(self, features: torch.Tensor, instructions: list[str]) -> torch.Tensor:
+        """(b, t) the instruction match alone (the warm-up's task)."""
+        return self.match(self.cells(features), self.text(instructions), self.side(features))
+
     def forward(self, features: torch.Tensor, instructions: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """features (b, t, c, h, w) -> (per-frame class log-probabilities (b, t, classes), match (b, t))."""
         cells = self.cells(features)
         text = self.text(instructions)
         per_place = self.match.per_place(cells, text)  # (b, t, places)
-        match = per_place.sum(-1) + self.match.bias(text)  # (b, t)
+        match = self.match.total(per_place, text, self.side(features))  # (b, t)
         m = torch.cat([match[..., None], per_place], -1) if self.place_inputs else match[..., None]
         near = torch.cat([torch.cat([m[:, :1], m[:, :-1]], 1), m, torch.cat([m[:, 1:], m[:, -1:]], 1)], -1)
         verb = self.verb(text)[:, None].expand(-1, cells.shape[1], -1)
-        inputs = [self.generic(cells).flatten(2), near, verb]
-        if self.pose_cells:
-            side = front_side(features, self.pose_cells)
-            inputs.append(torch.cat([torch.cat([side[:, :1], side[:, :-1]], 1), side], -1))
-        logits = self.mlp(torch.cat(inputs, -1))
+        logits = self.mlp(torch.cat([self.generic(cells).flatten(2), near, verb], -1))
         return logits.log_softmax(-1), match
 
 

@@ -50,9 +50,11 @@ def read_calibration(model_dir: str | Path | None) -> dict:
         raise ValueError(f"cannot read {path}: {err} (fix: rerun `autorater calibrate`)") from None
     if not isinstance(d, dict):
         raise ValueError(f"{path} must be a JSON object (fix: rerun `autorater calibrate`)")
-    t = d.get("temperature", 1.0)
+    t, b = d.get("temperature", 1.0), d.get("bias", 0.0)
     if not isinstance(t, (int, float)) or not t > 0:
         raise ValueError(f"{path}: temperature must be a positive number, got {t!r} (fix: rerun `autorater calibrate`)")
+    if not isinstance(b, (int, float)) or not np.isfinite(b):
+        raise ValueError(f"{path}: bias must be a finite number, got {b!r} (fix: rerun `autorater calibrate`)")
     from calibration import MarkerOffset
 
     try:
@@ -115,11 +117,12 @@ def predict_batch(model: Autorater, *, times_s: torch.Tensor, durations_s: Seque
 
 def calibrate_outputs(logit: np.ndarray, marker_s: np.ndarray, durations_s: Sequence[float],
                       calibration: dict | None) -> tuple[np.ndarray, np.ndarray]:
-    """P(success) scaled by the temperature, markers less the offset of their predicted outcome."""
+    """P(success) = sigmoid(logit / temperature + bias), markers less the offset of their predicted outcome."""
     from calibration import MarkerOffset
 
     calibration = calibration or {}
-    p = 1 / (1 + np.exp(-np.asarray(logit, dtype=np.float64) / float(calibration.get("temperature", 1.0))))
+    z = np.asarray(logit, dtype=np.float64) / float(calibration.get("temperature", 1.0))
+    p = 1 / (1 + np.exp(-(z + float(calibration.get("bias", 0.0)))))
     success = (np.round(p, 6) >= 0.5).astype(int)  # the outcome ``to_records`` writes
     marker_s = MarkerOffset.from_dict(calibration).transform(marker_s, success, np.asarray(durations_s, float))
     return p, marker_s

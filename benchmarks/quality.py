@@ -188,14 +188,14 @@ def selective_on(rows: list[dict], suite, calibration: dict) -> dict:
     the calibrated P(success), and the share auto-labelled by the reference-fitted policy with its agreement."""
     import numpy as np
 
-    from calibration import SelectivePolicy, expected_calibration_error
+    from calibration import SelectivePolicy, TemperatureScaler, expected_calibration_error
     from data.suite import load_truth
 
     truth = {t["continuation_id"]: t["outcome"] == "success" for t in load_truth(suite.root)}
     ok = [r for r in rows if "error" not in r and r["continuation_id"] in truth]
     y = np.array([truth[r["continuation_id"]] for r in ok], dtype=int)
     logits = np.array([r["logit"] for r in ok])
-    p = 1 / (1 + np.exp(-logits / calibration["temperature"]))
+    p = TemperatureScaler.from_dict(calibration).predict_proba(logits)
     out = {"n": len(ok), "ece_raw": expected_calibration_error(1 / (1 + np.exp(-logits)), y),
            "ece_calibrated": expected_calibration_error(p, y)}
     policy = SelectivePolicy.from_dict(calibration["policy"])

@@ -65,6 +65,7 @@ class CalibrationRecord:
     marker_offset_success_s: float = 0.0  # seconds subtracted from predicted success markers (annotators' lag)
     marker_offset_failure_s: float = 0.0  # ... from predicted failure markers
     marker_offset_n: list[int] = dataclasses.field(default_factory=lambda: [0, 0])  # references behind each
+    bias: float = 0.0  # the scaler's shift (Platt); 0.0 in records written before it existed
 
     @classmethod
     def from_fitted(

@@ -1,4 +1,4 @@
-"""``autorater calibrate``: fit the temperature, the marker offset and the selective policy on references.
+"""``autorater calibrate``: fit the temperature and shift, the marker offset and the selective policy.
 
 Writes ``calibration.json`` into the model folder (``predict`` applies its temperature and marker
 offset from then on)
@@ -70,7 +70,7 @@ def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target
     category = [suite.scenario_by_id[s].category for s in scenario]
     report = agreement_report(ids, y, true_marker, scenario, category, p, calibrated_marker,
                               label_table(suite.annotations).to_dict("list"))
-    report["calibration"] = {"temperature": record.temperature, "n_references": len(ids),
+    report["calibration"] = {"temperature": record.temperature, "bias": record.bias, "n_references": len(ids),
                              "ece_before": expected_calibration_error(p_before, y),
                              "ece_after": expected_calibration_error(p, y),
                              "brier_before": brier_score(p_before, y), "brier_after": brier_score(p, y),
@@ -144,7 +144,8 @@ def format_calibration(result: CalibrationResult, per_category: bool = True) -> 
     if not per_category:  # per-category rows are the indented ones
         table = "\n".join(line for line in table.splitlines() if not line.startswith("  "))
     lines = [table, "",
-             f"temperature {r.temperature:.3f}: ECE {c['ece_before']:.3f} -> {c['ece_after']:.3f}, "
+             f"temperature {r.temperature:.3f}, shift {r.bias:+.3f}: ECE {c['ece_before']:.3f} -> "
+             f"{c['ece_after']:.3f}, "
              f"Brier {c['brier_before']:.3f} -> {c['brier_after']:.3f} on {c['n_references']} references",
              f"marker offset {r.marker_offset_success_s:+.3f} s on successes ({r.marker_offset_n[0]} references), "
              f"{r.marker_offset_failure_s:+.3f} s on failures ({r.marker_offset_n[1]}): median |error| "

@@ -49,13 +49,15 @@ def test_calibrate_writes_calibration_json_report_and_plots(env, capsys):
     assert {"autorater", "annotator0", "annotator1", "human_majority"} <= rows
 
 
-def test_predict_applies_the_stored_temperature(env):
+def test_predict_applies_the_stored_temperature_and_shift(env):
     out = env["root"] / "predictions.jsonl"
     assert cli.main(["predict", "--model", str(env["model"]), "--suite", str(env["suite"].root),
                      "--out", str(out), "--quiet"]) == 0
-    temperature = json.loads((env["model"] / "calibration.json").read_text())["temperature"]
+    stored = json.loads((env["model"] / "calibration.json").read_text())
+    temperature, bias = stored["temperature"], stored["bias"]
     for row in read_lines(out):
-        assert math.isclose(row["p_success"], 1 / (1 + math.exp(-row["logit"] / temperature)), abs_tol=1e-5)
+        want = 1 / (1 + math.exp(-(row["logit"] / temperature + bias)))
+        assert math.isclose(row["p_success"], want, abs_tol=1e-3), (row, stored)  # logits are written to 1e-6
 
 
 def test_calibrate_refuses_a_suite_without_references(env, tmp_path, capsys):

@@ -67,7 +67,9 @@ def test_the_events_model_reads_the_pose_and_other_encoders_refuse_it():
     out = model(features=features, times_s=times, takeover_s=torch.zeros(2),
                 instructions=["go left", "go"])
     assert out.success_logit.shape == (2,) and torch.isfinite(out.success_logit).all()
-    assert model.events.mlp[0].in_features == 49 * 4 + 3 * (config.places + 1) + 16 + 8  # + the side at t-1, t
+    side = model.events.match.side
+    assert side is not None and side.out_features == 4  # the words' weights on the four sides
+    assert Autorater(config.replace(pose=False)).events.match.side is None
     with pytest.raises(ValueError, match="pose reads first-person"):
         Autorater(PRESETS["tiny_transformer"].replace(architecture="events", pose=True, vocab=["a"],
                                                       failure_modes=["timeout"]))

@@ -265,7 +265,7 @@ def warm_up_match(model: Autorater, data: _Data, rows: np.ndarray, tc: TrainConf
             features = inputs[key] if key == "features" else model.frame_encoder(inputs[key])
             win = marker_window(inputs["times_s"], targets.marker_index,
                                 active_frames(inputs["times_s"], inputs["takeover_s"]))
-            loss = sum(match_loss(head.match(head.cells(features), head.text(inputs["instructions"])), win,
+            loss = sum(match_loss(head.match_score(features, inputs["instructions"]), win,
                                   own=targets.match == 1, other=targets.match == 0) for head in heads) / len(heads)
             opt.zero_grad(set_to_none=True)
             loss.backward()
