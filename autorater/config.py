@@ -43,6 +43,8 @@ class AutoraterConfig:
     pose: bool = False  # events, "pixels" cells of first-person video: dead reckoning from the first frame
     #                     (autorater/pose.py) tells the instruction match which side of the first pose ("on your
     #                     left") the cell in front of the agent lies on
+    front_places: bool = False  # events, first-person cells: two more places at fixed spots, the cell in front
+    #                             of the agent and the best of its three neighbours ("put X next to Y")
     members: int = 1  # events: independently initialised event heads trained side by side, their outcome
     #                   distributions averaged (a deep ensemble in one model folder)
     # Transformer. Fusion: a spatial FiLM block per frame, then a transformer over frame tokens attending to the text.

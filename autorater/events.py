@@ -70,14 +70,23 @@ class PlaceMatch(nn.Module):
     with ``sides``, the words against the side of the first pose the cell in front lies on (``pose.py``)."""
 
     def __init__(self, channels: int, text_dim: int, cells: int, places: int = 4, dim: int = 32,
-                 sides: bool = False):
+                 sides: bool = False, front: tuple[int, tuple[int, ...]] | None = None):
         super().__init__()
         self.cell = nn.Sequential(nn.Linear(2 * channels, 64), nn.GELU(), nn.Linear(64, dim))
         self.where = nn.Parameter(torch.randn(places, cells))  # re-set from the data by ``place_prior``
         self.query = nn.Linear(text_dim, places * dim)
         self.bias = nn.Linear(text_dim, 1)
         self.side = nn.Linear(text_dim, 4) if sides else None  # "left" -> the left side of the first pose...
+        # Two fixed places (first person): the cell in front of the agent, and the best of its neighbours
+        # (where "put X next to Y" wants Y once X is dropped in front): each with its own query.
+        self.front = front  # (the front cell, its neighbours) as flat grid indices, or None
+        self.front_query = nn.Linear(text_dim, 2 * dim) if front else None
         self.places, self.dim = places, dim
+
+    @property
+    def columns(self) -> int:
+        """Columns of ``per_place``: the learned places, then the two fixed ones."""
+        return self.places + (2 if self.front else 0)
 
     def forward(self, cells: torch.Tensor, text: torch.Tensor, side: torch.Tensor | None = None) -> torch.Tensor:
         # cells (b, t, p, 2c): each cell and its change; text (b, text_dim); side (b, t, 4) -> (b, t)
@@ -91,10 +100,25 @@ class PlaceMatch(nn.Module):
         return out
 
     def per_place(self, cells: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
-        """(b, t, places): each place's agreement with its query."""
-        at = torch.einsum("kp,btpd->btkd", self.where.softmax(-1), self.cell(cells))
+        """(b, t, columns): each place's agreement with its query."""
+        emb = self.cell(cells)
+        at = torch.einsum("kp,btpd->btkd", self.where.softmax(-1), emb)
         q = self.query(text).view(-1, self.places, self.dim)
-        return torch.einsum("btkd,bkd->btk", at, q)
+        out = torch.einsum("btkd,bkd->btk", at, q)
+        if not self.front:
+            return out
+        ahead, beside = self.front
+        qa, qb = self.front_query(text).view(-1, 2, self.dim).unbind(1)
+        in_front = torch.einsum("btd,bd->bt", emb[:, :, ahead], qa)
+        best_beside = torch.einsum("btnd,bd->btn", emb[:, :, list(beside)], qb).logsumexp(-1)  # a soft "any of"
+        return torch.cat([out, in_front[..., None], best_beside[..., None]], -1)
+
+
+def front_cells(grid: int) -> tuple[int, tuple[int, ...]]:
+    """First-person grid (the agent at the bottom centre, facing up): the flat index of the cell in front
+    of the agent and of that cell's three other neighbours (ahead of it, left, right)."""
+    row, col = grid - 2, grid // 2
+    return row * grid + col, ((row - 1) * grid + col, row * grid + col - 1, row * grid + col + 1)
 
 
 class EventHead(nn.Module):
@@ -102,7 +126,7 @@ class EventHead(nn.Module):
 
     def __init__(self, channels: int, cells: int, vocab: list[str], classes: int, places: int = 4,
                  generic: int = 4, hidden: int = 128, use_instruction: bool = True, raw_colours: bool = True,
-                 place_inputs: bool = False, pose_cells: int = 0):
+                 place_inputs: bool = False, pose_cells: int = 0, front_places: bool = False, grid: int = 7):
         super().__init__()
         self.pose_cells = pose_cells  # > 0: first-person "pixels" cells on this sub-grid: the match also reads
         #                              which side of the first pose the cell in front lies on (pose.py)
@@ -110,10 +134,11 @@ class EventHead(nn.Module):
         self.raw_colours = raw_colours  # "pixels" features in [0, 1]; other encoders' come at any scale
         self.words = HalvesBagOfWords(vocab)
         self.use_instruction = use_instruction
-        self.match = PlaceMatch(channels, self.words.out_dim, cells, places, sides=pose_cells > 0)
+        self.match = PlaceMatch(channels, self.words.out_dim, cells, places, sides=pose_cells > 0,
+                                front=front_cells(grid) if front_places else None)
         self.generic = nn.Sequential(nn.Linear(2 * channels, 64), nn.GELU(), nn.Linear(64, generic))
         self.verb = nn.Linear(self.words.out_dim, 16)
-        n_match = 3 * (places + 1 if place_inputs else 1)
+        n_match = 3 * (self.match.columns + 1 if place_inputs else 1)
         self.mlp = nn.Sequential(nn.Linear(cells * generic + n_match + 16, hidden), nn.GELU(),
                                  nn.Linear(hidden, classes))
 

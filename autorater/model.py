@@ -256,10 +256,12 @@ class Autorater(nn.Module):
                 return EventHead(self.frame_encoder.out_channels, grid[0] * grid[1], config.vocab,
                                  1 + len(self.event_classes), config.places, use_instruction=config.use_instruction,
                                  raw_colours=config.encoder == "pixels", place_inputs=config.place_inputs,
-                                 pose_cells=config.pixel_cells if config.pose else 0)
-            if config.pose and config.encoder != "pixels":
-                raise ValueError(f"pose reads first-person 'pixels' cells; encoder {config.encoder!r} has none "
-                                 f"(fix: set pose to false, or use the pixels encoder)")
+                                 pose_cells=config.pixel_cells if config.pose else 0,
+                                 front_places=config.front_places, grid=grid[0])
+            for option in ("pose", "front_places"):
+                if getattr(config, option) and config.encoder != "pixels":
+                    raise ValueError(f"{option} reads first-person 'pixels' cells; encoder {config.encoder!r} has "
+                                     f"none (fix: set {option} to false, or use the pixels encoder)")
             if config.members < 1:
                 raise ValueError(f"members must be >= 1, got {config.members}")
             # One head keeps the first folders' weight names ("events.*"); an ensemble is "events.<k>.*".

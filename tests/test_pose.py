@@ -73,3 +73,24 @@ def test_the_events_model_reads_the_pose_and_other_encoders_refuse_it():
     with pytest.raises(ValueError, match="pose reads first-person"):
         Autorater(PRESETS["tiny_transformer"].replace(architecture="events", pose=True, vocab=["a"],
                                                       failure_modes=["timeout"]))
+
+
+def test_the_front_places_read_the_cell_ahead_and_any_of_its_neighbours():
+    from autorater.events import PlaceMatch, front_cells
+
+    assert front_cells(7) == (38, (31, 37, 39))  # row 5 col 3; row 4 col 3, row 5 cols 2 and 4
+    torch.manual_seed(0)
+    match = PlaceMatch(channels=3, text_dim=5, cells=49, places=2, front=front_cells(7))
+    text = torch.rand(1, 5)
+    cells = torch.zeros(1, 1, 49, 6)
+    thing = torch.tensor([1.0, -2.0, 0.5, 0.0, 0.0, 0.0])
+    scores = []
+    for at in (31, 37, 39, 10):  # the thing beside the front cell (three ways), then far away
+        moved = cells.clone()
+        moved[0, 0, at] = thing
+        scores.append(match.per_place(moved, text)[0, 0])
+    assert scores[0].shape == (4,) and match.columns == 4
+    torch.testing.assert_close(scores[0][3], scores[1][3])  # any of the three neighbours: the same score
+    torch.testing.assert_close(scores[1][3], scores[2][3])
+    assert not torch.isclose(scores[0][3], scores[3][3])  # far away: another
+    torch.testing.assert_close(scores[0][2], scores[3][2])  # the cell in front did not change
