@@ -124,6 +124,6 @@ PRESETS: dict[str, AutoraterConfig] = {
     "tiny": AutoraterConfig(image_size=32, grid_size=4, pixel_cells=2, num_frames=8, places=2),
     "tiny_transformer": _TRANSFORMER.replace(encoder="tiny_cnn", image_size=32, num_frames=8, text_encoder="bow",
                                              spatial_size=16, hidden_size=32, num_layers=1, num_heads=2, dropout=0.0),
-    "base": AutoraterConfig(),
+    "base": AutoraterConfig(pose=True, front_places=True),  # the recipe (README, "The model")
     "transformer": _TRANSFORMER,
 }

@@ -21,11 +21,14 @@ def _cp_upper(errors, n, delta: float) -> np.ndarray:
     return np.where(errors >= n, 1.0, special.betaincinv(errors + 1, np.maximum(n - errors, 1), 1 - delta))
 
 
-def _min_references(alpha: float, delta: float) -> int:
-    """Smallest n for which n correct out of n passes the bound, i.e. (1 - alpha)^n <= delta."""
+def _min_references(alpha: float, delta: float, errors: int = 0) -> int:
+    """Smallest n for which ``errors`` wrong out of n passes the bound (0 errors: (1 - alpha)^n <= delta)."""
     guess = int(np.ceil(np.log(delta) / np.log1p(-alpha)))
-    candidates = np.arange(max(guess - 1, 1), guess + 2)  # the exact test decides near the closed form
-    return int(candidates[_cp_upper(0, candidates, delta) <= alpha][0])
+    if errors == 0:
+        candidates = np.arange(max(guess - 1, 1), guess + 2)  # the exact test decides near the closed form
+    else:
+        candidates = np.arange(guess, 40 * guess * (errors + 1))
+    return int(candidates[_cp_upper(errors, candidates, delta) <= alpha][0])
 
 
 class SelectivePolicy:
@@ -82,6 +85,11 @@ class SelectivePolicy:
             counts as unknown) exceeds it always go to a human, in ``fit`` and ``decide``.
         on_infeasible: ``"raise"`` an ``InsufficientReferencesError`` when no point passes, or
             ``"route_all"``: send everything to humans and set ``feasible_ = False``.
+        start_errors: the sequence starts at the most confident k references among which this many
+            errors would still pass (0: the fewest that pass with none, 45 at 0.95 / 90%; 2: 105).
+            Any start fixed before the labels are seen keeps the guarantee; a later start gives up
+            the smallest coverages, which no one wants, so that one confident error among the first
+            few dozen references no longer ends the path before it reaches useful coverage.
 
     Attributes:
         t_success_, t_fail_: the thresholds (NaN when infeasible: nothing is auto-labelled).
@@ -110,7 +118,9 @@ class SelectivePolicy:
         min_references: int = 100,
         max_marker_uncertainty_s: float | None = None,
         on_infeasible: str = "raise",
+        start_errors: int = 2,
     ):
+        self.start_errors = start_errors
         self.target_agreement = target_agreement
         self.confidence = confidence
         self.min_references = min_references
@@ -142,7 +152,7 @@ class SelectivePolicy:
         threshold, k, errors = self._path(p, y, marker_uncertainty)
         upper = _cp_upper(errors, k, delta)
         n_min = _min_references(alpha, delta)
-        tested = np.flatnonzero(k >= n_min)
+        tested = np.flatnonzero(k >= _min_references(alpha, delta, self.start_errors))
         passed = tested[: np.argmax(np.append(upper[tested] > alpha, True))]  # accepted until the first failure
 
         self.n_references_ = n
