@@ -12,12 +12,14 @@ def calibrated_draw(rng, n, a=0.3, b=0.7):
     return p, (rng.random(n) < p).astype(int)
 
 
-def test_agreement_guarantee_holds_over_many_reference_draws():
+@pytest.mark.parametrize("start_errors", [0, 2])  # wherever the sequence starts
+def test_agreement_guarantee_holds_over_many_reference_draws(start_errors):
     target, confidence, draws = 0.95, 0.9, 200
     rng = np.random.default_rng(0)
     held, feasible = 0, 0
     for _ in range(draws):
-        policy = SelectivePolicy(target, confidence, on_infeasible="route_all").fit(*calibrated_draw(rng, 300))
+        policy = SelectivePolicy(target, confidence, on_infeasible="route_all",
+                                 start_errors=start_errors).fit(*calibrated_draw(rng, 300))
         p, y = calibrated_draw(rng, 20_000)  # a fresh suite, large enough to stand for the population
         auto = policy.decide(p) == "auto"
         feasible += policy.feasible_
@@ -86,3 +88,15 @@ def test_uncertain_markers_go_to_humans():
         SelectivePolicy(0.9, 0.9, max_marker_uncertainty_s=1.0).fit(p, y, np.full(1000, 5.0))
     with pytest.raises(ValueError, match="marker_uncertainty"):
         policy.decide(p)
+
+
+def test_one_confident_error_ends_the_path_only_when_it_starts_at_the_first_passing_point():
+    rng = np.random.default_rng(3)
+    p = np.sort(rng.uniform(0.97, 1.0, 300))[::-1]  # 300 confident successes...
+    y = np.ones(300, dtype=int)
+    y[10] = 0  # ...the 11th most confident of which is wrong
+    early = SelectivePolicy(0.95, 0.9, on_infeasible="route_all", start_errors=0).fit(p, y)
+    late = SelectivePolicy(0.95, 0.9, on_infeasible="route_all", start_errors=2).fit(p, y)
+    assert not early.feasible_
+    assert late.feasible_ and late.bound_ >= 0.95 and late.expected_coverage_ == 1.0
+
