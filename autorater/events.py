@@ -164,7 +164,7 @@ class EventHead(nn.Module):
         """features (b, t, c, h, w) -> (per-frame class log-probabilities (b, t, classes), match (b, t))."""
         cells = self.cells(features)
         text = self.text(instructions)
-        per_place = self.match.per_place(cells, text)  # (b, t, places)
+        per_place = self.match.per_place(cells, text)  # (b, t, learned places + fixed ones)
         match = self.match.total(per_place, text, self.side(features))  # (b, t)
         m = torch.cat([match[..., None], per_place], -1) if self.place_inputs else match[..., None]
         near = torch.cat([torch.cat([m[:, :1], m[:, :-1]], 1), m, torch.cat([m[:, 1:], m[:, -1:]], 1)], -1)

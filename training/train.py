@@ -140,7 +140,6 @@ def mirrorable(data: _Data) -> bool:
     return data.clips.is_frames or data.pixel_cells > 0
 
 
-
 def _rotate(x: torch.Tensor, k: torch.Tensor, spatial_dims: tuple[int, int]) -> torch.Tensor:
     """Rotate each clip of a batch by its own multiple of 90 degrees over the two spatial dims."""
     out = x.clone()
