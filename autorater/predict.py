@@ -50,18 +50,21 @@ def read_calibration(model_dir: str | Path | None) -> dict:
         raise ValueError(f"cannot read {path}: {err} (fix: rerun `autorater calibrate`)") from None
     if not isinstance(d, dict):
         raise ValueError(f"{path} must be a JSON object (fix: rerun `autorater calibrate`)")
-    t, b = d.get("temperature", 1.0), d.get("bias", 0.0)
-    if not isinstance(t, (int, float)) or not t > 0:
-        raise ValueError(f"{path}: temperature must be a positive number, got {t!r} (fix: rerun `autorater calibrate`)")
-    if not isinstance(b, (int, float)) or not np.isfinite(b):
-        raise ValueError(f"{path}: bias must be a finite number, got {b!r} (fix: rerun `autorater calibrate`)")
-    from calibration import MarkerOffset
+    try:  # the same checks as the code that applies it
+        _scaler(d)
+        from calibration import MarkerOffset
 
-    try:
         MarkerOffset.from_dict(d)
     except ValueError as err:
-        raise ValueError(f"{path}: {err}") from None
+        raise ValueError(f"{path}: {err} (fix: rerun `autorater calibrate`)") from None
     return d
+
+
+def _scaler(calibration: dict):
+    """The stored temperature and shift as a ``TemperatureScaler`` (none stored: the identity)."""
+    from calibration import TemperatureScaler
+
+    return TemperatureScaler.from_dict({"temperature": 1.0, **calibration})
 
 
 def model_name(model_dir: str | Path | None) -> str:
@@ -121,8 +124,7 @@ def calibrate_outputs(logit: np.ndarray, marker_s: np.ndarray, durations_s: Sequ
     from calibration import MarkerOffset
 
     calibration = calibration or {}
-    z = np.asarray(logit, dtype=np.float64) / float(calibration.get("temperature", 1.0))
-    p = 1 / (1 + np.exp(-(z + float(calibration.get("bias", 0.0)))))
+    p = _scaler(calibration).predict_proba(np.asarray(logit, dtype=np.float64))
     success = (np.round(p, 6) >= 0.5).astype(int)  # the outcome ``to_records`` writes
     marker_s = MarkerOffset.from_dict(calibration).transform(marker_s, success, np.asarray(durations_s, float))
     return p, marker_s

@@ -23,11 +23,8 @@ def _cp_upper(errors, n, delta: float) -> np.ndarray:
 
 def _min_references(alpha: float, delta: float, errors: int = 0) -> int:
     """Smallest n for which ``errors`` wrong out of n passes the bound (0 errors: (1 - alpha)^n <= delta)."""
-    guess = int(np.ceil(np.log(delta) / np.log1p(-alpha)))
-    if errors == 0:
-        candidates = np.arange(max(guess - 1, 1), guess + 2)  # the exact test decides near the closed form
-    else:
-        candidates = np.arange(guess, 40 * guess * (errors + 1))
+    guess = int(np.ceil(np.log(delta) / np.log1p(-alpha)))  # the closed form for no error; the exact test decides
+    candidates = np.arange(max(guess - 1, 1), 40 * guess * (errors + 1))
     return int(candidates[_cp_upper(errors, candidates, delta) <= alpha][0])
 
 
