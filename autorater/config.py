@@ -47,6 +47,9 @@ class AutoraterConfig:
     #                             of the agent and the best of its three neighbours ("put X next to Y")
     members: int = 1  # events: independently initialised event heads trained side by side, their outcome
     #                   distributions averaged (a deep ensemble in one model folder)
+    mirror_tta: bool = False  # events, "pixels" cells: at prediction, also rate every clip mirrored left-right
+    #                           (with "left" and "right" swapped in its instruction) and average the two
+    #                           outcome distributions, like two members of an ensemble (autorater/mirror.py)
     # Transformer. Fusion: a spatial FiLM block per frame, then a transformer over frame tokens attending to the text.
     token_norm: bool = False  # LayerNorm the frame tokens before adding time/phase embeddings (without it the
     #                          video content is ~2% of a token); an experiment: no measured gain yet (README)

@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from torch import nn
 from autorater.config import ARCHITECTURES, PRESETS, AutoraterConfig
 from autorater.encoders import BagOfWords, create_frame_encoder, create_text_encoder
 from autorater.events import EventHead, active_frames, event_losses, first_events, log1mexp
+from autorater.mirror import mirror_all, mirror_words
 
 
 @dataclass
@@ -258,7 +260,7 @@ class Autorater(nn.Module):
                                  raw_colours=config.encoder == "pixels", place_inputs=config.place_inputs,
                                  pose_cells=config.pixel_cells if config.pose else 0,
                                  front_places=config.front_places, grid=grid[0])
-            for option in ("pose", "front_places"):
+            for option in ("pose", "front_places", "mirror_tta"):
                 if getattr(config, option) and config.encoder != "pixels":
                     raise ValueError(f"{option} reads first-person 'pixels' cells; encoder {config.encoder!r} has "
                                      f"none (fix: set {option} to false, or use the pixels encoder)")
@@ -393,7 +395,8 @@ class Autorater(nn.Module):
         """The events model (autorater/events.py): per-frame events chained into the clip's outcome.
 
         An ensemble's clip-level distributions (outcome, marker, failure mode) are the mixture of its members';
-        each member is trained on its own losses, as if alone."""
+        each member is trained on its own losses, as if alone. With ``mirror_tta``, prediction also mixes in
+        each member's rating of the mirrored clips."""
         active = active_frames(times_s, takeover_s)
         modes = self.config.failure_modes
         if targets is not None:
@@ -402,8 +405,11 @@ class Autorater(nn.Module):
             failure_class = class_of[targets.failure_mode]
             timeout = (targets.marker_index == times_s.shape[1]) | ((targets.failure_mode >= 0) & (failure_class < 0))
         log_ps, marker, failure, matches, losses = [], [], [], [], []
-        for head in self.event_heads:
-            logp, match = head(features, instructions)  # (b, t, classes), (b, t)
+        views = [(features, instructions)]
+        if self.config.mirror_tta and targets is None:  # the same clips in a mirrored world: one more member
+            views.append((mirror_all(features, self.config.pixel_cells), [mirror_words(t) for t in instructions]))
+        for head, (feats, words) in itertools.product(self.event_heads, views):
+            logp, match = head(feats, words)  # (b, t, classes), (b, t)
             first, none = first_events(logp, active)  # (b, t, events), (b,)
             log_ps.append(torch.logsumexp(first[..., 0], 1))
             marker.append(torch.cat([torch.logsumexp(first, -1), none[:, None]], 1))  # log P(first event at t / none)

@@ -7,8 +7,8 @@ import numpy as np
 import torch
 
 from autorater.encoders import PixelCells
-from training.augment import (PERMUTED, RENDER_COLOURS, mirror, mirror_words, random_permutation, recolour,
-                              recolour_rgb, recolour_words)
+from training.augment import (PERMUTED, RENDER_COLOURS, contradicts, mirror, mirror_words, random_permutation,
+                              recolour, recolour_rgb, recolour_words, relax_words)
 
 
 def on_screen(name: str) -> torch.Tensor:
@@ -82,3 +82,23 @@ def test_recolour_words_follow_the_permutation_and_a_round_trip_is_the_identity(
     q = {"green": "purple", "blue": "yellow"}
     both = recolour(torch.cat([frame, other, frame]), [p, q, None], 0)  # each clip by its own permutation
     assert torch.equal(both, torch.cat([recolour(frame, [p], 0), recolour(other, [q], 0), frame]))
+
+
+def test_relax_words_drops_exactly_one_colour_word_and_nothing_else():
+    rng = np.random.default_rng(0)
+    seen = set()
+    for _ in range(20):
+        weaker = relax_words("put the red ball next to the Blue key", rng)
+        seen.add(weaker)
+        assert weaker in {"put the ball next to the Blue key", "put the red ball next to the key"}
+    assert len(seen) == 2  # either colour may go
+    assert relax_words("pick up the grey box behind you", rng) == "pick up the box behind you"
+    assert relax_words("pick up a key", rng) is None  # nothing to drop
+    assert relax_words("go to the redwood door", rng) is None  # whole words only
+
+
+def test_a_weaker_instruction_contradicts_a_video_only_when_it_names_what_the_video_lacks():
+    assert contradicts("pick up the ball", "pick up the blue key")  # the video picked up a key
+    assert not contradicts("pick up the ball", "pick up the green ball")  # any ball will do
+    assert contradicts("put the red ball next to the key", "put the red ball next to the blue box")
+    assert not contradicts("open the door on your left", "open the purple door")  # sides are not checked

@@ -441,3 +441,35 @@ def test_a_place_reads_only_where_it_looks():
     there[:, :, 1, 1] += 5.0  # the watched cell changes
     assert torch.allclose(pool(h), pool(elsewhere)) and not torch.allclose(pool(h), pool(there))
     assert pool(h).shape == (2, 8)
+
+
+@pytest.mark.parametrize("members", [1, 2])
+def test_a_mirror_averaged_model_rates_a_clip_and_its_mirror_alike(members):
+    from autorater.mirror import mirror_all, mirror_words
+
+    x = inputs(1)  # 28-pixel frames: a 7 x 7 first-person grid, as the pose reads it
+    x["frames"] = x["frames"][:, :, :28, :28]
+    x["instructions"] = ["go to the red ball on your left", "go to the blue ball", "pick up the key on your right"]
+    mirrored = {**x, "frames": mirror_all(x["frames"], 0), "instructions": [mirror_words(t) for t in x["instructions"]]}
+    torch.manual_seed(0)
+    model = Autorater(PRESETS["tiny"].replace(vocab=VOCAB + ["on", "your", "left", "right"], failure_modes=MODES,
+                                              members=members, pose=True, front_places=True, grid_size=7,
+                                              image_size=28)).eval()
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=g))
+    with torch.no_grad():
+        one, one_m = model(**x), model(**mirrored)
+        model.config = model.config.replace(mirror_tta=True)
+        both, both_m = model(**x), model(**mirrored)
+    assert not torch.allclose(one.success_logit, one_m.success_logit, atol=1e-4)  # one view: not symmetric
+    torch.testing.assert_close(both.success_logit, both_m.success_logit)  # both views: exactly symmetric
+    torch.testing.assert_close(both.marker_logits, both_m.marker_logits)
+    p = torch.sigmoid(both.success_logit)  # the mixture: the mean of the two views' probabilities
+    torch.testing.assert_close(p, (torch.sigmoid(one.success_logit) + torch.sigmoid(one_m.success_logit)) / 2)
+
+
+def test_mirror_averaging_needs_the_pixels_encoder():
+    with pytest.raises(ValueError, match="mirror_tta reads first-person"):
+        Autorater(PRESETS["tiny_transformer"].replace(architecture="events", mirror_tta=True, vocab=["a"]))

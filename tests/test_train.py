@@ -6,6 +6,8 @@ The ``tiny`` preset (from-scratch CNN, learned bag of words) on 32x32 videos of 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -360,3 +362,37 @@ def test_encoders_whose_features_a_mirror_does_not_map_skip_it(tmp_path):
               out=tmp_path / name)
         saved[name] = json.loads((tmp_path / name / "metadata.json").read_text())["train_config"]["mirror"]
     assert saved == {"frames": True, "lite0": False}  # ImageNet features of a mirrored frame are not mirrored
+
+
+def test_relaxed_rows_keep_a_success_and_add_negatives_of_another_object_or_colour(tmp_path):
+    from training.augment import RENDER_COLOURS, contradicts
+    from training.train import make_batch
+
+    suite = colour_suite(tmp_path / "suite", n_scenarios=8, per_scenario=2)
+    tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c"), rotate=False, mirror=False, relax=1.0)
+    model, data = prepare([suite], PRESETS["tiny"], tc)
+    objects = ("ball", "key", "box")
+    data.ex.instructions = [f"pick up the {t} {objects[i % 3]}" for i, t in enumerate(data.ex.instructions)]
+    rows = np.arange(len(data.ex))
+    assert make_batch(data, rows, tc, np.random.default_rng(0))[0]["instructions"][len(rows):] == \
+        make_batch(data, rows, dataclasses.replace(tc, relax=0.0), np.random.default_rng(0))[0]["instructions"][
+            len(rows):]  # its failures are timeouts only: a wrong object is no decisive failure here (go_to)
+    data.decisive = frozenset({"goto"})
+    inputs, tg = make_batch(data, rows, tc, np.random.default_rng(0))
+    n, feats, words = len(rows), inputs["features"], inputs["instructions"]
+    start = next(j for j in range(n, len(words)) if len(words[j].split()) == 4)  # "pick up the ball": no colour
+    assert (len(words) - start) % 3 == 0 and len(words) - start >= 6
+    for pos, neg, changed in zip(*(range(start + k, len(words), 3) for k in range(3))):
+        i = next(i for i in range(n) if torch.equal(feats[i], feats[pos]))
+        k = next(k for k in range(n) if torch.equal(feats[k], feats[neg]))
+        own, colour = data.ex.instructions[i], data.ex.instructions[i].split()[3]
+        assert words[pos] == words[neg] == own.replace(colour + " ", "")
+        assert tg.match[pos] == 1 and data.ex.p_success[i] > 0.5 and tg.success[pos] > 0.5  # asks for less: a success
+        assert tg.match[neg] == 0 and data.ex.p_success[k] > 0.5 and tg.success[neg] == tc.negative_label
+        assert contradicts(words[neg], data.ex.instructions[k])  # the other video shows another object
+        assert torch.equal(feats[changed], feats[i]) and tg.match[changed] == 0
+        assert tg.success[changed] == tc.negative_label
+        new = words[changed].split()[3]
+        assert new != colour and new in RENDER_COLOURS and words[changed] == own.replace(colour, new)
+    out = model(**inputs, targets=tg)
+    assert torch.isfinite(out.loss)

@@ -20,36 +20,7 @@ import re
 import numpy as np
 import torch
 
-_SIDES = re.compile(r"\b(left|right)\b", re.IGNORECASE)
-
-
-def _same_case(word: str, like: str) -> str:
-    return word.capitalize() if like[:1].isupper() else word
-
-
-def mirror_words(text: str) -> str:
-    """The instruction of the mirrored episode: "left" and "right" swapped, nothing else."""
-    return _SIDES.sub(lambda m: _same_case("right" if m.group(1).lower() == "left" else "left", m.group(1)), text)
-
-
-def mirror(x: torch.Tensor, flip: torch.Tensor, pixel_cells: int) -> torch.Tensor:
-    """Mirror left-right the clips of a batch where ``flip`` (b,) is True.
-
-    ``pixel_cells`` 0: decoded frames (b, t, H, W, 3), flipped along W; k > 0: "pixels" cells, flipped along
-    the grid's columns and, inside each cell, along the k x k sub-grid.
-    """
-    rows = flip.nonzero().flatten()
-    if not len(rows):
-        return x
-    out = x.clone()
-    if not pixel_cells:
-        out[rows] = x[rows].flip(3)
-        return out
-    k = pixel_cells
-    channels = torch.arange(x.shape[2]).view(-1, k, k).flip(-1).flatten()
-    out[rows] = x[rows][:, :, channels].flip(-1)
-    return out
-
+from autorater.mirror import mirror, mirror_words, same_case  # noqa: F401  (mirror: also used at test time)
 
 # The generator's renderer (MiniGrid) draws objects in six colours. Inside the agent's view every tile is
 # lightened 30% towards white, so on screen an object of colour c is c + 0.3 (255 - c) on a (76, 76, 76)
@@ -71,7 +42,7 @@ def random_permutation(rng: np.random.Generator) -> dict[str, str]:
 
 def recolour_words(text: str, permutation: dict[str, str]) -> str:
     """The instruction of the recoloured episode: every permuted colour word renamed."""
-    return _COLOUR_WORDS.sub(lambda m: _same_case(permutation.get(m.group(1).lower(), m.group(1).lower()),
+    return _COLOUR_WORDS.sub(lambda m: same_case(permutation.get(m.group(1).lower(), m.group(1).lower()),
                                                   m.group(1)), text)
 
 
@@ -116,5 +87,42 @@ def recolour(x: torch.Tensor, permutations: list[dict[str, str] | None], pixel_c
     return out
 
 
-__all__ = ["PERMUTED", "RENDER_COLOURS", "mirror", "mirror_words", "random_permutation", "recolour",
-           "recolour_rgb", "recolour_words"]
+# An instruction with one colour word dropped asks for less ("pick up the red ball" -> "pick up the ball"), so a
+# success stays a success, at the same moment, where acting on a wrong object is a decisive failure (the first
+# decisive event of a success is the success). Object and colour words decide whether a weaker instruction can
+# hold in another success video.
+_ANY_COLOUR = re.compile(r"\s*\b(" + "|".join(RENDER_COLOURS) + r")\b", re.IGNORECASE)
+OBJECT_WORDS = frozenset(RENDER_COLOURS) | {"ball", "box", "key", "door"}
+
+
+def relax_words(text: str, rng: np.random.Generator) -> str | None:
+    """The instruction with one of its colour words (picked at random) dropped; None when it has none."""
+    found = list(_ANY_COLOUR.finditer(text))
+    if not found:
+        return None
+    m = found[rng.integers(len(found))]
+    return text[:m.start()] + text[m.end():]
+
+
+def recolour_one_word(text: str, rng: np.random.Generator) -> str | None:
+    """The instruction with one of its colour words (picked at random) changed to another colour; None when it
+    has none. In a video that succeeded at ``text`` the agent acted on the other colour's object first: a failure
+    of the changed instruction wherever a wrong object ends the episode."""
+    found = list(_ANY_COLOUR.finditer(text))
+    if not found:
+        return None
+    m = found[rng.integers(len(found))]
+    old = m.group(1).lower()
+    new = [c for c in RENDER_COLOURS if c != old][rng.integers(len(RENDER_COLOURS) - 1)]
+    return text[:m.start(1)] + same_case(new, m.group(1)) + text[m.end(1):]
+
+
+def contradicts(weaker: str, done: str) -> bool:
+    """Whether the ``weaker`` instruction names an object or colour word that the instruction ``done`` (which
+    the video succeeded at) lacks: the video then shows the wrong object for it (a failure), not a success."""
+    have = set(done.lower().split())
+    return any(w in OBJECT_WORDS and w not in have for w in weaker.lower().split())
+
+
+__all__ = ["OBJECT_WORDS", "PERMUTED", "RENDER_COLOURS", "contradicts", "mirror", "mirror_words",
+           "random_permutation", "recolour", "recolour_one_word", "recolour_rgb", "recolour_words", "relax_words"]

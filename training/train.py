@@ -30,7 +30,8 @@ from autorater.predict import real_length
 from calibration import marker_metrics, outcome_metrics
 from data.splits import split_groups
 from data.suite import Suite
-from training.augment import mirror, mirror_words, random_permutation, recolour, recolour_words
+from training.augment import (contradicts, mirror, mirror_words, random_permutation, recolour, recolour_one_word,
+                              recolour_words, relax_words)
 from training.cache import CachedClips, FeatureCache
 from training.dataset import Examples, build_examples, marker_indices
 
@@ -72,6 +73,11 @@ class TrainConfig:
     recolour: bool = False  # permute the objects' colours (green, blue, purple, yellow) in half the clips and in
     #                        their instructions; MiniGrid's palette (training/augment.py): only for suites from the
     #                        generator (``generated``), and with inputs a mirror may use
+    relax: float = 0.0  # share of the success clips of a batch also shown under their instruction with one colour
+    #                     word dropped ("pick up the ball": asks for less, still a success), with two negatives
+    #                     (that instruction on a video of another object; the clip with a colour word changed);
+    #                     categories where a wrong object is a failure only (not go_to); generated suites only
+    #                     (MiniGrid's colour words). Without it a colourless instruction reads as a weak match
     init_from: str = ""  # a model folder whose weights start training (a second stage; fine-tuning)
     train_only: list[str] = field(default_factory=list)  # parameter-name prefixes to train ("verifier."); the
     #                       rest stays as initialised; empty: train everything. Two stages: train the default
@@ -107,6 +113,8 @@ class _Data:
     marker_index: torch.Tensor  # (n,) long
     failure_index: torch.Tensor  # (n,) long
     pixel_cells: int = 0  # > 0: ``clips.features`` are "pixels" cells on a k x k sub-grid (training/augment.py)
+    decisive: frozenset = frozenset()  # categories whose labelled failures include an early mistake (not only
+    #                                    timeouts): acting on a wrong object ends the episode there
 
 
 # ----------------------------------------------------------------------------------------------
@@ -131,8 +139,10 @@ def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainCon
     marker = marker_indices(np.array(ex.marker_s, dtype=float), clips.times_s.numpy(), clips.durations_s.numpy())
     index = {m: i for i, m in enumerate(cfg.failure_modes)}
     failure = [index.get(m, -1) if p < 0.5 else -1 for m, p in zip(ex.failure_mode, ex.p_success)]
+    decisive = frozenset(c for c, m, p in zip(ex.categories, ex.failure_mode, ex.p_success)
+                         if p < 0.5 and m and m != "timeout")
     return model, _Data(ex, clips, torch.from_numpy(marker), torch.tensor(failure, dtype=torch.long),
-                        pixel_cells=cfg.pixel_cells if cfg.encoder == "pixels" else 0)
+                        pixel_cells=cfg.pixel_cells if cfg.encoder == "pixels" else 0, decisive=decisive)
 
 
 def mirrorable(data: _Data) -> bool:
@@ -171,6 +181,35 @@ def _mismatch_partners(rows: np.ndarray, data: _Data, share: float, rng: np.rand
     return chosen, partners
 
 
+def _relaxed_rows(data: _Data, feats, instructions: list[str], match, idx, n_own: int, share: float,
+                  rng: np.random.Generator):
+    """For a share of the batch's own success rows in a category where a wrong object is a decisive failure,
+    add three rows: the same video under its instruction with one colour word dropped (still a success,
+    ``relax_words``); that weaker instruction on another success video of the batch that it ``contradicts``
+    (a negative: a weaker instruction is never a sign of success); and the same video with one colour word
+    changed (a negative: the agent acted on the other colour's object, ``recolour_one_word``)."""
+    ex = data.ex
+    add_rows, add_words, add_match = [], [], []
+    for i in rng.permutation(n_own):
+        row = int(idx[i])
+        if ex.p_success[row] <= 0.5 or ex.categories[row] not in data.decisive or rng.random() >= share:
+            continue
+        weaker, changed = relax_words(instructions[i], rng), recolour_one_word(instructions[i], rng)
+        if weaker is None:
+            continue
+        others = [j for j in range(n_own) if ex.p_success[int(idx[j])] > 0.5 and
+                  ex.categories[int(idx[j])] == ex.categories[row] and contradicts(weaker, instructions[j])]
+        if not others:
+            continue
+        add_rows += [i, others[rng.integers(len(others))], i]
+        add_words += [weaker, weaker, changed]
+        add_match += [1.0, 0.0, 0.0]
+    if not add_rows:
+        return feats, instructions, match, idx
+    return (torch.cat([feats, feats[add_rows]]), instructions + add_words,
+            torch.cat([match, torch.tensor(add_match)]), torch.cat([idx, idx[add_rows]]))
+
+
 def make_batch(data: _Data, rows: np.ndarray, tc: TrainConfig, rng: np.random.Generator | None):
     """Model inputs and targets for ``rows``; with ``rng``, add mismatch negatives, rotations and mirrors."""
     ex, clips = data.ex, data.clips
@@ -196,6 +235,9 @@ def make_batch(data: _Data, rows: np.ndarray, tc: TrainConfig, rng: np.random.Ge
             colours += [colours[i] for i in chosen]
         instructions = [mirror_words(t) if f else t for t, f in zip(instructions, flip)]
         instructions = [recolour_words(t, c) if c else t for t, c in zip(instructions, colours)]
+        if tc.relax:
+            feats, instructions, match, idx = _relaxed_rows(data, feats, instructions, match, idx, len(rows),
+                                                            tc.relax, rng)
     success = torch.tensor([ex.p_success[i] for i in idx.tolist()], dtype=torch.float32)
     # A success video paired with another scenario's instruction is (almost surely) a failure of that
     # instruction: the agent succeeded at *its* task, not this one. These free counterfactuals teach the
@@ -332,6 +374,8 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
         tc = dataclasses.replace(tc, mirror=False)
     if tc.recolour and not (mirrorable(data) and generated(suites)):
         tc = dataclasses.replace(tc, recolour=False)
+    if tc.relax and not generated(suites):
+        tc = dataclasses.replace(tc, relax=0.0)
     if prepared is not None:  # a fresh model with this trial's architecture, same cached inputs
         torch.manual_seed(tc.seed)
         model = Autorater(model_config.replace(vocab=model.config.vocab, failure_modes=model.config.failure_modes))
