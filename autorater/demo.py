@@ -1,8 +1,9 @@
 """``autorater demo``: the main job end to end on embedded defaults (local files, SQLite, nothing to start).
 
-Steps: generate a training suite and a new suite version (synthetic BabyAI STS), describe them,
-train the autorater (tracked in MLflow, registered, promoted to champion), calibrate it on reference
-episodes (temperature, selective policy, agreement with the annotators), label the new version
+Steps: generate a training suite, a suite of 300 gold reference episodes and a new suite version
+(synthetic BabyAI STS), describe them, train the autorater (tracked in MLflow, registered, promoted to
+champion), calibrate it on the reference episodes (temperature, selective policy, agreement with the
+annotators), label the new version
 (auto-labels plus a human queue and an audit slice in Label Studio's format), let the simulated
 annotators answer the queue (a Label Studio export), ingest their labels, print the agent
 leaderboard with its intervals, and evaluate the model on the new version against the simulator
@@ -43,16 +44,20 @@ def run_demo(out: Path, quick: bool = False) -> int:
 
     torch.set_num_threads(2)
     out.mkdir(parents=True, exist_ok=True)
-    n_train, n_new = (60, 10) if quick else (600, 40)
+    n_train, n_ref, n_new = (60, 30, 10) if quick else (600, 150, 40)
     started = time.time()
 
-    t = _step(f"1. generate a training suite ({n_train} scenarios x 2 continuations) and a new suite version "
-              f"({n_new} scenarios x 10 continuations: every agent twice per scenario)")
-    train_dir, new_dir = out / "suite-train", out / "suite-v2"
-    for path, scenarios, per, seed, version in ((train_dir, n_train, 2, 1, "v1"), (new_dir, n_new, 10, 2, "v2")):
+    t = _step(f"1. generate a training suite ({n_train} scenarios x 2 continuations), a reference suite ({n_ref} "
+              f"scenarios x 2, every continuation a gold reference) and a new suite version ({n_new} scenarios x 10 "
+              f"continuations: every agent twice per scenario)")
+    train_dir, ref_dir, new_dir = out / "suite-train", out / "suite-references", out / "suite-v2"
+    for path, scenarios, per, seed, version, share in ((train_dir, n_train, 2, 1, "v1", 0.15),
+                                                       (ref_dir, n_ref, 2, 4, "v1-references", 1.0),
+                                                       (new_dir, n_new, 10, 2, "v2", 0.15)):
         if not (path / "suite.json").exists():
-            generate_suite(path, scenarios=scenarios, continuations_per_scenario=per, seed=seed, version=version)
-    train_suite, new_suite = Suite.load(train_dir), Suite.load(new_dir)
+            generate_suite(path, scenarios=scenarios, continuations_per_scenario=per, seed=seed, version=version,
+                           reference_share=share)
+    train_suite, ref_suite, new_suite = Suite.load(train_dir), Suite.load(ref_dir), Suite.load(new_dir)
     print(format_stats(suite_stats(train_suite)))
     print(f"({time.time() - t:.0f} s)")
 
@@ -67,9 +72,9 @@ def run_demo(out: Path, quick: bool = False) -> int:
           f"{result.best['epoch']}; registered as autorater version {version}, promoted to {champion['uri']} "
           f"({time.time() - t:.0f} s)")
 
-    t = _step("3. calibrate on the training suite's reference episodes (never trained on): temperature, "
-              "the selective policy, the agreement table")
-    calib = calibrate_model(model_dir, train_suite, out / "calibration-report")
+    t = _step(f"3. calibrate on the reference suite's {len(ref_suite.references)} gold episodes (never trained on): "
+              f"temperature, the selective policy, the agreement table")
+    calib = calibrate_model(model_dir, ref_suite, out / "calibration-report")
     print(format_calibration(calib, per_category=False))
     print(f"({time.time() - t:.0f} s)")
 

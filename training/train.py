@@ -73,7 +73,7 @@ class TrainConfig:
     recolour: bool = False  # permute the objects' colours (green, blue, purple, yellow) in half the clips and in
     #                        their instructions; MiniGrid's palette (training/augment.py): only for suites from the
     #                        generator (``generated``), and with inputs a mirror may use
-    relax: float = 0.0  # share of the success clips of a batch also shown under their instruction with one colour
+    relax: float = 0.5  # share of the success clips of a batch also shown under their instruction with one colour
     #                     word dropped ("pick up the ball": asks for less, still a success), with two negatives
     #                     (that instruction on a video of another object; the clip with a colour word changed);
     #                     categories where a wrong object is a failure only (not go_to); generated suites only
