@@ -6,6 +6,10 @@ annotators said. Both act on decoded frames (b, t, H, W, 3) or on "pixels" cells
 each cell's mean colours on a k x k sub-grid, channel ``c k^2 + i k + j``); ImageNet features of a
 changed frame are not a function of the cached ones, so other encoders skip both (``training.train``).
 
+Words alone: a weaker instruction (one colour word dropped, ``relax_words``) still holds in a success
+video, and a changed colour word (``recolour_one_word``) or a weaker instruction that ``contradicts`` another
+video's does not: the rows ``training.train`` adds for ``TrainConfig.relax``.
+
 Example:
     >>> mirror_words("open the door on your left")
     'open the door on your right'
