@@ -7,7 +7,8 @@ from scipy import special
 
 from ._checks import as_binary, as_float, as_probs, check_fitted, same_length
 
-_PARAMS = ("target_agreement", "confidence", "min_references", "max_marker_uncertainty_s", "on_infeasible")
+_PARAMS = ("target_agreement", "confidence", "min_references", "max_marker_uncertainty_s", "on_infeasible",
+           "start_errors")
 _FITTED = ("t_success", "t_fail", "bound", "expected_coverage", "empirical_agreement", "n_references", "feasible")
 
 

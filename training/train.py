@@ -211,7 +211,8 @@ def _relaxed_rows(data: _Data, feats, instructions: list[str], match, idx, n_own
 
 
 def make_batch(data: _Data, rows: np.ndarray, tc: TrainConfig, rng: np.random.Generator | None):
-    """Model inputs and targets for ``rows``; with ``rng``, add mismatch negatives, rotations and mirrors."""
+    """Model inputs and targets for ``rows``; with ``rng``, add mismatch negatives, rotations, mirrors, recolours
+    and the weaker-instruction rows (``TrainConfig.relax``)."""
     ex, clips = data.ex, data.clips
     feats = clips.features[rows]
     instructions = [ex.instructions[r] for r in rows]
