@@ -11,7 +11,8 @@
    suite version, and the agreement of the auto-labelled part with the simulator truth.
 3. The leaderboard against the truth over ``--repeats`` repeated audit draws (a new audit slice and new
    simulated annotators each time, the model's predictions fixed): Spearman and MMRV of the per-agent
-   rates with the true rates, and the empirical coverage of the 95% intervals.
+   rates with the true rates, and the empirical coverage of the 95% intervals; and the Spearman of the
+   plain share of successes among the final labels (``labelled_rate``), which has no correction.
 
 Prints a table and writes ``labelling.json``.
 """
@@ -86,7 +87,7 @@ def _repeat(base, truths, agent_of, true_rate, gold, repeats, audit_share, annot
     from serving.label import audit_draw
     from serving.leaderboard import estimate
 
-    spearman, mmrv, covered, width = [], [], [], []
+    spearman, mmrv, covered, width, plain = [], [], [], [], []
     for seed in range(repeats):
         rows = [dict(r, audit=r["decision"] == "auto" and audit_draw(r["continuation_id"], 1000 + seed) < audit_share)
                 for r in base]
@@ -100,10 +101,12 @@ def _repeat(base, truths, agent_of, true_rate, gold, repeats, audit_share, annot
         m = rank_metrics({a: e["rate"] for a, e in est.items()}, true_rate)
         spearman.append(m["spearman"])
         mmrv.append(m["mmrv"])
+        plain.append(rank_metrics({a: e["labelled_rate"] for a, e in est.items()}, true_rate)["spearman"])
         covered += [e["ci"][0] <= true_rate[a] <= e["ci"][1] for a, e in est.items()]
         width += [e["ci"][1] - e["ci"][0] for e in est.values()]
     return {"spearman_mean": float(np.mean(spearman)), "spearman_min": float(np.min(spearman)),
             "mmrv_mean": float(np.mean(mmrv)), "coverage_95": float(np.mean(covered)),
+            "labelled_spearman_mean": float(np.mean(plain)), "labelled_spearman_min": float(np.min(plain)),
             "mean_interval_width": float(np.mean(width))}
 
 
@@ -152,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         (f"leaderboard Spearman vs truth (mean / min of {args.repeats})",
          f"{g['spearman_mean']:.3f} / {g['spearman_min']:.3f}"),
         ("leaderboard MMRV vs truth (mean)", f"{g['mmrv_mean']:.3f}"),
+        ("  plain share of the final labels: Spearman (mean / min)",
+         f"{g['labelled_spearman_mean']:.3f} / {g['labelled_spearman_min']:.3f}"),
         (f"95% intervals containing the true rate ({board['references']} gold refs)", f"{g['coverage_95']:.1%}"),
         ("mean interval width", f"{g['mean_interval_width']:.3f}"),
         ("  same, humans taken as the truth: Spearman / coverage / width",

@@ -23,6 +23,11 @@ The agent's rate is the share-weighted mean of the two, its standard error the w
 of squares, and the interval the normal one, clipped to [0, 1]. Continuations still waiting for a
 human label are left out and counted (``waiting``): the rate is then of the labelled ones only.
 
+Beside the rate, ``labelled_rate`` is the plain share of successes among the final labels: no
+correction and no interval. It carries the labellers' bias but none of the correction's variance,
+and with few references per agent it ranks agents whose rates are close more reliably (measured in
+``benchmarks/labelling``: one mislabelled reference moves the corrected rate by 1/n_gold).
+
 Also: per-category rates (the same estimator), time to completion (the CDF of success markers after
 the takeover, and its median with a bootstrap interval), consistency (per scenario with several
 continuations of an agent: do they all agree?), and scenario difficulty (success rate of each
@@ -148,9 +153,13 @@ def rate_vs_gold(gold: np.ndarray, label_on_gold: np.ndarray, label_rest: np.nda
 def estimate(rows: list[dict], gold: dict[str, str] | None = None) -> dict:
     """The rate of ``rows`` (labels.jsonl rows): against gold references when there are at least 2 among the
     labelled rows (``rate_vs_gold``), else from the human and audited strata (``rate_estimate``). Both
-    results are returned, the first as the estimate, the other under ``vs_humans``."""
+    results are returned, the first as the estimate, the other under ``vs_humans``; ``labelled_rate`` is the
+    plain share of successes among the final labels."""
     by_humans = rate_estimate(**_strata(rows))
     labelled = [r for r in rows if r.get("outcome") is not None]
+    # The plain share of successes among the final labels: no interval, biased by the labellers' errors, but
+    # with none of the correction's variance (one mislabelled reference moves the corrected rate by 1/n_gold).
+    plain = {"labelled_rate": float(np.mean([r["outcome"] == "success" for r in labelled])) if labelled else None}
     on_gold = [r for r in labelled if r["continuation_id"] in (gold or {})]
     if gold:
         rest = [r for r in labelled if r["continuation_id"] not in gold]
@@ -158,9 +167,9 @@ def estimate(rows: list[dict], gold: dict[str, str] | None = None) -> dict:
             est = rate_vs_gold([gold[r["continuation_id"]] == "success" for r in on_gold],
                                [r["outcome"] == "success" for r in on_gold],
                                [r["outcome"] == "success" for r in rest])
-            return {**est, "n_human": by_humans["n_human"], "n_auto": by_humans["n_auto"],
+            return {**est, **plain, "n_human": by_humans["n_human"], "n_auto": by_humans["n_auto"],
                     "n_audit": by_humans["n_audit"], "vs_humans": by_humans}
-    return {**by_humans, "n_gold": len(on_gold)}
+    return {**by_humans, **plain, "n_gold": len(on_gold)}
 
 
 def _strata(rows: list[dict]) -> dict:
@@ -279,9 +288,12 @@ def _truth_comparison(suite: Suite, board: dict) -> dict:
         rates.setdefault(c.agent_id, []).append(truth[c.continuation_id])
     true_rate = {a: float(np.mean(v)) for a, v in rates.items()}
     est = {a: board["agents"][a]["rate"] for a in true_rate if board["agents"][a]["rate"] is not None}
+    plain = {a: board["agents"][a]["labelled_rate"] for a in true_rate
+             if board["agents"][a]["labelled_rate"] is not None}
     covered = {a: bool(board["agents"][a]["ci"][0] - 1e-9 <= true_rate[a] <= board["agents"][a]["ci"][1] + 1e-9)
                for a in true_rate}
-    return {"true_rates": true_rate, **rank_metrics(est, true_rate), "covered": covered,
+    return {"true_rates": true_rate, **rank_metrics(est, true_rate), "labelled": rank_metrics(plain, true_rate),
+            "covered": covered,
             "coverage": float(np.mean(list(covered.values())))}
 
 
@@ -291,14 +303,15 @@ def _truth_comparison(suite: Suite, board: dict) -> dict:
 
 def format_leaderboard(board: dict) -> str:
     lines = [f"leaderboard of {board['suite']} (labels: {board['model']} + humans)",
-             f"{'rank':>4}  {'agent':<14}{'success rate':>13}  {'95% interval':<16}{'human':>6}{'auto':>6}{'audit':>6}"
+             f"{'rank':>4}  {'agent':<14}{'success rate':>13}  {'95% interval':<16}{'labels':>7}{'human':>6}{'auto':>6}{'audit':>6}"
              f"{'gold':>6}{'wait':>6}  {'median t (s)':>12}  {'consistency':>11}  method"]
     for i, agent in enumerate(board["ranking"], start=1):
         a = board["agents"][agent]
         rate = "-" if a["rate"] is None else f"{a['rate']:.3f}"
         t = "-" if a["median_time_to_success_s"] is None else f"{a['median_time_to_success_s']:.2f}"
         cons = "-" if a["consistency"] is None else f"{a['consistency']:.2f}"
-        lines.append(f"{i:>4}  {agent:<14}{rate:>13}  [{a['ci'][0]:.3f}, {a['ci'][1]:.3f}]  {a['n_human']:>6}"
+        plain = "-" if a["labelled_rate"] is None else f"{a['labelled_rate']:.3f}"
+        lines.append(f"{i:>4}  {agent:<14}{rate:>13}  [{a['ci'][0]:.3f}, {a['ci'][1]:.3f}]  {plain:>7}{a['n_human']:>6}"
                      f"{a['n_auto']:>6}{a['n_audit']:>6}{a['n_gold']:>6}{a['waiting']:>6}  {t:>12}  {cons:>11}  "
                      f"{a['method']}")
     lines.append("per category: " + ", ".join(f"{c} {v['rate']:.2f} [{v['ci'][0]:.2f}, {v['ci'][1]:.2f}]"
@@ -308,7 +321,9 @@ def format_leaderboard(board: dict) -> str:
     if "truth" in board:
         t = board["truth"]
         lines.append(f"against the simulator truth: Spearman {t['spearman']:.3f}, MMRV {t['mmrv']:.3f}, "
-                     f"intervals cover the true rate for {t['coverage']:.0%} of agents")
+                     f"intervals cover the true rate for {t['coverage']:.0%} of agents; the plain label shares: "
+                     f"Spearman {t['labelled']['spearman']:.3f}, MMRV {t['labelled']['mmrv']:.3f}")
+    lines.append("labels: the plain share of successes among the final labels (no correction, no interval)")
     return "\n".join(lines)
 
 
@@ -378,6 +393,7 @@ def write_report(board: dict, out_html: str | os.PathLike) -> Path:
     rows = "".join(
         f"<tr><td>{i}</td><td>{html.escape(a)}</td><td>{_fmt(board['agents'][a]['rate'])}</td>"
         f"<td>[{board['agents'][a]['ci'][0]:.3f}, {board['agents'][a]['ci'][1]:.3f}]</td>"
+        f"<td>{_fmt(board['agents'][a]['labelled_rate'])}</td>"
         f"<td>{board['agents'][a]['n_human']}</td><td>{board['agents'][a]['n_auto']}</td>"
         f"<td>{board['agents'][a]['n_audit']}</td><td>{board['agents'][a]['n_gold']}</td>"
         f"<td>{board['agents'][a]['waiting']}</td>"
@@ -401,7 +417,8 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}</style></head><b
 <p>Labels from {html.escape(board['model'])} (auto-labelled) and human annotators (the uncertain continuations
 and a random audit slice), corrected with prediction-powered inference by the gold references where an agent has
 them, else by the audit slice. Every rate comes with its 95% interval; {board['waiting']} continuations still waiting for a human label are left out.</p>{truth}
-<table><tr><th>rank</th><th>agent</th><th>success rate</th><th>95% interval</th><th>human</th><th>auto</th>
+<table><tr><th>rank</th><th>agent</th><th>success rate</th><th>95% interval</th><th>plain share of the labels</th>
+<th>human</th><th>auto</th>
 <th>audit</th><th>gold</th><th>waiting</th><th>median time to success (s)</th><th>consistency</th><th>method</th></tr>{rows}</table>
 <img src="data:image/png;base64,{figs['leaderboard']}">
 <h2>Per category</h2><table><tr><th>category</th><th>success rate</th><th>95% interval</th>

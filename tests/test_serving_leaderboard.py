@@ -105,7 +105,7 @@ def test_leaderboard_on_a_hand_made_table(board_env):
     suite, truth = board_env["suite"], board_env["truth"]
     for agent, a in board["agents"].items():
         outcomes = [truth[c.continuation_id]["outcome"] == "success" for c in suite.continuations if c.agent_id == agent]
-        assert a["rate"] == pytest.approx(np.mean(outcomes))
+        assert a["rate"] == pytest.approx(np.mean(outcomes)) and a["labelled_rate"] == pytest.approx(np.mean(outcomes))
         assert tuple(a["ci"]) == pytest.approx(wilson_interval(int(np.sum(outcomes)), len(outcomes)))
         assert a["n_human"] == len(outcomes) and a["n_auto"] == 0 and a["waiting"] == 0
         assert a["consistency"] is None or 0 <= a["consistency"] <= 1
@@ -113,6 +113,7 @@ def test_leaderboard_on_a_hand_made_table(board_env):
     rates = [board["agents"][a]["rate"] for a in board["ranking"]]
     assert rates == sorted(rates, reverse=True)
     assert board["truth"]["spearman"] == pytest.approx(1.0) and board["truth"]["coverage"] == 1.0
+    assert board["truth"]["labelled"]["spearman"] == pytest.approx(1.0)
     for sid, s in board["scenarios"].items():
         assert 0 <= s["success_rate"] <= 1 and s["ci"][0] <= s["success_rate"] <= s["ci"][1]
 
@@ -126,6 +127,7 @@ def test_with_references_the_labels_are_checked_against_gold(board_env):
         if n_refs >= 2:  # labels equal to the truth: nothing to correct, the interval still holds the truth
             assert a["method"] == "ppi vs references (gold)" and "vs_humans" in a
             assert a["ci"][0] <= board["truth"]["true_rates"][agent] <= a["ci"][1]
+        assert a["labelled_rate"] == pytest.approx(board["truth"]["true_rates"][agent])
 
 
 def test_cli_leaderboard_writes_json_and_html_with_figures(board_env, tmp_path, capsys):
