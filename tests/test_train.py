@@ -396,3 +396,49 @@ def test_relaxed_rows_keep_a_success_and_add_negatives_of_another_object_or_colo
         assert new != colour and new in RENDER_COLOURS and words[changed] == own.replace(colour, new)
     out = model(**inputs, targets=tg)
     assert torch.isfinite(out.loss)
+
+
+def test_the_weight_average_follows_its_decay_and_puts_the_live_weights_back():
+    torch.manual_seed(0)
+    net = torch.nn.Linear(3, 2)
+    frozen = torch.nn.Parameter(torch.ones(2), requires_grad=False)
+    net.register_parameter("frozen", frozen)
+    average = training.train.WeightAverage(net, decay=0.9)
+    start = net.weight.detach().clone()
+    expected = start.clone()
+    for step in range(5):
+        with torch.no_grad():
+            net.weight.add_(step + 1.0)
+        average.update()
+        expected = 0.9 * expected + 0.1 * net.weight.detach()
+    live = net.weight.detach().clone()
+    with average.swapped_in():
+        assert torch.allclose(net.weight, expected)
+        assert not torch.allclose(net.weight, live)
+    assert torch.equal(net.weight, live) and torch.equal(net.frozen, torch.ones(2))
+    assert len(average.params) == 2  # weight and bias; the frozen parameter is not averaged
+    with pytest.raises(ValueError, match="decay"):
+        training.train.WeightAverage(net, decay=1.0)
+
+
+def test_with_ema_the_kept_model_is_the_average_not_the_last_step(tmp_path):
+    suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
+    tc = TrainConfig(epochs=2, aggregation="majority", cache_dir=str(tmp_path / "cache"), ema=0.5, patience=5)
+    real = training.train.validate
+
+    def run(tc, out=None):
+        seen = {}
+
+        def spy(model, data, rows):  # the weights each epoch is validated with
+            seen[len(seen) + 1] = {k: v.detach().clone() for k, v in model.trainable_state_dict().items()}
+            return real(model, data, rows)
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(training.train, "validate", spy)
+            return train([suite], PRESETS["tiny"], tc, out=out), seen
+
+    result, averaged = run(tc, out=tmp_path / "m")
+    loaded = Autorater.from_pretrained(tmp_path / "m").trainable_state_dict()
+    assert all(torch.equal(loaded[k], v) for k, v in averaged[result.best["epoch"]].items())  # validated = saved
+    _, live = run(dataclasses.replace(tc, ema=0.0))  # the same steps (same seed), validated on the live weights
+    assert any(not torch.equal(live[2][k], v) for k, v in averaged[2].items())

@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
@@ -78,6 +79,8 @@ class TrainConfig:
     #                     (that instruction on a video of another object; the clip with a colour word changed);
     #                     categories where a wrong object is a failure only (not go_to); generated suites only
     #                     (MiniGrid's colour words). Without it a colourless instruction reads as a weak match
+    ema: float = 0.0  # decay per step of an exponential moving average of the trainable weights (Polyak
+    #                   averaging); validation, early stopping and the saved model use the average. 0: off
     init_from: str = ""  # a model folder whose weights start training (a second stage; fine-tuning)
     train_only: list[str] = field(default_factory=list)  # parameter-name prefixes to train ("verifier."); the
     #                       rest stays as initialised; empty: train everything. Two stages: train the default
@@ -262,8 +265,41 @@ def make_batch(data: _Data, rows: np.ndarray, tc: TrainConfig, rng: np.random.Ge
     return inputs, targets
 
 
+class WeightAverage:
+    """An exponential moving average of a model's trainable weights, updated after every optimiser step.
+
+    ``swapped_in()`` puts the average into the model for a while (validation, saving) and the live
+    weights back after. Parameters only: the models here keep no running statistics (no batch norm in
+    the trained parts).
+    """
+
+    def __init__(self, model: torch.nn.Module, decay: float):
+        if not 0.0 < decay < 1.0:
+            raise ValueError(f"ema decay must be in (0, 1), got {decay}")
+        self.decay = decay
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.average = [p.detach().clone() for p in self.params]
+
+    @torch.no_grad()
+    def update(self) -> None:
+        torch._foreach_lerp_(self.average, [p.detach() for p in self.params], 1.0 - self.decay)
+
+    @contextlib.contextmanager
+    def swapped_in(self):
+        live = [p.detach().clone() for p in self.params]
+        with torch.no_grad():
+            for p, a in zip(self.params, self.average):
+                p.copy_(a)
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for p, v in zip(self.params, live):
+                    p.copy_(v)
+
+
 def run_epoch(model: Autorater, data: _Data, rows: np.ndarray, tc: TrainConfig, opt, sched,
-              rng: np.random.Generator) -> dict:
+              rng: np.random.Generator, average: WeightAverage | None = None) -> dict:
     model.train()
     totals: dict[str, float] = {}
     order = rng.permutation(rows)
@@ -276,6 +312,8 @@ def run_epoch(model: Autorater, data: _Data, rows: np.ndarray, tc: TrainConfig, 
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
+        if average is not None:
+            average.update()
         n_batches += 1
         for k, v in {"loss": out.loss, **out.losses}.items():
             totals[k] = totals.get(k, 0.0) + float(v.detach())
@@ -408,29 +446,30 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
     if fresh_events and model.config.use_instruction and tc.match_warmup_epochs and tc.match_weight > 0:
         warm_up_match(model, data, train_rows, tc, rng, progress)
     result = TrainResult(model=model, n_train=len(train_rows), n_val=len(val_rows))
-    best_state, best_key, bad_epochs = None, None, 0
+    average = WeightAverage(model, tc.ema) if tc.ema else None
+    best, best_state, bad_epochs = None, None, 0
     epochs = range(1, tc.epochs + 1)
     if progress:
         from tqdm import tqdm
         epochs = tqdm(epochs, desc="training", unit="epoch")
     for epoch in epochs:
-        metrics = {**run_epoch(model, data, train_rows, tc, opt, sched, rng), **validate(model, data, val_rows)}
-        metrics["epoch"] = epoch
+        metrics = run_epoch(model, data, train_rows, tc, opt, sched, rng, average)
+        with average.swapped_in() if average else contextlib.nullcontext():  # the average is what is kept
+            metrics.update(validate(model, data, val_rows), epoch=epoch)
+            if best is None or metrics["val_balanced_accuracy"] > best["val_balanced_accuracy"]:
+                best, best_state, bad_epochs = metrics, copy.deepcopy(model.state_dict()), 0
+            else:
+                bad_epochs += 1
         result.history.append(metrics)
         if log is not None:
             log(epoch, metrics)
         if progress:
             epochs.set_postfix(loss=f"{metrics['train_loss']:.3f}", val_ba=f"{metrics['val_balanced_accuracy']:.3f}")
-        key = (metrics["val_balanced_accuracy"], -metrics["train_loss"])
-        if best_key is None or key[0] > best_key[0]:
-            best_key, best_state, bad_epochs = key, copy.deepcopy(model.state_dict()), 0
-            result.best = dict(metrics)
-        else:
-            bad_epochs += 1
         if bad_epochs >= tc.patience or (should_stop is not None and should_stop(epoch, metrics)):
             break
     model.load_state_dict(best_state)
     model.eval()
+    result.best = dict(best)
     result.wall_s = time.time() - start
     if out is not None:
         model.save_pretrained(out, metadata={"train_config": tc.to_dict(), "best": result.best,
