@@ -2,10 +2,11 @@
 
     python -m benchmarks.active [--pool-scenarios 500] [--test-scenarios 100] [--start 100] [--budget 100]
                                 [--rounds 4] [--epochs 12] [--strategies random,uncertainty,entropy]
-                                [--out bench-out/active]
+                                [--pool DIR --test DIR] [--cache DIR] [--out bench-out/active]
 
 A pool suite and a test suite are generated (the four training levels, the five standard agents,
-simulated annotators). Every strategy starts from the same random labelled set; each round the
+simulated annotators), or given (``--pool``/``--test``: e.g. the quality benchmark's training suite
+and its unseen-scenarios suite, whose features ``--cache`` already holds). Every strategy starts from the same random labelled set; each round the
 model is retrained from scratch on the labelled continuations (frozen-encoder features cached once),
 scored against the simulator truth of the test suite, and then picks the next ``--budget``
 continuations of the pool, whose simulated annotations are revealed (the annotators answering the
@@ -112,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--strategies", default="random,uncertainty,entropy")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pool", help="an annotated pool suite to use instead of generating one")
+    parser.add_argument("--test", help="a test suite with simulator truth to use instead of generating one")
+    parser.add_argument("--cache", help="feature cache folder (default: OUT/cache)")
     parser.add_argument("--out", default="bench-out/active")
     args = parser.parse_args(argv)
     out = Path(args.out)
@@ -119,7 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(os.cpu_count() or 1)
     suites = {}
     for name, n, seed in (("pool", args.pool_scenarios, 31), ("test", args.test_scenarios, 32)):
-        path = out / name
+        path = Path(getattr(args, name) or out / name)
+        if getattr(args, name) and not (path / "suite.json").is_file():
+            raise SystemExit(f"--{name} {path}: no suite.json there; pass a suite folder, or leave --{name} out "
+                             f"to generate one")
         if not (path / "suite.json").exists():
             generate_suite(path, scenarios=n, continuations_per_scenario=2, seed=seed, version=name, progress=True)
         suites[name] = Suite.load(path)
@@ -129,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     start = set(rng.choice(candidates, size=min(args.start, len(candidates)), replace=False).tolist())
     durations = {c: video_info(pool.video_path(c)).duration_s for c in pool.continuation_ids()}
-    tc = TrainConfig(epochs=args.epochs, patience=args.epochs, cache_dir=str(out / "cache"), seed=args.seed)
+    tc = TrainConfig(epochs=args.epochs, patience=args.epochs, cache_dir=args.cache or str(out / "cache"), seed=args.seed)
     began = time.time()
     curves = {s: run_strategy(s, pool, test, start, args.budget, args.rounds, tc, PRESETS["base"], durations,
                               args.seed) for s in args.strategies.split(",")}

@@ -72,3 +72,11 @@ def test_long_variant_names_stay_distinct_and_short():
     assert variant_slug(["image_size=112"]) == "image_size_112"
     assert len(variant_slug(first)) <= 120 and len(variant_slug(second)) <= 120
     assert variant_slug(first) != variant_slug(second)  # a second stage never overwrites its first
+
+
+def test_active_benchmark_refuses_a_pool_folder_without_a_suite(tmp_path):
+    from benchmarks.active import main
+
+    with pytest.raises(SystemExit, match="no suite.json there"):
+        main(["--pool", str(tmp_path / "missing"), "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "missing").exists()  # nothing generated into a folder the user named
