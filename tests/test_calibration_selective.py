@@ -12,7 +12,7 @@ def calibrated_draw(rng, n, a=0.3, b=0.7):
     return p, (rng.random(n) < p).astype(int)
 
 
-@pytest.mark.parametrize("start_errors", [0, 2])  # wherever the sequence starts
+@pytest.mark.parametrize("start_errors", [0, 2, (0, 5), (0, 2, 6)])  # wherever the sequences start
 def test_agreement_guarantee_holds_over_many_reference_draws(start_errors):
     target, confidence, draws = 0.95, 0.9, 200
     rng = np.random.default_rng(0)
@@ -53,7 +53,9 @@ def test_fitted_policy_is_consistent_with_its_references():
 def test_too_few_references_name_the_needed_count():
     p, y = calibrated_draw(np.random.default_rng(3), 20)
     with pytest.raises(InsufficientReferencesError, match="at least 45") as error:
-        SelectivePolicy(0.95, 0.9, min_references=0).fit(p, y)  # 0.95^45 <= 0.1 < 0.95^44
+        SelectivePolicy(0.95, 0.9, min_references=0, start_errors=0).fit(p, y)  # 0.95^45 <= 0.1 < 0.95^44
+    with pytest.raises(InsufficientReferencesError, match="at least 59"):  # two sequences: 0.95^59 <= 0.05
+        SelectivePolicy(0.95, 0.9, min_references=0, start_errors=(0, 5)).fit(p, y)
     assert isinstance(error.value, ValueError) and "route_all" in str(error.value)
     with pytest.raises(InsufficientReferencesError, match="label at least 100"):
         SelectivePolicy(0.95, 0.9).fit(*calibrated_draw(np.random.default_rng(3), 60))
@@ -100,3 +102,25 @@ def test_one_confident_error_ends_the_path_only_when_it_starts_at_the_first_pass
     assert not early.feasible_
     assert late.feasible_ and late.bound_ >= 0.95 and late.expected_coverage_ == 1.0
 
+
+
+def test_a_late_sequence_survives_a_cluster_of_confident_errors_that_ends_an_early_one():
+    p = np.linspace(0.999, 0.97, 300)  # 300 confident references, most confident first
+    y = np.ones(300, dtype=int)
+    y[[20, 30, 40]] = 0  # three errors among the first few dozen
+    one = SelectivePolicy(0.95, 0.9, on_infeasible="route_all", start_errors=0).fit(p, y)
+    both = SelectivePolicy(0.95, 0.9, on_infeasible="route_all", start_errors=(0, 5)).fit(p, y)
+    assert one.expected_coverage_ < 0.2  # ended by the cluster
+    assert both.feasible_ and both.expected_coverage_ == 1.0 and both.bound_ >= 0.95
+    assert SelectivePolicy.from_dict(json.loads(json.dumps(both.to_dict()))).start_errors == (0, 5)
+
+
+def test_each_sequence_tests_at_its_share_of_the_confidence():
+    rng = np.random.default_rng(8)
+    p, y = calibrated_draw(rng, 1000, a=0.5, b=0.5)
+    single = SelectivePolicy(0.9, 0.9, start_errors=0).fit(p, y)
+    split = SelectivePolicy(0.9, 0.9, start_errors=(0, 0)).fit(p, y)  # the same sequence twice, at 0.95 each
+    assert split.expected_coverage_ <= single.expected_coverage_ and split.bound_ >= 0.9
+    assert SelectivePolicy(0.9, 0.95, start_errors=0).fit(p, y).t_success_ == split.t_success_
+    with pytest.raises(ValueError, match="start_errors"):
+        SelectivePolicy(start_errors=(-1,)).fit(p, y)

@@ -41,7 +41,7 @@ from training.dataset import Examples, build_examples, marker_indices
 class TrainConfig:
     """The training recipe. Defaults are the real recipe."""
 
-    epochs: int = 15
+    epochs: int = 22
     batch_size: int = 16
     lr: float = 2e-3
     weight_decay: float = 0.02
@@ -79,8 +79,9 @@ class TrainConfig:
     #                     (that instruction on a video of another object; the clip with a colour word changed);
     #                     categories where a wrong object is a failure only (not go_to); generated suites only
     #                     (MiniGrid's colour words). Without it a colourless instruction reads as a weak match
-    ema: float = 0.0  # decay per step of an exponential moving average of the trainable weights (Polyak
-    #                   averaging); validation, early stopping and the saved model use the average. 0: off
+    ema: float = 0.995  # decay per step of an exponential moving average of the trainable weights (Polyak
+    #                     averaging, ~2 epochs of 2,000 clips); validation, early stopping and the saved model use
+    #                     the average. 0: off
     init_from: str = ""  # a model folder whose weights start training (a second stage; fine-tuning)
     train_only: list[str] = field(default_factory=list)  # parameter-name prefixes to train ("verifier."); the
     #                       rest stays as initialised; empty: train everything. Two stages: train the default
