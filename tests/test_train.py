@@ -398,19 +398,22 @@ def test_relaxed_rows_keep_a_success_and_add_negatives_of_another_object_or_colo
     assert torch.isfinite(out.loss)
 
 
-def test_the_weight_average_follows_its_decay_and_puts_the_live_weights_back():
+def test_the_weight_average_weighs_the_steps_taken_and_puts_the_live_weights_back():
     torch.manual_seed(0)
     net = torch.nn.Linear(3, 2)
-    frozen = torch.nn.Parameter(torch.ones(2), requires_grad=False)
-    net.register_parameter("frozen", frozen)
+    net.register_parameter("frozen", torch.nn.Parameter(torch.ones(2), requires_grad=False))
     average = training.train.WeightAverage(net, decay=0.9)
     start = net.weight.detach().clone()
-    expected = start.clone()
+    with average.swapped_in():  # no step yet: the live weights, not the zero sum
+        assert torch.equal(net.weight, start)
+    iterates = []
     for step in range(5):
         with torch.no_grad():
             net.weight.add_(step + 1.0)
         average.update()
-        expected = 0.9 * expected + 0.1 * net.weight.detach()
+        iterates.append(net.weight.detach().clone())
+    weights = torch.tensor([0.1 * 0.9 ** (4 - i) for i in range(5)])
+    expected = sum(w * x for w, x in zip(weights, iterates)) / weights.sum()  # the start has no weight
     live = net.weight.detach().clone()
     with average.swapped_in():
         assert torch.allclose(net.weight, expected)

@@ -269,28 +269,35 @@ def make_batch(data: _Data, rows: np.ndarray, tc: TrainConfig, rng: np.random.Ge
 class WeightAverage:
     """An exponential moving average of a model's trainable weights, updated after every optimiser step.
 
-    ``swapped_in()`` puts the average into the model for a while (validation, saving) and the live
-    weights back after. Parameters only: the models here keep no running statistics (no batch norm in
-    the trained parts).
+    Debiased like Adam's moments: the sum starts at zero and is divided by ``1 - decay ** steps``, so the
+    average weighs the steps taken only, never the starting weights (a short fine-tuning run is not
+    pulled back to where it began). ``swapped_in()`` puts the average into the model for a while
+    (validation, saving) and the live weights back after. Parameters only: the models here keep no
+    running statistics (no batch norm in the trained parts).
     """
 
     def __init__(self, model: torch.nn.Module, decay: float):
         if not 0.0 < decay < 1.0:
             raise ValueError(f"ema decay must be in (0, 1), got {decay}")
-        self.decay = decay
+        self.decay, self.steps = decay, 0
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self.average = [p.detach().clone() for p in self.params]
+        self.total = [torch.zeros_like(p) for p in self.params]
 
     @torch.no_grad()
     def update(self) -> None:
-        torch._foreach_lerp_(self.average, [p.detach() for p in self.params], 1.0 - self.decay)
+        self.steps += 1
+        for t, p in zip(self.total, self.params):
+            t.lerp_(p.detach(), 1.0 - self.decay)
 
     @contextlib.contextmanager
     def swapped_in(self):
+        if not self.steps:  # nothing averaged yet: the live weights are the average
+            yield
+            return
         live = [p.detach().clone() for p in self.params]
         with torch.no_grad():
-            for p, a in zip(self.params, self.average):
-                p.copy_(a)
+            for p, t in zip(self.params, self.total):
+                p.copy_(t / (1.0 - self.decay ** self.steps))
         try:
             yield
         finally:
