@@ -91,13 +91,15 @@ class SelectivePolicy:
         on_infeasible: ``"raise"`` an ``InsufficientReferencesError`` when no point passes, or
             ``"route_all"``: send everything to humans and set ``feasible_ = False``.
         start_errors: where each sequence starts: at the most confident k references among which this
-            many errors would still pass, at the sequence's level (0: the fewest that pass with none,
-            59 at 0.95 / 90% split over two sequences; 5: 208). An int runs one sequence at the full
-            level. Any starts fixed before the labels are seen keep the guarantee. The default (0, 5):
+            many errors would still pass, at the sequence's level (at 0.95 / 90% split over two
+            sequences: 0 errors 59, 2 errors 124, 5 errors 208). An int runs one sequence at the full
+            level. Any starts fixed before the labels are seen keep the guarantee. The default (2, 5):
             the early sequence serves a model that can auto-label only its most confident
-            references; the late one is not ended by a cluster of confident errors among the first
-            hundred. Measured on six models of the quality benchmark (300 references, 0.95 / 90%),
-            coverage 70-91% against 35-93% with one sequence starting at 2 errors (README).
+            references (and survives two confident errors among them); the late one is not ended by
+            a cluster of confident errors among the first hundred. Measured on six models of the
+            quality benchmark (300 references, 0.95 / 90%), coverage 70-91% against 35-93% with one
+            sequence from 2 errors; on the demo's weaker model 44% (58% with one sequence, none with
+            (0, 5)) (README).
 
     Attributes:
         t_success_, t_fail_: the thresholds (NaN when infeasible: nothing is auto-labelled).
@@ -126,7 +128,7 @@ class SelectivePolicy:
         min_references: int = 100,
         max_marker_uncertainty_s: float | None = None,
         on_infeasible: str = "raise",
-        start_errors: int | tuple[int, ...] = (0, 5),
+        start_errors: int | tuple[int, ...] = (2, 5),
     ):
         self.start_errors = start_errors if isinstance(start_errors, int) else tuple(start_errors)
         self.target_agreement = target_agreement
@@ -161,7 +163,7 @@ class SelectivePolicy:
         delta = delta / len(starts)  # Bonferroni over the sequences
         threshold, k, errors = self._path(p, y, marker_uncertainty)
         upper = _cp_upper(errors, k, delta)
-        n_min = _min_references(alpha, delta)
+        n_min = _min_references(alpha, delta, min(starts))  # where the earliest sequence starts
         chosen = -1
         for start in starts:
             tested = np.flatnonzero(k >= _min_references(alpha, delta, start))
@@ -182,8 +184,8 @@ class SelectivePolicy:
         target = f"target_agreement={self.target_agreement} at confidence={self.confidence}"
         if n < needed:
             problem = (
-                f"{n} references are too few for {target}: at least {n_min} are needed even if the model "
-                f"were right on all of them, and min_references={self.min_references}; label at least {needed}"
+                f"{n} references are too few for {target}: at least {n_min} are needed (where the earliest "
+                f"sequence starts, start_errors={self.start_errors}) even if the model were right on all of them, and min_references={self.min_references}; label at least {needed}"
             )
         else:
             problem = (

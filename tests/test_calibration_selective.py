@@ -56,8 +56,12 @@ def test_too_few_references_name_the_needed_count():
         SelectivePolicy(0.95, 0.9, min_references=0, start_errors=0).fit(p, y)  # 0.95^45 <= 0.1 < 0.95^44
     with pytest.raises(InsufficientReferencesError, match="at least 59"):  # two sequences: 0.95^59 <= 0.05
         SelectivePolicy(0.95, 0.9, min_references=0, start_errors=(0, 5)).fit(p, y)
+    with pytest.raises(InsufficientReferencesError, match="at least 124"):  # the default: the first starts at 2
+        SelectivePolicy(0.95, 0.9, min_references=0).fit(p, y)
     assert isinstance(error.value, ValueError) and "route_all" in str(error.value)
-    with pytest.raises(InsufficientReferencesError, match="label at least 100"):
+    with pytest.raises(InsufficientReferencesError, match="label at least 100"):  # the floor above the 45
+        SelectivePolicy(0.95, 0.9, start_errors=0).fit(*calibrated_draw(np.random.default_rng(3), 60))
+    with pytest.raises(InsufficientReferencesError, match="label at least 124"):  # the start above the floor
         SelectivePolicy(0.95, 0.9).fit(*calibrated_draw(np.random.default_rng(3), 60))
 
 
@@ -109,10 +113,10 @@ def test_a_late_sequence_survives_a_cluster_of_confident_errors_that_ends_an_ear
     y = np.ones(300, dtype=int)
     y[[20, 30, 40]] = 0  # three errors among the first few dozen
     one = SelectivePolicy(0.95, 0.9, on_infeasible="route_all", start_errors=0).fit(p, y)
-    both = SelectivePolicy(0.95, 0.9, on_infeasible="route_all", start_errors=(0, 5)).fit(p, y)
+    both = SelectivePolicy(0.95, 0.9, on_infeasible="route_all").fit(p, y)  # the default: (2, 5)
     assert one.expected_coverage_ < 0.2  # ended by the cluster
     assert both.feasible_ and both.expected_coverage_ == 1.0 and both.bound_ >= 0.95
-    assert SelectivePolicy.from_dict(json.loads(json.dumps(both.to_dict()))).start_errors == (0, 5)
+    assert SelectivePolicy.from_dict(json.loads(json.dumps(both.to_dict()))).start_errors == (2, 5)
 
 
 def test_each_sequence_tests_at_its_share_of_the_confidence():
