@@ -6,11 +6,11 @@
 
 A pool suite and a test suite are generated (the four training levels, the five standard agents,
 simulated annotators), or given (``--pool``/``--test``: e.g. the quality benchmark's training suite
-and its unseen-scenarios suite, whose features ``--cache`` already holds). Every strategy starts from the same random labelled set; each round the
-model is retrained from scratch on the labelled continuations (frozen-encoder features cached once),
-scored against the simulator truth of the test suite, and then picks the next ``--budget``
-continuations of the pool, whose simulated annotations are revealed (the annotators answering the
-queue). Prints a table, writes ``active.json`` and ``active.png`` (balanced accuracy against human
+and its unseen-scenarios suite, whose features ``--cache`` already holds). Every strategy starts
+from the same random labelled set; each round the model is retrained from scratch on the labelled
+continuations (frozen-encoder features cached once), scored against the simulator truth of the test
+suite, and then picks the next ``--budget`` continuations of the pool, whose simulated annotations
+are revealed (the annotators answering the queue). Prints a table, writes ``active.json`` and ``active.png`` (balanced accuracy against human
 labels, one line per strategy), and reports the label saving: the share of random's final labels
 that each strategy needed to reach random's final balanced accuracy.
 """
@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     start = set(rng.choice(candidates, size=min(args.start, len(candidates)), replace=False).tolist())
     durations = {c: video_info(pool.video_path(c)).duration_s for c in pool.continuation_ids()}
-    tc = TrainConfig(epochs=args.epochs, patience=args.epochs, cache_dir=args.cache or str(out / "cache"), seed=args.seed)
+    tc = TrainConfig(epochs=args.epochs, patience=args.epochs, cache_dir=args.cache or str(out / "cache"),
+                     seed=args.seed)
     began = time.time()
     curves = {s: run_strategy(s, pool, test, start, args.budget, args.rounds, tc, PRESETS["base"], durations,
                               args.seed) for s in args.strategies.split(",")}

@@ -185,7 +185,8 @@ class SelectivePolicy:
         if n < needed:
             problem = (
                 f"{n} references are too few for {target}: at least {n_min} are needed (where the earliest "
-                f"sequence starts, start_errors={self.start_errors}) even if the model were right on all of them, and min_references={self.min_references}; label at least {needed}"
+                f"sequence starts, start_errors={self.start_errors}) even if the model were right on all of them, "
+                f"and min_references={self.min_references}; label at least {needed}"
             )
         else:
             problem = (

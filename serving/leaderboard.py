@@ -303,7 +303,8 @@ def _truth_comparison(suite: Suite, board: dict) -> dict:
 
 def format_leaderboard(board: dict) -> str:
     lines = [f"leaderboard of {board['suite']} (labels: {board['model']} + humans)",
-             f"{'rank':>4}  {'agent':<14}{'success rate':>13}  {'95% interval':<16}{'labels':>7}{'human':>6}{'auto':>6}{'audit':>6}"
+             f"{'rank':>4}  {'agent':<14}{'success rate':>13}  {'95% interval':<16}{'labels':>7}{'human':>6}"
+             f"{'auto':>6}{'audit':>6}"
              f"{'gold':>6}{'wait':>6}  {'median t (s)':>12}  {'consistency':>11}  method"]
     for i, agent in enumerate(board["ranking"], start=1):
         a = board["agents"][agent]
