@@ -10,9 +10,10 @@ and its unseen-scenarios suite, whose features ``--cache`` already holds). Every
 from the same random labelled set; each round the model is retrained from scratch on the labelled
 continuations (frozen-encoder features cached once), scored against the simulator truth of the test
 suite, and then picks the next ``--budget`` continuations of the pool, whose simulated annotations
-are revealed (the annotators answering the queue). Prints a table, writes ``active.json`` and ``active.png`` (balanced accuracy against human
-labels, one line per strategy), and reports the label saving: the share of random's final labels
-that each strategy needed to reach random's final balanced accuracy.
+are revealed (the annotators answering the queue). Prints a table, writes ``active.json`` and
+``active.png`` (balanced accuracy against human labels, one line per strategy), and reports the label
+saving: the share of random's final labels that each strategy needed to reach random's final balanced
+accuracy.
 """
 
 from __future__ import annotations

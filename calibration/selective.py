@@ -244,10 +244,7 @@ class SelectivePolicy:
         check_fitted(self, "t_success_")
         fitted = {name: getattr(self, name + "_") for name in _FITTED}
         fitted = {name: None if isinstance(v, float) and np.isnan(v) else v for name, v in fitted.items()}
-        params = {name: getattr(self, name) for name in _PARAMS}
-        if isinstance(params["start_errors"], tuple):
-            params["start_errors"] = list(params["start_errors"])
-        return {**params, **fitted}
+        return {**{name: getattr(self, name) for name in _PARAMS}, **fitted}  # a tuple of starts dumps as a list
 
     @classmethod
     def from_dict(cls, d: dict) -> SelectivePolicy:

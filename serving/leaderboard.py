@@ -157,8 +157,6 @@ def estimate(rows: list[dict], gold: dict[str, str] | None = None) -> dict:
     plain share of successes among the final labels."""
     by_humans = rate_estimate(**_strata(rows))
     labelled = [r for r in rows if r.get("outcome") is not None]
-    # The plain share of successes among the final labels: no interval, biased by the labellers' errors, but
-    # with none of the correction's variance (one mislabelled reference moves the corrected rate by 1/n_gold).
     plain = {"labelled_rate": float(np.mean([r["outcome"] == "success" for r in labelled])) if labelled else None}
     on_gold = [r for r in labelled if r["continuation_id"] in (gold or {})]
     if gold:
