@@ -11,8 +11,10 @@
    suite version, and the agreement of the auto-labelled part with the simulator truth.
 3. The leaderboard against the truth over ``--repeats`` repeated audit draws (a new audit slice and new
    simulated annotators each time, the model's predictions fixed): Spearman and MMRV of the per-agent
-   rates with the true rates, and the empirical coverage of the 95% intervals; and the Spearman of the
-   plain share of successes among the final labels (``labelled_rate``), which has no correction.
+   rates with the true rates, and the empirical coverage of the 95% intervals, for the leaderboard's rate
+   (references pooled across agents when they allow it), for each agent corrected by its own references,
+   for the plain share of successes among the final labels (no correction) and with the human labels
+   taken as the truth.
 
 Prints a table and writes ``labelling.json``.
 """
@@ -85,29 +87,45 @@ def _repeat(base, truths, agent_of, true_rate, gold, repeats, audit_share, annot
     from data.annotators import simulate_annotations
     from data.labels import label_table, majority_vote
     from serving.label import audit_draw
-    from serving.leaderboard import estimate
+    from serving.leaderboard import group_estimates
 
-    spearman, mmrv, covered, width, plain = [], [], [], [], []
+    keys = ("rate", "labelled", "per_group")
+    spearman, mmrv, covered, width = ({k: [] for k in keys} for _ in range(4))
+    pooled = []
     for seed in range(repeats):
-        rows = [dict(r, audit=r["decision"] == "auto" and audit_draw(r["continuation_id"], 1000 + seed) < audit_share)
-                for r in base]
+        rows = [dict(r, audit=r["decision"] == "auto" and audit_draw(r["continuation_id"], 1000 + seed) < audit_share,
+                     agent_id=agent_of[r["continuation_id"]]) for r in base]
         asked = [truths[r["continuation_id"]] for r in rows if r["decision"] == "human" or r["audit"]]
         human = majority_vote(label_table(simulate_annotations(asked, n_per_item=annotators, seed=1000 + seed)))
         for r in rows:
             r["human_outcome"] = human.loc[r["continuation_id"], "outcome"] if r["continuation_id"] in human.index \
                 else None
             r["outcome"] = r["human_outcome"] or (r["model_outcome"] if r["decision"] == "auto" else None)
-        est = {a: estimate([r for r in rows if agent_of[r["continuation_id"]] == a], gold) for a in true_rate}
-        m = rank_metrics({a: e["rate"] for a, e in est.items()}, true_rate)
-        spearman.append(m["spearman"])
-        mmrv.append(m["mmrv"])
-        plain.append(rank_metrics({a: e["labelled_rate"] for a, e in est.items()}, true_rate)["spearman"])
-        covered += [e["ci"][0] <= true_rate[a] <= e["ci"][1] for a, e in est.items()]
-        width += [e["ci"][1] - e["ci"][0] for e in est.values()]
-    return {"spearman_mean": float(np.mean(spearman)), "spearman_min": float(np.min(spearman)),
-            "mmrv_mean": float(np.mean(mmrv)), "coverage_95": float(np.mean(covered)),
-            "labelled_spearman_mean": float(np.mean(plain)), "labelled_spearman_min": float(np.min(plain)),
-            "mean_interval_width": float(np.mean(width))}
+        est, pooling = group_estimates(rows, gold, "agent_id", seed=seed)
+        pooled.append(pooling["pooled"])
+        for key in keys:
+            if key == "per_group" and not gold:
+                continue
+            if key == "labelled":
+                rates = {a: {"rate": e["labelled_rate"]} for a, e in est.items()}
+            elif key == "per_group":  # each agent corrected by its own references (the pooled one's alternative)
+                rates = {a: e.get("per_group") or e for a, e in est.items()}
+            else:
+                rates = est
+            m = rank_metrics({a: e["rate"] for a, e in rates.items()}, true_rate)
+            spearman[key].append(m["spearman"])
+            mmrv[key].append(m["mmrv"])
+            if key != "labelled":
+                covered[key] += [e["ci"][0] <= true_rate[a] <= e["ci"][1] for a, e in rates.items()]
+                width[key] += [e["ci"][1] - e["ci"][0] for e in rates.values()]
+    out = {"pooled_share": float(np.mean(pooled))}
+    for key in keys:
+        if spearman[key]:
+            out[key] = {"spearman_mean": float(np.mean(spearman[key])), "spearman_min": float(np.min(spearman[key])),
+                        "mmrv_mean": float(np.mean(mmrv[key]))}
+        if covered[key]:
+            out[key].update(coverage_95=float(np.mean(covered[key])), mean_interval_width=float(np.mean(width[key])))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,22 +164,24 @@ def main(argv: list[str] | None = None) -> int:
               "leaderboard": board}
     (out / "labelling.json").write_text(json.dumps(result, indent=1) + "\n")
     agree = routing["auto_agreement_with_truth"]
+    rows = [(f"label end to end ({through['workers']} decoding threads)", f"{through['label_per_s']} cont./s"),
+            ("decode only, same videos, model input size", f"{through['decode_only_per_s']} cont./s"),
+            (f"auto-labelled (human work saved), {through['continuations']} continuations", f"{routing['coverage']:.1%}"),
+            ("auto-labelled part agreeing with the truth", "-" if agree is None else f"{agree:.3f}")]
     print(f"\n{'what':<58}{'value':>22}")
-    for what, value in [
-        (f"label end to end ({through['workers']} decoding threads)", f"{through['label_per_s']} cont./s"),
-        ("decode only, same videos, model input size", f"{through['decode_only_per_s']} cont./s"),
-        (f"auto-labelled (human work saved), {through['continuations']} continuations", f"{routing['coverage']:.1%}"),
-        ("auto-labelled part agreeing with the truth", "-" if agree is None else f"{agree:.3f}"),
-        (f"leaderboard Spearman vs truth (mean / min of {args.repeats})",
-         f"{g['spearman_mean']:.3f} / {g['spearman_min']:.3f}"),
-        ("leaderboard MMRV vs truth (mean)", f"{g['mmrv_mean']:.3f}"),
-        ("  plain share of the final labels: Spearman (mean / min)",
-         f"{g['labelled_spearman_mean']:.3f} / {g['labelled_spearman_min']:.3f}"),
-        (f"95% intervals containing the true rate ({board['references']} gold refs)", f"{g['coverage_95']:.1%}"),
-        ("mean interval width", f"{g['mean_interval_width']:.3f}"),
-        ("  same, humans taken as the truth: Spearman / coverage / width",
-         f"{h['spearman_mean']:.3f} / {h['coverage_95']:.1%} / {h['mean_interval_width']:.3f}")]:
+    for what, value in rows:
         print(f"{what:<58}{value:>22}")
+    print(f"\nleaderboard against the truth over {args.repeats} audit draws ({board['references']} gold references; "
+          f"pooled in {g['pooled_share']:.0%} of the draws)")
+    print(f"{'estimate':<46}{'Spearman mean / min':>20}{'MMRV':>7}{'coverage':>10}{'width':>7}")
+    for name, res, key in (("the leaderboard's rate", g, "rate"), ("  each agent by its own references", g, "per_group"),
+                           ("  plain share of the final labels", g, "labelled"),
+                           ("  humans taken as the truth", h, "rate")):
+        r = res[key]
+        cover = f"{r['coverage_95']:.1%}" if "coverage_95" in r else "-"
+        wide = f"{r['mean_interval_width']:.3f}" if "mean_interval_width" in r else "-"
+        print(f"{name:<46}{r['spearman_mean']:>11.3f} / {r['spearman_min']:.3f}{r['mmrv_mean']:>7.3f}{cover:>10}"
+              f"{wide:>7}")
     print(f"\nwritten: {out / 'labelling.json'}")
     return 0
 

@@ -2,9 +2,20 @@
 
 Against gold (the default when the suite has references): the final labels (the model's where it
 labelled alone, the annotators' majority elsewhere) are corrected by their measured error on the
-agent's reference continuations, with prediction-powered inference (``rate_vs_gold``). This is the
-estimator that stays honest when the annotators themselves are biased (they are: a rigid annotator
-fails messy successes, a near miss fools a hurried one), which human-as-truth intervals ignore.
+suite's gold references. This is what stays honest when the annotators themselves are biased (they
+are: a rigid annotator fails messy successes, a near miss fools a hurried one), which human-as-truth
+intervals ignore. Two corrections (``group_estimates`` picks):
+
+- **pooled** (``rate_pooled``, the default when the references allow it): the labels' sensitivity
+  and specificity are measured once on all the references and correct every agent's share of success
+  labels (the Rogan-Gladen estimator). Five times the references of a per-agent correction, so the
+  rate moves little when one reference is mislabelled, and agents rank as their label shares do. It
+  assumes the error rates do not differ between agents; a permutation test on the references checks
+  that, and when it rejects (or there are fewer than ``MIN_POOLED`` gold successes or failures) each
+  agent is corrected by its own references instead.
+- **per agent** (``rate_vs_gold``): the agent's own references, with prediction-powered inference
+  (``ppi_py``). No assumption across agents, but with a dozen references one mislabelled one moves the
+  rate by a twelfth. Always kept in the JSON as ``per_group``.
 
 Against humans (no references, or ``use_references=False``), the rate of an agent mixes two strata
 of its continuations:
@@ -24,9 +35,7 @@ of squares, and the interval the normal one, clipped to [0, 1]. Continuations st
 human label are left out and counted (``waiting``): the rate is then of the labelled ones only.
 
 Beside the rate, ``labelled_rate`` is the plain share of successes among the final labels: no
-correction and no interval. It carries the labellers' bias but none of the correction's variance,
-and with few references per agent it ranks agents whose rates are close more reliably (measured in
-``benchmarks/labelling``: one mislabelled reference moves the corrected rate by 1/n_gold).
+correction and no interval.
 
 Also: per-category rates (the same estimator), time to completion (the CDF of success markers after
 the takeover, and its median with a bootstrap interval), consistency (per scenario with several
@@ -150,24 +159,157 @@ def rate_vs_gold(gold: np.ndarray, label_on_gold: np.ndarray, label_rest: np.nda
             "se": se, "method": "ppi vs references (gold)"}
 
 
-def estimate(rows: list[dict], gold: dict[str, str] | None = None) -> dict:
-    """The rate of ``rows`` (labels.jsonl rows): against gold references when there are at least 2 among the
-    labelled rows (``rate_vs_gold``), else from the human and audited strata (``rate_estimate``). Both
-    results are returned, the first as the estimate, the other under ``vs_humans``; ``labelled_rate`` is the
-    plain share of successes among the final labels."""
+def estimate(rows: list[dict], gold: dict[str, str] | None = None, pooled: dict | None = None) -> dict:
+    """The rate of ``rows`` (labels.jsonl rows), with its 95% interval.
+
+    With ``pooled`` (``error_counts`` over the references of every group, see ``group_estimates``), the
+    labels' share corrected by the pooled error rates (``rate_pooled``); else, against the gold references
+    among ``rows`` when there are at least 2 (``rate_vs_gold``); else from the human and audited strata
+    (``rate_estimate``). The other estimates are returned beside it: ``per_group`` (the gold references of
+    these rows only) and ``vs_humans``; ``labelled_rate`` is the plain share of successes among the final
+    labels."""
     by_humans = rate_estimate(**_strata(rows))
     labelled = [r for r in rows if r.get("outcome") is not None]
     plain = {"labelled_rate": float(np.mean([r["outcome"] == "success" for r in labelled])) if labelled else None}
     on_gold = [r for r in labelled if r["continuation_id"] in (gold or {})]
-    if gold:
+    counts = {"n_human": by_humans["n_human"], "n_auto": by_humans["n_auto"], "n_audit": by_humans["n_audit"]}
+    if gold and len(on_gold) >= 2:
         rest = [r for r in labelled if r["continuation_id"] not in gold]
-        if len(on_gold) >= 2:
-            est = rate_vs_gold([gold[r["continuation_id"]] == "success" for r in on_gold],
-                               [r["outcome"] == "success" for r in on_gold],
-                               [r["outcome"] == "success" for r in rest])
-            return {**est, **plain, "n_human": by_humans["n_human"], "n_auto": by_humans["n_auto"],
-                    "n_audit": by_humans["n_audit"], "vs_humans": by_humans}
+        own = rate_vs_gold([gold[r["continuation_id"]] == "success" for r in on_gold],
+                           [r["outcome"] == "success" for r in on_gold],
+                           [r["outcome"] == "success" for r in rest])
+    else:
+        own = None
+    if gold and pooled is not None and labelled:
+        est = rate_pooled([r["outcome"] == "success" for r in labelled], pooled)
+        return {**est, **plain, **counts, "n_gold": len(on_gold), "per_group": own, "vs_humans": by_humans}
+    if own is not None:
+        return {**own, **plain, **counts, "vs_humans": by_humans}
     return {**by_humans, **plain, "n_gold": len(on_gold)}
+
+
+# ----------------------------------------------------------------------------------------------
+# References pooled across groups: the labels' error rates, measured once, correct every group
+
+MIN_POOLED = 10  # gold successes, and gold failures, among the labelled references needed to pool
+
+
+def error_counts(gold, labels) -> dict:
+    """How the final labels fare on gold references: ``pos`` gold successes of which ``tp`` labelled success,
+    ``neg`` gold failures of which ``tn`` labelled failure."""
+    gold, labels = np.asarray(gold, bool), np.asarray(labels, bool)
+    return {"pos": int(gold.sum()), "tp": int((gold & labels).sum()), "neg": int((~gold).sum()),
+            "tn": int((~gold & ~labels).sum())}
+
+
+def _floored_var(k: float, n: int) -> float:
+    """Variance of a share k / n, floored by one pseudo-success and one pseudo-failure (as Agresti-Coull)."""
+    q = (k + 1) / (n + 2)
+    return q * (1 - q) / n
+
+
+def rate_pooled(labels, counts: dict) -> dict:
+    """A success rate from labels whose sensitivity and specificity were measured on pooled gold references.
+
+    The Rogan-Gladen estimator: with ``s`` the share of success labels, ``se`` = P(label success | gold
+    success) and ``sp`` = P(label failure | gold failure), the rate is ``(s + sp - 1) / (se + sp - 1)``. Its
+    standard error (delta method; Greenland 1996) adds the uncertainty of ``s`` (the labels as a sample of
+    the agent's continuations) and of ``se`` and ``sp`` (the references as a sample), each floored by a
+    pseudo-count. Valid when the labels' error rates, given the gold outcome, are the same for this group as
+    over the pooled references (``error_heterogeneity`` tests that); the rate is then an increasing function of
+    ``s``, so groups rank as their label shares do.
+
+    Args:
+        labels: (n,) 0/1 final labels of the group's labelled continuations.
+        counts: ``error_counts`` of the pooled references.
+    """
+    labels = np.asarray(labels, float)
+    n, k = len(labels), float(labels.sum())
+    out = {"n_labelled": n, "pooled_references": counts["pos"] + counts["neg"]}
+    se, sp = counts["tp"] / counts["pos"], counts["tn"] / counts["neg"]
+    j = se + sp - 1
+    if n == 0 or j <= 0.2:
+        return {**out, "rate": None, "ci": [0.0, 1.0], "se": None, "method": "labels uninformative on the references"}
+    s = k / n
+    rate = float(np.clip((s + sp - 1) / j, 0, 1))
+    var = (_floored_var(k, n) + rate ** 2 * _floored_var(counts["tp"], counts["pos"])
+           + (1 - rate) ** 2 * _floored_var(counts["tn"], counts["neg"])) / j ** 2
+    half = Z95 * float(np.sqrt(var))
+    return {**out, "rate": rate, "ci": [max(0.0, rate - half), min(1.0, rate + half)], "se": float(np.sqrt(var)),
+            "sensitivity": se, "specificity": sp, "method": "labels corrected by pooled references"}
+
+
+def error_heterogeneity(groups, gold, labels, seed: int = 0, n_perm: int = 2000) -> float:
+    """Permutation p-value of "the labels' error rates are the same in every group", on gold references.
+
+    The statistic is the Pearson chi-square of group x (label right or wrong), summed over the gold
+    successes and the gold failures; the permutations shuffle the groups within each gold outcome. With few
+    references and few errors the test has little power: a high p-value says the references show no
+    difference, not that there is none.
+
+    Args:
+        groups: (n,) the group of each reference (agent, category).
+        gold, labels: (n,) 0/1 gold outcomes and final labels of the same references.
+    """
+    groups, gold, labels = np.asarray(groups), np.asarray(gold, bool), np.asarray(labels, bool)
+    rng = np.random.default_rng(seed)
+
+    def chi2(wrong: np.ndarray, onehot: np.ndarray) -> np.ndarray:  # wrong: (perms, m), onehot: (m, G)
+        n_g = onehot.sum(0)
+        rate = wrong.mean(1, keepdims=True)
+        expected = n_g * rate
+        var = np.where(n_g > 0, n_g, 1) * rate * (1 - rate)
+        return np.where(var > 0, ((wrong @ onehot - expected) ** 2) / np.where(var > 0, var, 1), 0).sum(1)
+
+    observed, permuted = 0.0, np.zeros(n_perm)
+    for outcome in (True, False):
+        mask = gold == outcome
+        if mask.sum() < 2:
+            continue
+        wrong = (labels[mask] != outcome).astype(float)
+        _, idx = np.unique(groups[mask], return_inverse=True)
+        onehot = np.eye(idx.max() + 1)[idx]
+        observed += float(chi2(wrong[None], onehot)[0])
+        permuted += chi2(rng.permuted(np.tile(wrong, (n_perm, 1)), axis=1), onehot)
+    return float((1 + np.sum(permuted >= observed - 1e-9)) / (1 + n_perm))
+
+
+def group_estimates(rows: list[dict], gold: dict[str, str] | None, key: str, seed: int = 0,
+                    alpha: float = 0.05) -> tuple[dict, dict]:
+    """``estimate`` for every group of ``rows`` (by ``rows[i][key]``: ``agent_id``, ``category``), and how.
+
+    With gold references, the labels' error rates are measured once on all of them and correct every group
+    (``rate_pooled``): with a dozen references per agent, one mislabelled reference would move a per-agent
+    correction by a twelfth, enough to swap agents whose rates are close. Pooling assumes the error rates do
+    not differ between groups, so it is used only when the references show no difference
+    (``error_heterogeneity`` p-value >= ``alpha``) and hold at least ``MIN_POOLED`` gold successes and gold
+    failures; otherwise each group is corrected by its own references (``rate_vs_gold``).
+
+    Returns:
+        ``({group: estimate}, pooling)``, ``pooling`` saying whether the references were pooled and why.
+    """
+    names = sorted({r[key] for r in rows})
+    refs = [r for r in rows if r.get("outcome") is not None and r["continuation_id"] in (gold or {})]
+    pooling = {"pooled": False, "references": len(refs)}
+    pooled = None
+    if gold:
+        y = [gold[r["continuation_id"]] == "success" for r in refs]
+        labels = [r["outcome"] == "success" for r in refs]
+        counts = error_counts(y, labels)
+        p_value = error_heterogeneity([r[key] for r in refs], y, labels, seed=seed) if refs else None
+        pooling.update(counts=counts, heterogeneity_p=p_value)
+        if min(counts["pos"], counts["neg"]) < MIN_POOLED:
+            pooling["why"] = (f"too few references to pool: {counts['pos']} gold successes and {counts['neg']} gold "
+                              f"failures (at least {MIN_POOLED} each); each {key} is corrected by its own")
+        elif p_value < alpha:
+            pooling["why"] = (f"the labels' error rates differ between {key} groups on the references (p = "
+                              f"{p_value:.3f}); each is corrected by its own references")
+        else:
+            pooled, pooling["pooled"] = counts, True
+            pooling["why"] = (f"the labels' error rates, measured on {len(refs)} references (sensitivity "
+                              f"{counts['tp']}/{counts['pos']}, specificity {counts['tn']}/{counts['neg']}), show no "
+                              f"difference between {key} groups (p = {p_value:.2f}) and correct every one")
+    return {g: estimate([r for r in rows if r[key] == g], gold, pooled) for g in names}, pooling
 
 
 def _strata(rows: list[dict]) -> dict:
@@ -234,9 +376,13 @@ def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool =
 
     board = {"suite": f"{suite.info.name}@{suite.info.version}", "model": job["model_name"], "agents": {},
              "categories": {}, "scenarios": {}}
+    by_agent, pool_agents = group_estimates(rows, gold, "agent_id", seed)
+    by_category, pool_categories = group_estimates(rows, gold, "category", seed)
+    board["pooling"] = {"agents": pool_agents, "categories": pool_categories}
+    both = pool_agents["counts"] if pool_agents["pooled"] and pool_categories["pooled"] else None
     for agent in agents:
         mine = [r for r in rows if r["agent_id"] == agent]
-        est = estimate(mine, gold)
+        est = by_agent[agent]
         waiting = sum(r["outcome"] is None for r in mine)
         labelled = [r for r in mine if r["outcome"] is not None]
         times: dict[str, list[float]] = {}
@@ -247,7 +393,7 @@ def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool =
                 times.setdefault(r["scenario_id"], []).append(max(0.0, r["marker_s"] - r["takeover_s"]))
         board["agents"][agent] = {
             **est, "continuations": len(mine), "waiting": waiting,
-            "per_category": {cat: estimate([r for r in mine if r["category"] == cat], gold)
+            "per_category": {cat: estimate([r for r in mine if r["category"] == cat], gold, both)
                              for cat in categories if any(r["category"] == cat for r in mine)},
             "time_to_success_s": sorted(t for ts in times.values() for t in ts),
             "median_time_to_success_s": _median_time(list(times.values())),
@@ -255,8 +401,7 @@ def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool =
             "consistency": _consistency(list(outcomes.values())),
             "consistency_ci": _bootstrap(outcomes, _consistency, rng),
             "scenario_success_shares": [float(np.mean(g)) for g in outcomes.values() if len(g) >= 2]}
-    for cat in categories:
-        board["categories"][cat] = estimate([r for r in rows if r["category"] == cat], gold)
+    board["categories"] = by_category
     for sid in sorted({r["scenario_id"] for r in rows}):
         mine = [r for r in rows if r["scenario_id"] == sid and r["outcome"] is not None]
         k, n = sum(r["outcome"] == "success" for r in mine), len(mine)
@@ -290,9 +435,14 @@ def _truth_comparison(suite: Suite, board: dict) -> dict:
              if board["agents"][a]["labelled_rate"] is not None}
     covered = {a: bool(board["agents"][a]["ci"][0] - 1e-9 <= true_rate[a] <= board["agents"][a]["ci"][1] + 1e-9)
                for a in true_rate}
-    return {"true_rates": true_rate, **rank_metrics(est, true_rate), "labelled": rank_metrics(plain, true_rate),
-            "covered": covered,
-            "coverage": float(np.mean(list(covered.values())))}
+    out = {"true_rates": true_rate, **rank_metrics(est, true_rate), "labelled": rank_metrics(plain, true_rate),
+           "covered": covered, "coverage": float(np.mean(list(covered.values())))}
+    own = {a: board["agents"][a]["per_group"] for a in true_rate if board["agents"][a].get("per_group")}
+    if own and all(v["rate"] is not None for v in own.values()):
+        out["per_group"] = {**rank_metrics({a: v["rate"] for a, v in own.items()}, true_rate),
+                            "coverage": float(np.mean([v["ci"][0] - 1e-9 <= true_rate[a] <= v["ci"][1] + 1e-9
+                                                       for a, v in own.items()]))}
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -317,11 +467,17 @@ def format_leaderboard(board: dict) -> str:
                                                for c, v in board["categories"].items() if v["rate"] is not None))
     if board["waiting"]:
         lines.append(f"note: {board['waiting']} continuations still wait for a human label and are left out")
+    pooling = board.get("pooling", {}).get("agents", {})
+    if pooling.get("why"):
+        lines.append(f"references: {pooling['why']}")
     if "truth" in board:
         t = board["truth"]
         lines.append(f"against the simulator truth: Spearman {t['spearman']:.3f}, MMRV {t['mmrv']:.3f}, "
                      f"intervals cover the true rate for {t['coverage']:.0%} of agents; the plain label shares: "
                      f"Spearman {t['labelled']['spearman']:.3f}, MMRV {t['labelled']['mmrv']:.3f}")
+        if "per_group" in t:
+            lines.append(f"  each agent corrected by its own references instead: Spearman {t['per_group']['spearman']:.3f}"
+                         f", intervals cover {t['per_group']['coverage']:.0%}")
     lines.append("labels: the plain share of successes among the final labels (no correction, no interval)")
     return "\n".join(lines)
 
@@ -440,5 +596,5 @@ def _ci(ci) -> str:
     return "" if ci is None or ci[0] is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
-__all__ = ["estimate", "format_leaderboard", "leaderboard", "leaderboard_figures", "rate_estimate", "rate_vs_gold",
-           "wilson_interval", "write_report"]
+__all__ = ["error_counts", "error_heterogeneity", "estimate", "format_leaderboard", "group_estimates", "leaderboard",
+           "leaderboard_figures", "rate_estimate", "rate_pooled", "rate_vs_gold", "wilson_interval", "write_report"]

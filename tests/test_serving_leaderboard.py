@@ -10,7 +10,8 @@ import pytest
 from autorater import cli
 from data.suite import load_truth
 from serving.label import JOB_FILE, LABELS_FILE, job_spec
-from serving.leaderboard import leaderboard, rate_estimate, rate_vs_gold, wilson_interval
+from serving.leaderboard import (MIN_POOLED, error_counts, error_heterogeneity, group_estimates, leaderboard,
+                                 rate_estimate, rate_pooled, rate_vs_gold, wilson_interval)
 from serving_env import make_env, torch_threads
 
 
@@ -78,6 +79,71 @@ def test_an_unaudited_auto_stratum_counts_anywhere_in_0_1():
 def test_a_small_audit_that_agrees_everywhere_does_not_claim_a_perfect_model():
     est = rate_estimate([], np.ones(100), np.ones(5), np.ones(5))
     assert est["ci"][0] < 0.85
+
+
+def _agents(rng, rates=(0.05, 0.08, 0.5, 0.9, 0.97), n=80, n_refs=12, miss=0.06, false_hit=0.04, miss_by=None):
+    """Five agents' continuations as labels.jsonl-like rows: labels that miss ``miss`` of the successes (or
+    ``miss_by[agent]``) and accept ``false_hit`` of the failures; ``n_refs`` gold references per agent."""
+    rows, gold, truth = [], {}, {}
+    for a, rate in enumerate(rates):
+        y = rng.random(n) < rate
+        m = miss if miss_by is None else miss_by[a]
+        label = np.where(y, rng.random(n) >= m, rng.random(n) < false_hit)
+        truth[f"a{a}"] = y.mean()
+        for i in range(n):
+            cid = f"a{a}-{i}"
+            rows.append({"continuation_id": cid, "agent_id": f"a{a}", "outcome": "success" if label[i] else "failure",
+                         "decision": "auto", "model_outcome": "success" if label[i] else "failure"})
+            if i < n_refs:
+                gold[cid] = "success" if y[i] else "failure"
+    return rows, gold, truth
+
+
+def test_pooled_references_recover_the_rates_cover_them_and_rank_as_the_label_shares():
+    rng = np.random.default_rng(5)
+    hits, errors, own_errors = [], [], []
+    for _ in range(150):
+        rows, gold, truth = _agents(rng)
+        est, pooling = group_estimates(rows, gold, "agent_id")
+        if not pooling["pooled"]:
+            continue
+        for a, e in est.items():
+            hits.append(e["ci"][0] <= truth[a] <= e["ci"][1])
+            errors.append(abs(e["rate"] - truth[a]))
+            own_errors.append(abs(e["per_group"]["rate"] - truth[a]))
+        shares = [est[a]["labelled_rate"] for a in sorted(est)]
+        rates = [est[a]["rate"] for a in sorted(est)]
+        assert np.all(np.diff(np.array(rates)[np.argsort(shares)]) >= -1e-12)  # an increasing function of the share
+    assert len(hits) >= 500  # the references were pooled in most draws (errors do not differ between agents)
+    assert np.mean(hits) >= 0.92, np.mean(hits)
+    assert np.mean(errors) < 0.75 * np.mean(own_errors)  # five times the references: closer to the truth
+
+
+def test_rate_pooled_undoes_known_error_rates_and_refuses_uninformative_labels():
+    counts = {"pos": 100, "tp": 90, "neg": 100, "tn": 80}  # sensitivity 0.9, specificity 0.8
+    labels = np.r_[np.ones(62), np.zeros(38)]  # 0.9 * 0.6 + 0.2 * 0.4 = 0.62 success labels at a true rate of 0.6
+    assert rate_pooled(labels, counts)["rate"] == pytest.approx(0.6, abs=1e-9)
+    assert rate_pooled(np.ones(10), {"pos": 10, "tp": 5, "neg": 10, "tn": 6})["ci"] == [0.0, 1.0]
+    assert error_counts([1, 1, 0, 0, 0], [1, 0, 0, 1, 0]) == {"pos": 2, "tp": 1, "neg": 3, "tn": 2}
+
+
+def test_the_heterogeneity_test_holds_its_level_and_sees_a_labeller_that_fails_one_agent():
+    rng = np.random.default_rng(8)
+    null = [group_estimates(*_agents(rng)[:2], "agent_id", seed=s)[1]["heterogeneity_p"] for s in range(100)]
+    assert np.mean(np.array(null) < 0.05) <= 0.1
+    rows, gold, _ = _agents(rng, rates=(0.9,) * 5, n_refs=30, miss_by=(0.02, 0.02, 0.02, 0.02, 0.6))
+    est, pooling = group_estimates(rows, gold, "agent_id")
+    assert pooling["heterogeneity_p"] < 0.05 and not pooling["pooled"] and "differ" in pooling["why"]
+    assert all(e["method"] == "ppi vs references (gold)" for e in est.values())  # each by its own references
+    groups, y = np.repeat(["a", "b"], 20), np.ones(40)
+    assert error_heterogeneity(groups, y, y) == 1.0  # no error anywhere: nothing differs
+
+
+def test_too_few_references_are_not_pooled():
+    rows, gold, _ = _agents(np.random.default_rng(1), n_refs=2)
+    est, pooling = group_estimates(rows, gold, "agent_id")
+    assert not pooling["pooled"] and min(pooling["counts"]["pos"], pooling["counts"]["neg"]) < MIN_POOLED
+    assert "too few" in pooling["why"] and all(e["method"] == "ppi vs references (gold)" for e in est.values())
 
 
 @pytest.fixture(scope="module")
