@@ -1,7 +1,7 @@
 """Active learning, simulated: balanced accuracy against the number of human labels, for each strategy.
 
     python -m benchmarks.active [--pool-scenarios 500] [--test-scenarios 100] [--start 100] [--budget 100]
-                                [--rounds 4] [--epochs 12] [--strategies random,uncertainty,entropy]
+                                [--rounds 4] [--epochs 12] [--strategies random,uncertainty,entropy] [--no-diversity]
                                 [--pool DIR --test DIR] [--cache DIR] [--out bench-out/active]
 
 A pool suite and a test suite are generated (the four training levels, the five standard agents,
@@ -46,7 +46,7 @@ def _score(model, test, cache_dir: str) -> float:
 
 
 def run_strategy(strategy: str, pool, test, start: set[str], budget: int, rounds: int, tc, model_config,
-                 durations: dict, seed: int) -> list[dict]:
+                 durations: dict, seed: int, diversity: bool = True) -> list[dict]:
     from serving.active import select
     from training.baselines import predict_cached
     from training.train import train
@@ -68,7 +68,7 @@ def run_strategy(strategy: str, pool, test, start: set[str], budget: int, rounds
             c = pool.get(p["continuation_id"])
             p["scenario_id"], p["category"] = c.scenario_id, pool.scenario_by_id[c.scenario_id].category
             p["duration_s"] = durations[p["continuation_id"]]
-        labelled |= set(select(preds, budget, strategy, diversity=True, seed=seed + r))
+        labelled |= set(select(preds, budget, strategy, diversity=diversity, seed=seed + r))
     return curve
 
 
@@ -114,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--strategies", default="random,uncertainty,entropy")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-diversity", action="store_true",
+                        help="pick by score alone (as `active select --no-diversity`), not spread over scenarios and "
+                             "categories")
     parser.add_argument("--pool", help="an annotated pool suite to use instead of generating one")
     parser.add_argument("--test", help="a test suite with simulator truth to use instead of generating one")
     parser.add_argument("--cache", help="feature cache folder (default: OUT/cache)")
@@ -141,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
                      seed=args.seed)
     began = time.time()
     curves = {s: run_strategy(s, pool, test, start, args.budget, args.rounds, tc, PRESETS["base"], durations,
-                              args.seed) for s in args.strategies.split(",")}
+                              args.seed, diversity=not args.no_diversity) for s in args.strategies.split(",")}
     final = curves["random"][-1] if "random" in curves else None
     saving = {}
     if final is not None:

@@ -289,6 +289,7 @@ def group_estimates(rows: list[dict], gold: dict[str, str] | None, key: str, see
         ``({group: estimate}, pooling)``, ``pooling`` saying whether the references were pooled and why.
     """
     names = sorted({r[key] for r in rows})
+    what = {"agent_id": "agents", "category": "categories"}.get(key, key)
     refs = [r for r in rows if r.get("outcome") is not None and r["continuation_id"] in (gold or {})]
     pooling = {"pooled": False, "references": len(refs)}
     pooled = None
@@ -300,15 +301,15 @@ def group_estimates(rows: list[dict], gold: dict[str, str] | None, key: str, see
         pooling.update(counts=counts, heterogeneity_p=p_value)
         if min(counts["pos"], counts["neg"]) < MIN_POOLED:
             pooling["why"] = (f"too few references to pool: {counts['pos']} gold successes and {counts['neg']} gold "
-                              f"failures (at least {MIN_POOLED} each); each {key} is corrected by its own")
+                              f"failures (at least {MIN_POOLED} each); each of the {what} is corrected by its own")
         elif p_value < alpha:
-            pooling["why"] = (f"the labels' error rates differ between {key} groups on the references (p = "
+            pooling["why"] = (f"the labels' error rates differ between {what} on the references (p = "
                               f"{p_value:.3f}); each is corrected by its own references")
         else:
             pooled, pooling["pooled"] = counts, True
             pooling["why"] = (f"the labels' error rates, measured on {len(refs)} references (sensitivity "
                               f"{counts['tp']}/{counts['pos']}, specificity {counts['tn']}/{counts['neg']}), show no "
-                              f"difference between {key} groups (p = {p_value:.2f}) and correct every one")
+                              f"difference between {what} (p = {p_value:.3f}) and correct every one")
     return {g: estimate([r for r in rows if r[key] == g], gold, pooled) for g in names}, pooling
 
 
@@ -415,7 +416,9 @@ def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool =
         cat: {"mean_scenario_success_rate": float(np.mean([v[0] for v in d.values()])),
               "ci": _bootstrap(d, lambda g: float(np.mean([x[0] for x in g])), rng), "scenarios": len(d)}
         for cat, d in sorted(by_cat.items())}
-    board["ranking"] = sorted(agents, key=lambda a: -(board["agents"][a]["rate"] or 0))
+    # a rate clipped at 0 or 1 ties agents whose labels still differ: their label shares break the tie
+    board["ranking"] = sorted(agents, key=lambda a: (-(board["agents"][a]["rate"] or 0),
+                                                     -(board["agents"][a]["labelled_rate"] or 0)))
     board["waiting"] = sum(a["waiting"] for a in board["agents"].values())
     if with_truth:
         board["truth"] = _truth_comparison(suite, board)
@@ -560,6 +563,8 @@ def write_report(board: dict, out_html: str | os.PathLike) -> Path:
                    f"<td>{_fmt(board['difficulty_by_category'].get(c, {}).get('mean_scenario_success_rate'))} "
                    f"{_ci(board['difficulty_by_category'].get(c, {}).get('ci', [None, None]))}</td></tr>"
                    for c, v in board["categories"].items())
+    why = board.get("pooling", {}).get("agents", {}).get("why")
+    why = f" References: {html.escape(why)}." if why else ""
     truth = ""
     if "truth" in board:
         t = board["truth"]
@@ -570,8 +575,10 @@ def write_report(board: dict, out_html: str | os.PathLike) -> Path:
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}</style></head><body>
 <h1>Agent leaderboard: {html.escape(board['suite'])}</h1>
 <p>Labels from {html.escape(board['model'])} (auto-labelled) and human annotators (the uncertain continuations
-and a random audit slice), corrected with prediction-powered inference by the gold references where an agent has
-them, else by the audit slice. Every rate comes with its 95% interval; {board['waiting']} continuations still waiting for a human label are left out.</p>{truth}
+and a random audit slice), corrected by the suite's gold references (pooled across agents, or each agent's own),
+else by the audit slice.{why}
+Every rate comes with its 95% interval; {board['waiting']} continuations still waiting for a human label are left
+out.</p>{truth}
 <table><tr><th>rank</th><th>agent</th><th>success rate</th><th>95% interval</th><th>plain share of the labels</th>
 <th>human</th><th>auto</th>
 <th>audit</th><th>gold</th><th>waiting</th><th>median time to success (s)</th><th>consistency</th><th>method</th></tr>{rows}</table>
