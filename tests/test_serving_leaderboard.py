@@ -205,3 +205,16 @@ def test_cli_leaderboard_writes_json_and_html_with_figures(board_env, tmp_path, 
     assert page.count("data:image/png;base64,") == 4
     board = json.loads(out.with_suffix(".json").read_text())
     assert set(board["agents"]) == {c.agent_id for c in board_env["suite"].continuations}
+
+
+def test_the_labelling_benchmark_scores_every_estimate_over_repeated_draws(board_env):
+    from benchmarks.labelling import bench_leaderboard
+
+    res = bench_leaderboard(board_env["labels"], board_env["suite"], repeats=2, audit_share=0.2)
+    g, h = res["vs_references"], res["vs_humans"]
+    assert set(g) == {"pooled_share", "rate", "labelled", "per_group"} and "per_group" not in h
+    assert g["pooled_share"] == 0.0  # a handful of references: never pooled, so the rate is each agent's own
+    assert g["rate"] == g["per_group"]
+    for r in (g["rate"], g["per_group"], h["rate"]):
+        assert -1 <= r["spearman_min"] <= r["spearman_mean"] <= 1 and 0 <= r["coverage_95"] <= 1
+    assert "coverage_95" not in g["labelled"]  # the plain share has no interval
