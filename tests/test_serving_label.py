@@ -54,6 +54,30 @@ def test_every_continuation_exactly_once_and_routing_follows_the_calibration(env
         {r["continuation_id"] for r in rows if r["decision"] == "human" or r["audit"]}
 
 
+def test_the_audit_draw_is_uniform_over_sequential_ids_and_old_folders_keep_theirs(env, tmp_path):
+    from scipy import stats
+
+    def lumpy(method):  # share of seeds whose draw over 400 sequential ids fails a chi-square test of uniformity
+        counts = [np.histogram([audit_draw(f"c{i:06d}", seed, method) for i in range(400)], bins=10, range=(0, 1))[0]
+                  for seed in range(20)]
+        return np.mean([stats.chisquare(c).pvalue < 0.05 for c in counts])
+
+    assert lumpy("blake2b") <= 0.25 and lumpy("crc32") >= 0.8
+    out = tmp_path / "old"
+    label_suite(env["model"], env["suite"], out, audit_share=0.5)
+    job = json.loads((out / "job.json").read_text())
+    assert job["audit_hash"] == "blake2b"
+    del job["audit_hash"]  # a folder written before the draw changed, interrupted before assembling
+    (out / "job.json").write_text(json.dumps(job))
+    (out / "labels.jsonl").unlink()
+    for part in (out / "parts").glob("part-*.jsonl"):
+        part.unlink()
+    label_suite(env["model"], env["suite"], out, audit_share=0.5, resume=True)
+    rows = read_lines(out / "labels.jsonl")
+    assert all(r["audit"] == (r["decision"] == "auto" and audit_draw(r["continuation_id"], 0, "crc32") < 0.5)
+               for r in rows)
+
+
 def test_same_labels_whatever_the_batch_size_and_workers(env, tmp_path):
     label_suite(env["model"], env["suite"], tmp_path / "a", batch_size=36, workers=1)
     label_suite(env["model"], env["suite"], tmp_path / "b", batch_size=4, workers=3)
