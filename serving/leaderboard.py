@@ -8,7 +8,7 @@ intervals ignore. Two corrections (``group_estimates`` picks):
 
 - **pooled** (``rate_pooled``, the default when the references allow it): the labels' sensitivity
   and specificity are measured once on all the references and correct every agent's share of success
-  labels (the Rogan-Gladen estimator). Five times the references of a per-agent correction, so the
+  labels (the Rogan-Gladen estimator). All the suite's references instead of the agent's own, so the
   rate moves little when one reference is mislabelled, and agents rank as their label shares do. It
   assumes the error rates do not differ between agents; a permutation test on the references checks
   that, and when it rejects (or there are fewer than ``MIN_POOLED`` gold successes or failures) each
