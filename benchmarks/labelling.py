@@ -103,15 +103,10 @@ def _repeat(base, truths, agent_of, true_rate, gold, repeats, audit_share, annot
             r["outcome"] = r["human_outcome"] or (r["model_outcome"] if r["decision"] == "auto" else None)
         est, pooling = group_estimates(rows, gold, "agent_id", seed=seed)
         pooled.append(pooling["pooled"])
-        for key in keys:
-            if key == "per_group" and not gold:
-                continue
-            if key == "labelled":
-                rates = {a: {"rate": e["labelled_rate"]} for a, e in est.items()}
-            elif key == "per_group":  # each agent corrected by its own references (the pooled one's alternative)
-                rates = {a: e.get("per_group") or e for a, e in est.items()}
-            else:
-                rates = est
+        views = {"rate": est, "labelled": {a: {"rate": e["labelled_rate"]} for a, e in est.items()}}
+        if gold:  # each agent corrected by its own references (the pooled correction's alternative)
+            views["per_group"] = {a: e.get("per_group") or e for a, e in est.items()}
+        for key, rates in views.items():
             m = rank_metrics({a: e["rate"] for a, e in rates.items()}, true_rate)
             spearman[key].append(m["spearman"])
             mmrv[key].append(m["mmrv"])
