@@ -77,6 +77,12 @@ def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     return float(max(0.0, centre - half)), float(min(1.0, centre + half))
 
 
+def _floored_var(k: float, n: int) -> float:
+    """Variance of a share k / n, floored by one pseudo-success and one pseudo-failure (as Agresti-Coull)."""
+    q = (k + 1) / (n + 2)
+    return q * (1 - q) / n
+
+
 def _ppi(y: np.ndarray, yhat: np.ndarray, yhat_unlabeled: np.ndarray) -> tuple[float, float]:
     """PPI++ mean of ``y`` from labelled pairs (``y``, ``yhat``) and unlabelled predictions: (estimate, se)."""
     import ppi_py
@@ -87,9 +93,8 @@ def _ppi(y: np.ndarray, yhat: np.ndarray, yhat_unlabeled: np.ndarray) -> tuple[f
     theta = float(ppi_py.ppi_mean_pointestimate(y, yhat, yhat_unlabeled, lam=lam)[0])
     lo, hi = (float(v[0]) for v in ppi_py.ppi_mean_ci(y, yhat, yhat_unlabeled, alpha=0.05, lam=lam))
     # A small check that happens to agree everywhere would claim zero error: floor the rectifier's
-    # variance with one pseudo-disagreement and one pseudo-agreement (as Agresti-Coull does for a rate).
-    d = (np.abs(y - yhat).sum() + 1) / (len(y) + 2)
-    return theta, max((hi - lo) / (2 * Z95), float(np.sqrt(d * (1 - d) / len(y))))
+    # variance with one pseudo-disagreement and one pseudo-agreement.
+    return theta, max((hi - lo) / (2 * Z95), float(np.sqrt(_floored_var(np.abs(y - yhat).sum(), len(y)))))
 
 
 def rate_estimate(human: np.ndarray, auto_model: np.ndarray, audit_model: np.ndarray,
@@ -202,12 +207,6 @@ def error_counts(gold, labels) -> dict:
             "tn": int((~gold & ~labels).sum())}
 
 
-def _floored_var(k: float, n: int) -> float:
-    """Variance of a share k / n, floored by one pseudo-success and one pseudo-failure (as Agresti-Coull)."""
-    q = (k + 1) / (n + 2)
-    return q * (1 - q) / n
-
-
 def rate_pooled(labels, counts: dict) -> dict:
     """A success rate from labels whose sensitivity and specificity were measured on pooled gold references.
 
@@ -255,11 +254,9 @@ def error_heterogeneity(groups, gold, labels, seed: int = 0, n_perm: int = 2000)
     rng = np.random.default_rng(seed)
 
     def chi2(wrong: np.ndarray, onehot: np.ndarray) -> np.ndarray:  # wrong: (perms, m), onehot: (m, G)
-        n_g = onehot.sum(0)
-        rate = wrong.mean(1, keepdims=True)
-        expected = n_g * rate
-        var = np.where(n_g > 0, n_g, 1) * rate * (1 - rate)
-        return np.where(var > 0, ((wrong @ onehot - expected) ** 2) / np.where(var > 0, var, 1), 0).sum(1)
+        n_g = onehot.sum(0)  # every group holds a reference
+        rate = wrong.mean(1, keepdims=True)  # strictly between 0 and 1
+        return ((wrong @ onehot - n_g * rate) ** 2 / (n_g * rate * (1 - rate))).sum(1)
 
     observed, permuted = 0.0, np.zeros(n_perm)
     for outcome in (True, False):
@@ -267,10 +264,13 @@ def error_heterogeneity(groups, gold, labels, seed: int = 0, n_perm: int = 2000)
         if mask.sum() < 2:
             continue
         wrong = (labels[mask] != outcome).astype(float)
+        shuffled = rng.permuted(np.tile(wrong, (n_perm, 1)), axis=1)
+        if wrong.min() == wrong.max():  # none or all wrong: 0 in every permutation
+            continue
         _, idx = np.unique(groups[mask], return_inverse=True)
         onehot = np.eye(idx.max() + 1)[idx]
         observed += float(chi2(wrong[None], onehot)[0])
-        permuted += chi2(rng.permuted(np.tile(wrong, (n_perm, 1)), axis=1), onehot)
+        permuted += chi2(shuffled, onehot)
     return float((1 + np.sum(permuted >= observed - 1e-9)) / (1 + n_perm))
 
 
