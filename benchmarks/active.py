@@ -1,7 +1,7 @@
 """Active learning, simulated: balanced accuracy against the number of human labels, for each strategy.
 
     python -m benchmarks.active [--pool-scenarios 500] [--test-scenarios 100] [--start 100] [--budget 100]
-                                [--rounds 4] [--epochs 12] [--strategies random,uncertainty,entropy] [--no-diversity]
+                                [--rounds 4] [--epochs 12] [--min-steps 1500] [--strategies random,uncertainty,entropy] [--no-diversity]
                                 [--pool DIR --test DIR] [--cache DIR] [--out bench-out/active]
 
 A pool suite and a test suite are generated (the four training levels, the five standard agents,
@@ -46,23 +46,29 @@ def _score(model, test, cache_dir: str) -> float:
 
 
 def run_strategy(strategy: str, pool, test, start: set[str], budget: int, rounds: int, tc, model_config,
-                 durations: dict, seed: int, diversity: bool = True) -> list[dict]:
+                 durations: dict, seed: int, diversity: bool = True, trained: dict | None = None) -> list[dict]:
+    """One strategy's curve. ``trained`` (labelled ids -> (model, BA, seconds)) is shared between strategies: the
+    same labelled set trains the same model (seeded), so round 0 is trained once."""
     from serving.active import select
     from training.baselines import predict_cached
     from training.train import train
 
     labelled, curve = set(start), []
+    trained = {} if trained is None else trained
     candidates = [c for c in pool.continuation_ids() if c not in {r.continuation_id for r in pool.references}]
     for r in range(rounds + 1):
-        t = time.time()
-        result = train([_subset(pool, labelled)], model_config, tc)
-        ba = _score(result.model, test, tc.cache_dir)
-        curve.append({"round": r, "labels": len(labelled), "balanced_accuracy": ba, "train_s": round(time.time() - t)})
+        key = frozenset(labelled)
+        if key not in trained:
+            t = time.time()
+            model = train([_subset(pool, labelled)], model_config, tc).model
+            trained[key] = (model, _score(model, test, tc.cache_dir), round(time.time() - t))
+        model, ba, train_s = trained[key]
+        curve.append({"round": r, "labels": len(labelled), "balanced_accuracy": ba, "train_s": train_s})
         print(f"  {strategy:<12} round {r}: {len(labelled):>4} labelled continuations, test BA {ba:.3f}", flush=True)
         if r == rounds:
             break
         rest = [c for c in candidates if c not in labelled]
-        preds = [p for p in predict_cached(result.model, pool, tc.cache_dir) if p["continuation_id"] in set(rest)
+        preds = [p for p in predict_cached(model, pool, tc.cache_dir) if p["continuation_id"] in set(rest)
                  and "outcome" in p]
         for p in preds:
             c = pool.get(p["continuation_id"])
@@ -112,6 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=100, help="continuations labelled per round")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--epochs", type=int, default=12)
+    parser.add_argument("--min-steps", type=int, default=1500,
+                        help="optimiser steps at least, whatever the labelled set's size (TrainConfig.min_steps): "
+                             "a small set gets more epochs, so the curve measures labels, not training length; "
+                             "0: --epochs as given")
     parser.add_argument("--strategies", default="random,uncertainty,entropy")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-diversity", action="store_true",
@@ -140,11 +150,13 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     start = set(rng.choice(candidates, size=min(args.start, len(candidates)), replace=False).tolist())
     durations = {c: video_info(pool.video_path(c)).duration_s for c in pool.continuation_ids()}
-    tc = TrainConfig(epochs=args.epochs, patience=args.epochs, cache_dir=args.cache or str(out / "cache"),
+    tc = TrainConfig(epochs=args.epochs, patience=args.epochs, min_steps=args.min_steps, cache_dir=args.cache or str(out / "cache"),
                      seed=args.seed)
     began = time.time()
+    trained: dict = {}
     curves = {s: run_strategy(s, pool, test, start, args.budget, args.rounds, tc, PRESETS["base"], durations,
-                              args.seed, diversity=not args.no_diversity) for s in args.strategies.split(",")}
+                              args.seed, diversity=not args.no_diversity, trained=trained)
+              for s in args.strategies.split(",")}
     final = curves["random"][-1] if "random" in curves else None
     saving = {}
     if final is not None:

@@ -7,6 +7,7 @@ The ``tiny`` preset (from-scratch CNN, learned bag of words) on 32x32 videos of 
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -445,3 +446,25 @@ def test_with_ema_the_kept_model_is_the_average_not_the_last_step(tmp_path):
     assert all(torch.equal(loaded[k], v) for k, v in averaged[result.best["epoch"]].items())  # validated = saved
     _, live = run(dataclasses.replace(tc, ema=0.0))  # the same steps (same seed), validated on the live weights
     assert any(not torch.equal(live[2][k], v) for k, v in averaged[2].items())
+
+
+def test_min_steps_scales_epochs_patience_and_warm_up_by_one_factor_and_leaves_big_sets_alone():
+    tc = TrainConfig(epochs=12, patience=6, match_warmup_epochs=15, batch_size=16, min_steps=1500)
+    for n_train in (1, 17, 425, 850):
+        scaled = training.train.with_min_steps(tc, n_train)
+        per_epoch = int(np.ceil(n_train / 16))
+        assert scaled.epochs * per_epoch >= 1500 > (scaled.epochs - 1) * per_epoch  # just enough, not more
+        factor = scaled.epochs / tc.epochs
+        assert scaled.patience >= tc.patience * factor - 1 and scaled.match_warmup_epochs >= 15 * factor - 1
+    assert training.train.with_min_steps(tc, 2000) == tc  # 12 x 125 steps already >= 1500
+    assert training.train.with_min_steps(dataclasses.replace(tc, min_steps=0), 10) == dataclasses.replace(tc, min_steps=0)
+
+
+def test_a_small_set_with_min_steps_trains_more_epochs_and_records_them(tmp_path):
+    suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
+    tc = TrainConfig(epochs=1, patience=1, aggregation="majority", cache_dir=str(tmp_path / "cache"), min_steps=3)
+    result = train([suite], PRESETS["tiny"], tc, out=tmp_path / "m")
+    steps_per_epoch = int(np.ceil(result.n_train / tc.batch_size))
+    assert len(result.history) * steps_per_epoch >= 3 and len(result.history) > 1
+    saved = json.loads((tmp_path / "m" / "metadata.json").read_text())["train_config"]  # the recipe that ran
+    assert saved["epochs"] == len(result.history) and saved["min_steps"] == 3

@@ -47,6 +47,9 @@ class TrainConfig:
     weight_decay: float = 0.02
     warmup_steps: int = 50
     patience: int = 8  # epochs without a better validation balanced accuracy before stopping
+    min_steps: int = 0  # at least this many optimiser steps: a small training set gets proportionally more epochs
+    #                     (and patience and match warm-up epochs), so that a model trained on 500 labels is not
+    #                     also trained for a quarter of the steps (active learning; README). 0: epochs as given
     val_share: float = 0.15  # share of scenarios held out for early stopping
     aggregation: str = "dawid_skene"  # or "majority"
     mismatch_share: float = 0.5  # extra rows per batch pairing a video with another scenario's instruction
@@ -438,6 +441,7 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
                              f"train_only, or retrain")
         model.load_state_dict(init_state, strict=False)
     train_rows, val_rows = split_groups(data.ex.scenario_keys, tc.val_share, tc.seed)
+    tc = with_min_steps(tc, len(train_rows))
     fresh_events = model.config.architecture == "events" and init_state is None
     if fresh_events:
         with torch.no_grad():
@@ -485,6 +489,17 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
                                              "train_suites": [f"{s.info.name}@{s.info.version}" for s in suites],
                                              "wall_s": round(result.wall_s, 1)})
     return result
+
+
+def with_min_steps(tc: TrainConfig, n_train: int) -> TrainConfig:
+    """``tc`` with its epochs, patience and match warm-up epochs scaled up by one factor so that training takes at
+    least ``tc.min_steps`` optimiser steps on ``n_train`` rows; unchanged when it already does (or min_steps is 0)."""
+    planned = tc.epochs * int(np.ceil(n_train / tc.batch_size))
+    if not tc.min_steps or planned >= tc.min_steps:
+        return tc
+    scale = tc.min_steps / max(1, planned)
+    return dataclasses.replace(tc, epochs=int(np.ceil(tc.epochs * scale)), patience=int(np.ceil(tc.patience * scale)),
+                               match_warmup_epochs=int(np.ceil(tc.match_warmup_epochs * scale)))
 
 
 def place_prior(data: _Data, rows: np.ndarray, places: int, seed: int = 0) -> torch.Tensor:
