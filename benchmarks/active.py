@@ -1,7 +1,8 @@
 """Active learning, simulated: balanced accuracy against the number of human labels, for each strategy.
 
-    python -m benchmarks.active [--pool-scenarios 500] [--test-scenarios 100] [--start 100] [--budget 100]
-                                [--rounds 4] [--epochs 12] [--min-steps 1500] [--strategies random,uncertainty,entropy] [--no-diversity]
+    python -m benchmarks.active [--pool-scenarios 1000] [--test-scenarios 200] [--start 250] [--budget 250]
+                                [--rounds 3] [--epochs 12] [--min-steps 1500] [--strategies random,uncertainty]
+                                [--no-diversity]
                                 [--pool DIR --test DIR] [--cache DIR] [--out bench-out/active]
 
 A pool suite and a test suite are generated (the four training levels, the five standard agents,
@@ -112,17 +113,17 @@ def main(argv: list[str] | None = None) -> int:
     from training.train import TrainConfig
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pool-scenarios", type=int, default=500)
-    parser.add_argument("--test-scenarios", type=int, default=100)
-    parser.add_argument("--start", type=int, default=100, help="random labelled continuations to start from")
-    parser.add_argument("--budget", type=int, default=100, help="continuations labelled per round")
-    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--pool-scenarios", type=int, default=1000)
+    parser.add_argument("--test-scenarios", type=int, default=200)
+    parser.add_argument("--start", type=int, default=250, help="random labelled continuations to start from")
+    parser.add_argument("--budget", type=int, default=250, help="continuations labelled per round")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--min-steps", type=int, default=1500,
                         help="optimiser steps at least, whatever the labelled set's size (TrainConfig.min_steps): "
                              "a small set gets more epochs, so the curve measures labels, not training length; "
                              "0: --epochs as given")
-    parser.add_argument("--strategies", default="random,uncertainty,entropy")
+    parser.add_argument("--strategies", default="random,uncertainty")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-diversity", action="store_true",
                         help="pick by score alone (as `active select --no-diversity`), not spread over scenarios and "
