@@ -68,8 +68,8 @@ def run_strategy(strategy: str, pool, test, start: set[str], budget: int, rounds
         print(f"  {strategy:<12} round {r}: {len(labelled):>4} labelled continuations, test BA {ba:.3f}", flush=True)
         if r == rounds:
             break
-        rest = [c for c in candidates if c not in labelled]
-        preds = [p for p in predict_cached(model, pool, tc.cache_dir) if p["continuation_id"] in set(rest)
+        rest = {c for c in candidates if c not in labelled}
+        preds = [p for p in predict_cached(model, pool, tc.cache_dir) if p["continuation_id"] in rest
                  and "outcome" in p]
         for p in preds:
             c = pool.get(p["continuation_id"])
@@ -151,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     start = set(rng.choice(candidates, size=min(args.start, len(candidates)), replace=False).tolist())
     durations = {c: video_info(pool.video_path(c)).duration_s for c in pool.continuation_ids()}
-    tc = TrainConfig(epochs=args.epochs, patience=args.epochs, min_steps=args.min_steps, cache_dir=args.cache or str(out / "cache"),
-                     seed=args.seed)
+    tc = TrainConfig(epochs=args.epochs, patience=args.epochs, min_steps=args.min_steps,
+                     cache_dir=args.cache or str(out / "cache"), seed=args.seed)
     began = time.time()
     trained: dict = {}
     curves = {s: run_strategy(s, pool, test, start, args.budget, args.rounds, tc, PRESETS["base"], durations,

@@ -264,7 +264,7 @@ def error_heterogeneity(groups, gold, labels, seed: int = 0, n_perm: int = 2000)
         if mask.sum() < 2:
             continue
         wrong = (labels[mask] != outcome).astype(float)
-        shuffled = rng.permuted(np.tile(wrong, (n_perm, 1)), axis=1)
+        shuffled = rng.permuted(np.tile(wrong, (n_perm, 1)), axis=1)  # drawn first: one random stream either way
         if wrong.min() == wrong.max():  # none or all wrong: 0 in every permutation
             continue
         _, idx = np.unique(groups[mask], return_inverse=True)

@@ -457,7 +457,8 @@ def test_min_steps_scales_epochs_patience_and_warm_up_by_one_factor_and_leaves_b
         factor = scaled.epochs / tc.epochs
         assert scaled.patience >= tc.patience * factor - 1 and scaled.match_warmup_epochs >= 15 * factor - 1
     assert training.train.with_min_steps(tc, 2000) == tc  # 12 x 125 steps already >= 1500
-    assert training.train.with_min_steps(dataclasses.replace(tc, min_steps=0), 10) == dataclasses.replace(tc, min_steps=0)
+    off = dataclasses.replace(tc, min_steps=0)
+    assert training.train.with_min_steps(off, 10) == off
 
 
 def test_a_small_set_with_min_steps_trains_more_epochs_and_records_them(tmp_path):
