@@ -1,4 +1,5 @@
-"""The quality benchmark's recipe-variant options (--set / --train-set FIELD=VALUE) and the grounding probe's windows."""
+"""The quality benchmark: its recipe-variant options (--set / --train-set FIELD=VALUE), its pooled score on the two
+unseen-scenario draws, and the grounding probe's windows."""
 
 import pytest
 
@@ -80,3 +81,35 @@ def test_active_benchmark_refuses_a_pool_folder_without_a_suite(tmp_path):
     with pytest.raises(SystemExit, match="no suite.json there"):
         main(["--pool", str(tmp_path / "missing"), "--out", str(tmp_path / "out")])
     assert not (tmp_path / "missing").exists()  # nothing generated into a folder the user named
+
+
+def test_pooled_outcome_scores_both_draws_as_one_sample(tmp_path):
+    """The two unseen-scenario draws are pooled row by row, each against its own truth; errors and rows
+    without truth are left out."""
+    import json
+    from types import SimpleNamespace
+
+    from benchmarks.quality import pooled_outcome
+    from calibration.metrics import outcome_metrics
+
+    def suite(name, outcomes):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "simulator_truth.jsonl").write_text("".join(
+            json.dumps({"continuation_id": f"{name}-{i}", "outcome": o}) + "\n" for i, o in enumerate(outcomes)))
+        return SimpleNamespace(root=tmp_path / name, info=SimpleNamespace(version=name))
+
+    a = suite("a", ["success", "success", "failure", "failure"])
+    b = suite("b", ["success", "failure", "failure", "failure", "failure", "failure"])
+    rows_a = [{"continuation_id": "a-0", "outcome": "success"}, {"continuation_id": "a-1", "outcome": "failure"},
+              {"continuation_id": "a-2", "outcome": "failure"}, {"continuation_id": "a-3", "error": "decode"},
+              {"continuation_id": "other", "outcome": "success"}]
+    rows_b = [{"continuation_id": f"b-{i}", "outcome": o} for i, o in
+              enumerate(["success", "success", "failure", "failure", "failure", "failure"])]
+    got = pooled_outcome([(rows_a, a), (rows_b, b)])
+    want = outcome_metrics([1, 1, 0] + [1, 0, 0, 0, 0, 0], [1, 0, 0] + [1, 1, 0, 0, 0, 0])
+    assert got["n"] == 9 and got["suites"] == ["a", "b"]
+    assert got["balanced_accuracy"] == pytest.approx(want["balanced_accuracy"])
+    # pooling is not the mean of the two suites' balanced accuracies (their class balance differs)
+    mean = (outcome_metrics([1, 1, 0], [1, 0, 0])["balanced_accuracy"] +
+            outcome_metrics([1, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0])["balanced_accuracy"]) / 2
+    assert got["balanced_accuracy"] != pytest.approx(mean)
