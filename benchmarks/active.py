@@ -90,6 +90,19 @@ def labels_to_reach(curve: list[dict], target: float) -> float | None:
     return curve[0]["labels"] if curve and curve[0]["balanced_accuracy"] >= target else None
 
 
+def shares_by_budget(curves: dict) -> dict:
+    """For every budget random reached after its start: the share of that budget each strategy needed to reach
+    random's balanced accuracy there (the issue's criterion is the last budget; the others show whether a saving
+    holds along the curve or only at one point). None: never reached."""
+    if "random" not in curves:
+        return {}
+    out = {}
+    for point in curves["random"][1:]:
+        needs = {name: labels_to_reach(curve, point["balanced_accuracy"]) for name, curve in curves.items()}
+        out[point["labels"]] = {name: None if n is None else n / point["labels"] for name, n in needs.items()}
+    return out
+
+
 def plot(curves: dict, path: Path) -> None:
     from calibration.plots import _figure
 
@@ -132,10 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test", help="a test suite with simulator truth to use instead of generating one")
     parser.add_argument("--cache", help="feature cache folder (default: OUT/cache)")
     parser.add_argument("--out", default="bench-out/active")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(args.threads)
     suites = {}
     for name, n, seed in (("pool", args.pool_scenarios, 31), ("test", args.test_scenarios, 32)):
         path = Path(getattr(args, name) or out / name)
@@ -165,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             need = labels_to_reach(curve, final["balanced_accuracy"])
             saving[name] = None if need is None else need / final["labels"]
     result = {"args": vars(args), "curves": curves, "random_final": final, "labels_needed_share": saving,
-              "wall_s": round(time.time() - began)}
+              "share_by_budget": shares_by_budget(curves), "wall_s": round(time.time() - began)}
     (out / "active.json").write_text(json.dumps(result, indent=1) + "\n")
     plot(curves, out / "active.png")
     print(f"\n{'strategy':<14}" + "".join(f"{c['labels']:>8}" for c in next(iter(curves.values()))) +
@@ -174,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
         share = saving.get(name)
         print(f"{name:<14}" + "".join(f"{c['balanced_accuracy']:>8.3f}" for c in curve) +
               f"{'-' if share is None else f'{share:.0%}':>48}")
+    for budget, shares in result["share_by_budget"].items():
+        print(f"to reach random's BA at {budget} labels: " + ", ".join(
+            f"{name} {'not reached' if v is None else f'{v:.0%}'}" for name, v in shares.items()))
     print(f"\nwritten: {out / 'active.json'}, {out / 'active.png'} ({result['wall_s']} s)")
     return 0
 

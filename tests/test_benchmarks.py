@@ -113,3 +113,19 @@ def test_pooled_outcome_scores_both_draws_as_one_sample(tmp_path):
     mean = (outcome_metrics([1, 1, 0], [1, 0, 0])["balanced_accuracy"] +
             outcome_metrics([1, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0])["balanced_accuracy"]) / 2
     assert got["balanced_accuracy"] != pytest.approx(mean)
+
+
+def test_labels_to_reach_interpolates_and_the_shares_cover_every_budget():
+    from benchmarks.active import labels_to_reach, shares_by_budget
+
+    random = [{"labels": 100, "balanced_accuracy": 0.6}, {"labels": 200, "balanced_accuracy": 0.7},
+              {"labels": 300, "balanced_accuracy": 0.8}]
+    smart = [{"labels": 100, "balanced_accuracy": 0.6}, {"labels": 200, "balanced_accuracy": 0.8},
+             {"labels": 300, "balanced_accuracy": 0.78}]
+    assert labels_to_reach(smart, 0.7) == pytest.approx(150)
+    assert labels_to_reach(smart, 0.8) == 200 and labels_to_reach(smart, 0.9) is None
+    shares = shares_by_budget({"random": random, "smart": smart})
+    assert list(shares) == [200, 300]
+    assert shares[200] == {"random": 1.0, "smart": pytest.approx(0.75)}
+    assert shares[300] == {"random": 1.0, "smart": pytest.approx(200 / 300)}
+    assert shares_by_budget({"smart": smart}) == {}
