@@ -163,18 +163,28 @@ def main(argv: list[str] | None = None) -> int:
 
 def pooled_outcome(scored: list[tuple[list[dict], object]]) -> dict:
     """Outcome metrics of one method's predictions on several suites pooled, against each suite's simulator
-    truth (the two draws of unseen scenarios: one estimate on 800 continuations)."""
-    from calibration.metrics import outcome_metrics
+    truth (the two draws of unseen scenarios: one estimate on 800 continuations), with a 95% bootstrap interval
+    of the balanced accuracy over scenarios (a scenario's two continuations resampled together)."""
+    import numpy as np
+
+    from calibration.metrics import bootstrap_ci, outcome_metrics
     from data.suite import load_truth
 
-    gold, pred = [], []
+    gold, pred, groups = [], [], []
     for rows, suite in scored:
-        truth = {t["continuation_id"]: t["outcome"] == "success" for t in load_truth(suite.root)}
+        truth = {t["continuation_id"]: t for t in load_truth(suite.root)}
         for r in rows:
             if "error" not in r and r["continuation_id"] in truth:
-                gold.append(truth[r["continuation_id"]])
+                t = truth[r["continuation_id"]]
+                gold.append(t["outcome"] == "success")
                 pred.append(r["outcome"] == "success")
-    return {**outcome_metrics(gold, pred), "suites": [s.info.version for _, s in scored]}
+                groups.append(f"{suite.info.version}/{t.get('scenario_id', r['continuation_id'])}")
+    out = {**outcome_metrics(gold, pred), "suites": [s.info.version for _, s in scored]}
+    if gold:
+        _, lo, hi = bootstrap_ci(lambda g, p: outcome_metrics(g, p)["balanced_accuracy"], np.array(gold),
+                                 np.array(pred), groups=groups, n_boot=500)
+        out["balanced_accuracy_ci95"] = [lo, hi]
+    return out
 
 
 def variant_slug(variant: list[str], limit: int = 120) -> str:
@@ -273,7 +283,8 @@ def _summary(result: dict) -> str:
     pooled = result.get("unseen_scenarios_pooled")
     if pooled:
         lines.append(f"autorater on unseen scenarios, both draws pooled ({pooled['n']} continuations): balanced "
-                     f"accuracy {pooled['balanced_accuracy']:.3f}")
+                     f"accuracy {pooled['balanced_accuracy']:.3f} (95% interval over scenarios "
+                     f"{pooled['balanced_accuracy_ci95'][0]:.3f}-{pooled['balanced_accuracy_ci95'][1]:.3f})")
     lines.append("")
     for method, how in (("autorater", "raw"), ("autorater_calibrated", "less the offset fitted on the training "
                                                                        "suite's references")):

@@ -113,6 +113,8 @@ def test_pooled_outcome_scores_both_draws_as_one_sample(tmp_path):
     mean = (outcome_metrics([1, 1, 0], [1, 0, 0])["balanced_accuracy"] +
             outcome_metrics([1, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0])["balanced_accuracy"]) / 2
     assert got["balanced_accuracy"] != pytest.approx(mean)
+    lo, hi = got["balanced_accuracy_ci95"]
+    assert 0 <= lo <= got["balanced_accuracy"] <= hi <= 1 and hi > lo
 
 
 def test_labels_to_reach_interpolates_and_the_shares_cover_every_budget():
