@@ -98,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="change one TrainConfig field (JSON value, repeatable), e.g. --train-set rotate=false")
     parser.add_argument("--autorater-only", action="store_true",
                         help="train and score the autorater only (a recipe variant; the baselines do not change)")
+    parser.add_argument("--model", metavar="DIR",
+                        help="score this saved model (a model folder this benchmark wrote) instead of training one, "
+                             "beside freshly trained baselines: re-scores it on held-out sets added since")
     parser.add_argument("--threads", type=int, default=2,
                         help="torch threads (2: this machine's cores; 1 to run two variants side by side)")
     args = parser.parse_args(argv)
@@ -119,12 +122,17 @@ def main(argv: list[str] | None = None) -> int:
     slug = "" if not variant else "-" + variant_slug(variant)
     result = {"config": config.to_dict(), "train_config": tc.to_dict(), "overrides": variant,
               "train": {"continuations": len(train_suite.continuations)}, "held_out": {}}
-    start = time.perf_counter()
-    trained, run_id, version = track_training(uri, "autorater-quality", run_name, config, tc,
-                                              [train_suite], out=out / f"model{slug}", progress=True)
-    result["train"].update(wall_s=round(time.perf_counter() - start, 1), best=trained.best,
-                           peak_rss_gib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2))
-    model = trained.model
+    if args.model:
+        model, run_id = _reuse(args.model, result, variant)
+        config, tc = model.config, TrainConfig.from_dict({**result["train_config"], "cache_dir": tc.cache_dir})
+        result["config"], slug = config.to_dict(), "-rescored-" + variant_slug([Path(args.model).name])
+    else:
+        start = time.perf_counter()
+        trained, run_id, version = track_training(uri, "autorater-quality", run_name, config, tc,
+                                                  [train_suite], out=out / f"model{slug}", progress=True)
+        result["train"].update(wall_s=round(time.perf_counter() - start, 1), best=trained.best,
+                               peak_rss_gib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2))
+        model = trained.model
     if not args.autorater_only:
         blind = B.train_instruction_blind([train_suite], config, tc)
         last = B.train_last_frame([train_suite], config, tc)
@@ -159,6 +167,23 @@ def main(argv: list[str] | None = None) -> int:
     print(_summary(result))
     print(f"\nwritten to {out / report_name}; MLflow: {uri}")
     return 0
+
+
+def _reuse(folder: str, result: dict, variant: list[str]):
+    """``--model``: the saved model, its training record (recipe, wall time, best epoch) and its MLflow run."""
+    from autorater.model import Autorater
+
+    if variant:
+        raise SystemExit("--model scores a saved model as it is: leave --set/--train-set out (its recipe is in its "
+                         "metadata.json)")
+    meta_path = Path(folder) / "metadata.json"
+    if not meta_path.is_file():
+        raise SystemExit(f"--model {folder}: no metadata.json there; pass a model folder this benchmark wrote "
+                         f"(e.g. bench-out/quality/model-seed_0)")
+    meta = json.loads(meta_path.read_text())
+    result["train_config"] = meta["train_config"]
+    result["train"].update(reused=str(folder), wall_s=meta.get("wall_s"), best=meta.get("best"), peak_rss_gib=None)
+    return Autorater.from_pretrained(folder), meta.get("mlflow_run_id")
 
 
 def pooled_outcome(scored: list[tuple[list[dict], object]]) -> dict:
@@ -302,8 +327,11 @@ def _summary(result: dict) -> str:
                      f"auto-labelled {sel['coverage']:.2f} at agreement {agreement}")
     lines.append(f"marker offset: {c['marker_offset_success_s']:+.3f} s on successes, "
                  f"{c['marker_offset_failure_s']:+.3f} s on failures ({c['marker_offset_n']} references)")
-    lines.append(f"training: {t['continuations']} continuations, {t['wall_s']:.0f} s wall (features encoded "
-                 f"once, cached), peak RSS {t['peak_rss_gib']} GiB")
+    if t.get("reused"):
+        lines.append(f"model: {t['reused']}, re-scored (its training took {t['wall_s']} s)")
+    else:
+        lines.append(f"training: {t['continuations']} continuations, {t['wall_s']:.0f} s wall (features encoded "
+                     f"once, cached), peak RSS {t['peak_rss_gib']} GiB")
     tp = result["throughput"]
     lines.append(f"prediction end to end: {tp['predict_videos_per_s']} videos/s; decode only: "
                  f"{tp['decode_videos_per_s']} videos/s (2 cores)")

@@ -131,3 +131,12 @@ def test_labels_to_reach_interpolates_and_the_shares_cover_every_budget():
     assert shares[200] == {"random": 1.0, "smart": pytest.approx(0.75)}
     assert shares[300] == {"random": 1.0, "smart": pytest.approx(200 / 300)}
     assert shares_by_budget({"smart": smart}) == {}
+
+
+def test_rescoring_a_saved_model_refuses_a_variant_and_a_folder_without_its_record(tmp_path):
+    from benchmarks.quality import _reuse
+
+    with pytest.raises(SystemExit, match="leave --set/--train-set out"):
+        _reuse(str(tmp_path), {"train": {}}, ["seed=1"])
+    with pytest.raises(SystemExit, match="no metadata.json.*model-seed_0"):
+        _reuse(str(tmp_path), {"train": {}}, [])
