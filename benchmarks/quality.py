@@ -5,8 +5,8 @@
 
 Held-out sets, all scored against the simulator truth:
 - unseen scenarios: new seeds, the training levels and agents; and a second draw of them
-  (``unseen_scenarios_2``, generator seed 106, added in the eighth session and never used to choose a
-  recipe), so that the target is read on 800 continuations, both draws pooled, not 400;
+  (``unseen_scenarios_2``, generator seed 106, generated after the recipe was fixed and never used to
+  choose one), so that the target is also read on 800 continuations, both draws pooled;
 - unseen agents: the ``ditherer`` and ``quitter`` behaviours, never seen in training;
 - unseen instruction families: levels kept out of training;
 - instruction swaps: the unseen-scenario videos with altered instructions, truth recomputed by replay.
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         result["config"], slug = config.to_dict(), "-rescored-" + variant_slug([Path(args.model).name])
     else:
         start = time.perf_counter()
-        trained, run_id, version = track_training(uri, "autorater-quality", run_name, config, tc,
+        trained, run_id, _ = track_training(uri, "autorater-quality", run_name, config, tc,
                                                   [train_suite], out=out / f"model{slug}", progress=True)
         result["train"].update(wall_s=round(time.perf_counter() - start, 1), best=trained.best,
                                peak_rss_gib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2))
