@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         start = time.perf_counter()
         trained, run_id, _ = track_training(uri, "autorater-quality", run_name, config, tc,
-                                                  [train_suite], out=out / f"model{slug}", progress=True)
+                                            [train_suite], out=out / f"model{slug}", progress=True)
         result["train"].update(wall_s=round(time.perf_counter() - start, 1), best=trained.best,
                                peak_rss_gib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2))
         model = trained.model
