@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -47,27 +48,48 @@ def _score(model, test, cache_dir: str) -> float:
 
 
 def run_strategy(strategy: str, pool, test, start: set[str], budget: int, rounds: int, tc, model_config,
-                 durations: dict, seed: int, diversity: bool = True, trained: dict | None = None) -> list[dict]:
-    """One strategy's curve. ``trained`` (labelled ids -> (model, BA, seconds)) is shared between strategies: the
-    same labelled set trains the same model (seeded), so round 0 is trained once."""
+                 durations: dict, seed: int, diversity: bool = True, trained: dict | None = None,
+                 done: list[dict] | None = None, on_round: Callable[[list[dict]], None] | None = None) -> list[dict]:
+    """One strategy's curve: a point per round (labels, balanced accuracy, training seconds, the labelled ids).
+
+    ``trained`` (labelled ids -> (model or None, BA, seconds)) is shared between strategies: the same labelled
+    set trains the same model (seeded), so round 0 is trained once. ``done``: the points of an interrupted run
+    (resume); their rounds are not trained again, except the last one's model when it must pick the next batch.
+    ``on_round(curve)`` is called after every round (the benchmark writes its progress there).
+    """
     from serving.active import select
     from training.baselines import predict_cached
     from training.train import train
 
-    labelled, curve = set(start), []
-    trained = {} if trained is None else trained
-    candidates = [c for c in pool.continuation_ids() if c not in {r.continuation_id for r in pool.references}]
-    for r in range(rounds + 1):
+    def fit(labelled: set[str]):
         key = frozenset(labelled)
-        if key not in trained:
+        if key not in trained or trained[key][0] is None:
             t = time.time()
             model = train([_subset(pool, labelled)], model_config, tc).model
-            trained[key] = (model, _score(model, test, tc.cache_dir), round(time.time() - t))
-        model, ba, train_s = trained[key]
-        curve.append({"round": r, "labels": len(labelled), "balanced_accuracy": ba, "train_s": train_s})
-        print(f"  {strategy:<12} round {r}: {len(labelled):>4} labelled continuations, test BA {ba:.3f}", flush=True)
-        if r == rounds:
-            break
+            ba = _score(model, test, tc.cache_dir)
+            trained[key] = (model, ba, trained[key][2] if key in trained else round(time.time() - t))
+        return trained[key]
+
+    trained = {} if trained is None else trained
+    done = done or []
+    labelled, curve = set(start), []
+    candidates = [c for c in pool.continuation_ids() if c not in {r.continuation_id for r in pool.references}]
+    for r in range(rounds + 1):
+        if r < len(done):  # resumed: measured before the interruption
+            point, labelled = done[r], set(done[r]["labelled"])
+            trained.setdefault(frozenset(labelled), (None, point["balanced_accuracy"], point["train_s"]))
+        else:
+            _, ba, train_s = fit(labelled)
+            point = {"round": r, "labels": len(labelled), "balanced_accuracy": ba, "train_s": train_s,
+                     "labelled": sorted(labelled)}
+        curve.append(point)
+        print(f"  {strategy:<12} round {r}: {len(labelled):>4} labelled continuations, test BA "
+              f"{point['balanced_accuracy']:.3f}{' (resumed)' if r < len(done) else ''}", flush=True)
+        if on_round is not None and r >= len(done):
+            on_round(curve)
+        if r == rounds or r + 1 < len(done):
+            continue
+        model = fit(labelled)[0]
         rest = {c for c in candidates if c not in labelled}
         preds = [p for p in predict_cached(model, pool, tc.cache_dir) if p["continuation_id"] in rest
                  and "outcome" in p]
@@ -75,7 +97,7 @@ def run_strategy(strategy: str, pool, test, start: set[str], budget: int, rounds
             c = pool.get(p["continuation_id"])
             p["scenario_id"], p["category"] = c.scenario_id, pool.scenario_by_id[c.scenario_id].category
             p["duration_s"] = durations[p["continuation_id"]]
-        labelled |= set(select(preds, budget, strategy, diversity=diversity, seed=seed + r))
+        labelled = labelled | set(select(preds, budget, strategy, diversity=diversity, seed=seed + r))
     return curve
 
 
@@ -103,17 +125,122 @@ def shares_by_budget(curves: dict) -> dict:
     return out
 
 
-def plot(curves: dict, path: Path) -> None:
+SAME_SETUP = ("start", "budget", "rounds", "epochs", "min_steps", "no_diversity", "pool", "test")
+
+
+def _setup(folder: str, run: dict) -> dict:
+    """What must match between seeds: the schedule and recipe, and the pool and test suites (resolved folders)."""
+    args = run.get("args") or run.get("settings") or {}
+    setup = {k: args.get(k) for k in SAME_SETUP}
+    for name in ("pool", "test"):  # a generated suite lives in the run's folder
+        setup[name] = str(Path(args.get(name) or Path(folder) / name).resolve())
+    return setup
+
+
+def combine(runs: dict[str, dict]) -> dict:
+    """Runs of one setup with different seeds (``active.json`` or ``progress.json`` contents by folder), pooled:
+    each strategy's mean balanced accuracy at every budget all runs reached, and the label shares read off
+    those mean curves (the issue's criterion at random's final budget) beside each run's own."""
+    first = next(iter(runs))
+    setup = _setup(first, runs[first])
+    for folder, run in runs.items():
+        other = _setup(folder, run)
+        differ = sorted(k for k in SAME_SETUP if other[k] != setup[k])
+        if differ:
+            raise ValueError(f"{folder}: not the same setup as {first} ({', '.join(differ)} differ); combine "
+                             f"seeds of one setup only")
+    strategies = [s for s in runs[first]["curves"] if all(s in run["curves"] for run in runs.values())]
+    mean = {}
+    for s in strategies:
+        by_run = [{p["labels"]: p["balanced_accuracy"] for p in run["curves"][s]} for run in runs.values()]
+        budgets = sorted(set.intersection(*(set(b) for b in by_run)))
+        mean[s] = [{"labels": b, "balanced_accuracy": float(np.mean([r[b] for r in by_run])),
+                    "per_run": [r[b] for r in by_run]} for b in budgets]
+    per_run = {name: shares_by_budget({s: run["curves"][s] for s in strategies}) for name, run in runs.items()}
+    shares = shares_by_budget(mean)
+    return {"runs": list(runs), "setup": setup, "mean_curves": mean, "share_by_budget": shares,
+            "labels_needed_share": shares[max(shares)] if shares else {},
+            "labels_needed_share_per_run": {name: shares.get(max(shares)) if shares else None
+                                            for name, shares in per_run.items()}}
+
+
+def plot(curves: dict, path: Path, runs: dict | None = None) -> None:
+    """BA against human labels, a line per strategy; with ``runs`` (combine), each run's curve faintly behind."""
     from calibration.plots import _figure
 
     f = _figure(6, 4)
     ax = f.subplots()
-    for name, curve in curves.items():
-        ax.plot([c["labels"] for c in curve], [c["balanced_accuracy"] for c in curve], marker="o", label=name)
+    for i, (name, curve) in enumerate(curves.items()):
+        colour = f"C{i}"
+        for run in (runs or {}).values():
+            ax.plot([c["labels"] for c in run["curves"][name]], [c["balanced_accuracy"] for c in run["curves"][name]],
+                    color=colour, alpha=0.25, lw=1)
+        ax.plot([c["labels"] for c in curve], [c["balanced_accuracy"] for c in curve], marker="o", color=colour,
+                label=name if runs is None else f"{name} (mean of {len(runs)} seeds)")
     ax.set(xlabel="human-labelled continuations", ylabel="balanced accuracy vs truth (test suite)",
            title="Active learning: accuracy per human label")
     ax.legend()
     f.savefig(path, format="png")
+
+
+def _resume(progress: Path, settings: dict, start: set[str]) -> dict:
+    """The curves an interrupted run of the same settings measured (``{}`` when there is none)."""
+    if not progress.exists():
+        return {}
+    try:
+        saved = json.loads(progress.read_text(encoding="utf-8"))
+        curves = saved["curves"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise SystemExit(f"{progress}: unreadable ({err}); delete it to start the run again") from None
+    changed = sorted(k for k in set(settings) | set(saved.get("settings", {}))
+                     if settings.get(k) != saved.get("settings", {}).get(k))
+    if changed:
+        raise SystemExit(f"{progress}: an interrupted run with other settings ({', '.join(changed)}); resume it with "
+                         f"the same options, or pass another --out")
+    if any(curve and set(curve[0]["labelled"]) != start for curve in curves.values()):
+        raise SystemExit(f"{progress}: its start set is not this run's; delete it to start the run again")
+    print(f"resuming {progress}: " + ", ".join(f"{name} {len(c)} round(s)" for name, c in curves.items()), flush=True)
+    return curves
+
+
+def _print_table(curves: dict, shares: dict) -> None:
+    final = shares[max(shares)] if shares else {}
+    print(f"\n{'strategy':<14}" + "".join(f"{c['labels']:>8}" for c in max(curves.values(), key=len)) +
+          f"{'share of random labels to reach its final BA':>48}")
+    for name, curve in curves.items():
+        share = final.get(name)
+        print(f"{name:<14}" + "".join(f"{c['balanced_accuracy']:>8.3f}" for c in curve) +
+              " " * 8 * (len(max(curves.values(), key=len)) - len(curve)) +
+              f"{'-' if share is None else f'{share:.0%}':>48}")
+    for budget, by_name in shares.items():
+        print(f"to reach random's BA at {budget} labels: " + ", ".join(
+            f"{name} {'not reached' if v is None else f'{v:.0%}'}" for name, v in by_name.items()))
+
+
+def _combine_main(folders: list[str], out: Path) -> int:
+    runs = {}
+    for folder in folders:
+        path = next((Path(folder) / n for n in ("active.json", "progress.json") if (Path(folder) / n).is_file()), None)
+        if path is None:
+            raise SystemExit(f"--combine {folder}: no active.json or progress.json there; pass the --out folder of a "
+                             f"benchmark run")
+        try:
+            runs[folder] = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise SystemExit(f"--combine {path}: unreadable ({err})") from None
+    try:
+        result = combine(runs)
+    except ValueError as err:
+        raise SystemExit(f"--combine: {err}") from None
+    (out / "combined.json").write_text(json.dumps(result, indent=1) + "\n")
+    plot(result["mean_curves"], out / "combined.png", runs)
+    print(f"{len(runs)} runs: " + ", ".join(runs))
+    _print_table(result["mean_curves"], result["share_by_budget"])
+    for name, shares in result["labels_needed_share_per_run"].items():
+        print(f"  {name}: " + ("-" if not shares else ", ".join(
+            f"{s} {'not reached' if v is None else f'{v:.0%}'}" for s, v in shares.items())))
+    print(f"\nwritten: {out / 'combined.json'}, {out / 'combined.png'}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     from data.generate import generate_suite
     from data.suite import Suite
     from data.video import video_info
+    from serving.label import _write_atomic
     from training.train import TrainConfig
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -146,9 +274,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", help="feature cache folder (default: OUT/cache)")
     parser.add_argument("--out", default="bench-out/active")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads")
+    parser.add_argument("--combine", nargs="+", metavar="DIR",
+                        help="pool finished (or interrupted) runs of one setup with different seeds: mean curves and "
+                             "label shares, written to OUT/combined.json and combined.png; nothing is trained")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.combine:
+        return _combine_main(args.combine, out)
     torch.set_num_threads(args.threads)
     suites = {}
     for name, n, seed in (("pool", args.pool_scenarios, 31), ("test", args.test_scenarios, 32)):
@@ -168,29 +301,29 @@ def main(argv: list[str] | None = None) -> int:
     tc = TrainConfig(epochs=args.epochs, patience=args.epochs, min_steps=args.min_steps,
                      cache_dir=args.cache or str(out / "cache"), seed=args.seed)
     began = time.time()
+    progress = out / "progress.json"
+    settings = {k: v for k, v in vars(args).items() if k not in ("out", "threads", "combine")}
+    done = _resume(progress, settings, start)
+    curves: dict = {}
+
+    def save(name: str, curve: list[dict]) -> None:
+        curves[name] = curve
+        _write_atomic(progress, json.dumps({"settings": settings, "curves": curves}) + "\n")
+
     trained: dict = {}
-    curves = {s: run_strategy(s, pool, test, start, args.budget, args.rounds, tc, PRESETS["base"], durations,
-                              args.seed, diversity=not args.no_diversity, trained=trained)
-              for s in args.strategies.split(",")}
+    for s in args.strategies.split(","):
+        save(s, run_strategy(s, pool, test, start, args.budget, args.rounds, tc, PRESETS["base"], durations,
+                             args.seed, diversity=not args.no_diversity, trained=trained, done=done.get(s),
+                             on_round=lambda curve, s=s: save(s, curve)))
+    curves = {name: [{k: v for k, v in p.items() if k != "labelled"} for p in curve] for name, curve in curves.items()}
     final = curves["random"][-1] if "random" in curves else None
-    saving = {}
-    if final is not None:
-        for name, curve in curves.items():
-            need = labels_to_reach(curve, final["balanced_accuracy"])
-            saving[name] = None if need is None else need / final["labels"]
+    shares = shares_by_budget(curves)
+    saving = shares[final["labels"]] if shares else {}  # the issue's criterion: random's final budget
     result = {"args": vars(args), "curves": curves, "random_final": final, "labels_needed_share": saving,
-              "share_by_budget": shares_by_budget(curves), "wall_s": round(time.time() - began)}
+              "share_by_budget": shares, "wall_s": round(time.time() - began)}
     (out / "active.json").write_text(json.dumps(result, indent=1) + "\n")
     plot(curves, out / "active.png")
-    print(f"\n{'strategy':<14}" + "".join(f"{c['labels']:>8}" for c in next(iter(curves.values()))) +
-          f"{'share of random labels to reach its final BA':>48}")
-    for name, curve in curves.items():
-        share = saving.get(name)
-        print(f"{name:<14}" + "".join(f"{c['balanced_accuracy']:>8.3f}" for c in curve) +
-              f"{'-' if share is None else f'{share:.0%}':>48}")
-    for budget, shares in result["share_by_budget"].items():
-        print(f"to reach random's BA at {budget} labels: " + ", ".join(
-            f"{name} {'not reached' if v is None else f'{v:.0%}'}" for name, v in shares.items()))
+    _print_table(curves, shares)
     print(f"\nwritten: {out / 'active.json'}, {out / 'active.png'} ({result['wall_s']} s)")
     return 0
 

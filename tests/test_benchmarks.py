@@ -2,6 +2,7 @@
 unseen-scenario draws, and the grounding probe's windows."""
 
 import pytest
+import torch
 
 from autorater.config import PRESETS, AutoraterConfig
 from benchmarks.quality import parse_overrides
@@ -140,3 +141,76 @@ def test_rescoring_a_saved_model_refuses_a_variant_and_a_folder_without_its_reco
         _reuse(str(tmp_path), {"train": {}}, ["seed=1"])
     with pytest.raises(SystemExit, match="no metadata.json.*model-seed_0"):
         _reuse(str(tmp_path), {"train": {}}, [])
+
+
+def _truth_suite(root):
+    """A learnable suite that also carries the simulator truth file the active benchmark scores against."""
+    import json
+
+    from model_suites import learnable_suite
+
+    suite = learnable_suite(root, n_scenarios=4, per_scenario=2, seed=1)
+    outcomes = {a.continuation_id: a.outcome for a in suite.annotations}
+    (root / "simulator_truth.jsonl").write_text("".join(json.dumps({"continuation_id": c, "outcome": o}) + "\n"
+                                                        for c, o in outcomes.items()))
+    return suite
+
+
+def test_an_interrupted_active_benchmark_resumes_to_the_same_curve_without_retraining_finished_rounds(tmp_path):
+    from benchmarks.active import run_strategy
+    from model_suites import learnable_suite, one_thread
+
+    before = one_thread()
+    try:
+        pool, test = learnable_suite(tmp_path / "pool", n_scenarios=8, per_scenario=2), _truth_suite(tmp_path / "test")
+        tc = TrainConfig(epochs=3, patience=3, batch_size=8, warmup_steps=1, val_share=0.25,
+                         cache_dir=str(tmp_path / "cache"), seed=0)
+        durations = {c: 1.0 for c in pool.continuation_ids()}
+        start = set(pool.continuation_ids()[::4])
+        args = ("uncertainty", pool, test, start, 3, 2, tc, PRESETS["tiny"], durations, 0)
+        saved = []
+        full = run_strategy(*args, on_round=lambda curve: saved.append([dict(p) for p in curve]))
+        assert [len(s) for s in saved] == [1, 2, 3] and saved[-1] == full  # progress after every round
+        assert [p["labels"] for p in full] == [4, 7, 10]
+        trained: dict = {}
+        resumed = run_strategy(*args, trained=trained, done=saved[1])  # the crash came during round 2
+        same = lambda curve: [{k: v for k, v in p.items() if k != "train_s"} for p in curve]  # seconds vary
+        assert same(resumed) == same(full)  # same picks, same scores
+        assert sum(model is not None for model, _, _ in trained.values()) == 2  # round 0 was not trained again
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_combining_seeds_averages_the_budgets_all_runs_reached_and_refuses_another_setup():
+    from benchmarks.active import combine
+
+    def run(seed, random, smart, **changes):
+        curve = lambda bas: [{"labels": 100 * (i + 1), "balanced_accuracy": b} for i, b in enumerate(bas)]
+        return {"args": {"seed": seed, "start": 100, "budget": 100, "rounds": 2, "pool": "p", "test": "t",
+                         **changes}, "curves": {"random": curve(random), "smart": curve(smart)}}
+
+    runs = {"a": run(0, [0.6, 0.7, 0.8], [0.6, 0.8, 0.85]), "b": run(1, [0.6, 0.7, 0.9], [0.6, 0.9])}  # b unfinished
+    out = combine(runs)
+    assert [p["labels"] for p in out["mean_curves"]["random"]] == [100, 200, 300]
+    assert [p["labels"] for p in out["mean_curves"]["smart"]] == [100, 200]  # 300: only one run got there
+    assert out["mean_curves"]["random"][-1]["balanced_accuracy"] == pytest.approx(0.85)
+    assert out["labels_needed_share"] == {"random": 1.0, "smart": pytest.approx(200 / 300)}  # smart's mean 0.85
+    assert out["labels_needed_share_per_run"]["a"]["smart"] == pytest.approx(200 / 300)
+    with pytest.raises(ValueError, match="budget differ"):
+        combine({**runs, "c": run(2, [0.6], [0.6], budget=50)})
+
+
+def test_a_resumed_active_benchmark_refuses_progress_from_other_settings(tmp_path):
+    import json
+
+    from benchmarks.active import _resume
+
+    progress = tmp_path / "progress.json"
+    progress.write_text(json.dumps({"settings": {"seed": 0, "budget": 250},
+                                    "curves": {"random": [{"labelled": ["a", "b"]}]}}))
+    assert _resume(progress, {"seed": 0, "budget": 250}, {"a", "b"})["random"][0]["labelled"] == ["a", "b"]
+    with pytest.raises(SystemExit, match="other settings \\(budget\\)"):
+        _resume(progress, {"seed": 0, "budget": 100}, {"a", "b"})
+    with pytest.raises(SystemExit, match="start set"):
+        _resume(progress, {"seed": 0, "budget": 250}, {"a", "c"})
+    assert _resume(tmp_path / "none.json", {}, set()) == {}
