@@ -176,7 +176,9 @@ def plot(curves: dict, path: Path, runs: dict | None = None) -> None:
             ax.plot([c["labels"] for c in run["curves"][name]], [c["balanced_accuracy"] for c in run["curves"][name]],
                     color=colour, alpha=0.25, lw=1)
         ax.plot([c["labels"] for c in curve], [c["balanced_accuracy"] for c in curve], marker="o", color=colour,
-                label=name if runs is None else f"{name} (mean of {len(runs)} seeds)")
+                label=name if runs is None else f"{name} (mean of {len(runs)} seed{'s' * (len(runs) > 1)})")
+    if "random" in curves:  # the bar: random's final accuracy
+        ax.axhline(curves["random"][-1]["balanced_accuracy"], color="grey", ls=":", lw=1, label="random's final BA")
     ax.set(xlabel="human-labelled continuations", ylabel="balanced accuracy vs truth (test suite)",
            title="Active learning: accuracy per human label")
     ax.legend()
