@@ -160,8 +160,8 @@ def combine(runs: dict[str, dict]) -> dict:
     shares = shares_by_budget(mean)
     return {"runs": list(runs), "setup": setup, "mean_curves": mean, "share_by_budget": shares,
             "labels_needed_share": shares[max(shares)] if shares else {},
-            "labels_needed_share_per_run": {name: shares.get(max(shares)) if shares else None
-                                            for name, shares in per_run.items()}}
+            "labels_needed_share_per_run": {name: by_budget[max(by_budget)] if by_budget else None
+                                            for name, by_budget in per_run.items()}}
 
 
 def plot(curves: dict, path: Path, runs: dict | None = None) -> None:
