@@ -137,6 +137,15 @@ def _setup(folder: str, run: dict) -> dict:
     return setup
 
 
+def at_final(shares: dict) -> dict:
+    """The shares at random's last budget (the issue's criterion) from ``shares_by_budget``; {} without rounds."""
+    return shares[max(shares)] if shares else {}
+
+
+def _pct(share: float | None) -> str:
+    return "not reached" if share is None else f"{share:.0%}"
+
+
 def combine(runs: dict[str, dict]) -> dict:
     """Runs of one setup with different seeds (``active.json`` or ``progress.json`` contents by folder), pooled:
     each strategy's mean balanced accuracy at every budget all runs reached, and the label shares read off
@@ -159,9 +168,8 @@ def combine(runs: dict[str, dict]) -> dict:
     per_run = {name: shares_by_budget({s: run["curves"][s] for s in strategies}) for name, run in runs.items()}
     shares = shares_by_budget(mean)
     return {"runs": list(runs), "setup": setup, "mean_curves": mean, "share_by_budget": shares,
-            "labels_needed_share": shares[max(shares)] if shares else {},
-            "labels_needed_share_per_run": {name: by_budget[max(by_budget)] if by_budget else None
-                                            for name, by_budget in per_run.items()}}
+            "labels_needed_share": at_final(shares),
+            "labels_needed_share_per_run": {name: at_final(by_budget) or None for name, by_budget in per_run.items()}}
 
 
 def plot(curves: dict, path: Path, runs: dict | None = None) -> None:
@@ -206,17 +214,16 @@ def _resume(progress: Path, settings: dict, start: set[str]) -> dict:
 
 
 def _print_table(curves: dict, shares: dict) -> None:
-    final = shares[max(shares)] if shares else {}
-    print(f"\n{'strategy':<14}" + "".join(f"{c['labels']:>8}" for c in max(curves.values(), key=len)) +
+    final, longest = at_final(shares), max(curves.values(), key=len)
+    print(f"\n{'strategy':<14}" + "".join(f"{c['labels']:>8}" for c in longest) +
           f"{'share of random labels to reach its final BA':>48}")
     for name, curve in curves.items():
         share = final.get(name)
         print(f"{name:<14}" + "".join(f"{c['balanced_accuracy']:>8.3f}" for c in curve) +
-              " " * 8 * (len(max(curves.values(), key=len)) - len(curve)) +
-              f"{'-' if share is None else f'{share:.0%}':>48}")
+              " " * 8 * (len(longest) - len(curve)) + f"{'-' if share is None else f'{share:.0%}':>48}")
     for budget, by_name in shares.items():
         print(f"to reach random's BA at {budget} labels: " + ", ".join(
-            f"{name} {'not reached' if v is None else f'{v:.0%}'}" for name, v in by_name.items()))
+            f"{name} {_pct(v)}" for name, v in by_name.items()))
 
 
 def _combine_main(folders: list[str], out: Path) -> int:
@@ -240,7 +247,7 @@ def _combine_main(folders: list[str], out: Path) -> int:
     _print_table(result["mean_curves"], result["share_by_budget"])
     for name, shares in result["labels_needed_share_per_run"].items():
         print(f"  {name}: " + ("-" if not shares else ", ".join(
-            f"{s} {'not reached' if v is None else f'{v:.0%}'}" for s, v in shares.items())))
+            f"{s} {_pct(v)}" for s, v in shares.items())))
     print(f"\nwritten: {out / 'combined.json'}, {out / 'combined.png'}")
     return 0
 
@@ -320,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     curves = {name: [{k: v for k, v in p.items() if k != "labelled"} for p in curve] for name, curve in curves.items()}
     final = curves["random"][-1] if "random" in curves else None
     shares = shares_by_budget(curves)
-    saving = shares[final["labels"]] if shares else {}  # the issue's criterion: random's final budget
+    saving = at_final(shares)  # the issue's criterion: random's final budget
     result = {"args": vars(args), "curves": curves, "random_final": final, "labels_needed_share": saving,
               "share_by_budget": shares, "wall_s": round(time.time() - began)}
     (out / "active.json").write_text(json.dumps(result, indent=1) + "\n")
