@@ -2,7 +2,7 @@
 
     python -m benchmarks.active [--pool-scenarios 1000] [--test-scenarios 200] [--start 250] [--budget 250]
                                 [--rounds 3] [--epochs 12] [--min-steps 1500] [--strategies random,uncertainty]
-                                [--no-diversity]
+                                [--no-diversity] [--random-rounds 0]
                                 [--pool DIR --test DIR] [--cache DIR] [--out bench-out/active]
 
 A pool suite and a test suite are generated (the four training levels, the five standard agents,
@@ -14,7 +14,9 @@ suite, and then picks the next ``--budget`` continuations of the pool, whose sim
 are revealed (the annotators answering the queue). Prints a table, writes ``active.json`` and
 ``active.png`` (balanced accuracy against human labels, one line per strategy), and reports the label
 saving: the share of random's final labels that each strategy needed to reach random's final balanced
-accuracy.
+accuracy. ``--random-rounds K``: the other strategies pick at random for their first K rounds (the same
+picks as random's, so those rounds are trained once) and by their own scores after: a warm start for a model
+that cannot yet rank the pool.
 """
 
 from __future__ import annotations
@@ -49,13 +51,15 @@ def _score(model, test, cache_dir: str) -> float:
 
 def run_strategy(strategy: str, pool, test, start: set[str], budget: int, rounds: int, tc, model_config,
                  durations: dict, seed: int, diversity: bool = True, trained: dict | None = None,
-                 done: list[dict] | None = None, on_round: Callable[[list[dict]], None] | None = None) -> list[dict]:
+                 done: list[dict] | None = None, on_round: Callable[[list[dict]], None] | None = None,
+                 random_rounds: int = 0) -> list[dict]:
     """One strategy's curve: a point per round (labels, balanced accuracy, training seconds, the labelled ids).
 
     ``trained`` (labelled ids -> (model or None, BA, seconds)) is shared between strategies: the same labelled
     set trains the same model (seeded), so round 0 is trained once. ``done``: the points of an interrupted run
     (resume); their rounds are not trained again, except the last one's model when it must pick the next batch.
-    ``on_round(curve)`` is called after every round (the benchmark writes its progress there).
+    ``on_round(curve)`` is called after every round (the benchmark writes its progress there). The picks of the
+    first ``random_rounds`` rounds are random's (the same rows and seed, so the same ids), then ``strategy``'s.
     """
     from serving.active import select
     from training.baselines import predict_cached
@@ -97,7 +101,8 @@ def run_strategy(strategy: str, pool, test, start: set[str], budget: int, rounds
             c = pool.get(p["continuation_id"])
             p["scenario_id"], p["category"] = c.scenario_id, pool.scenario_by_id[c.scenario_id].category
             p["duration_s"] = durations[p["continuation_id"]]
-        labelled = labelled | set(select(preds, budget, strategy, diversity=diversity, seed=seed + r))
+        picker = "random" if r < random_rounds else strategy
+        labelled = labelled | set(select(preds, budget, picker, diversity=diversity, seed=seed + r))
     return curve
 
 
@@ -125,13 +130,14 @@ def shares_by_budget(curves: dict) -> dict:
     return out
 
 
-SAME_SETUP = ("start", "budget", "rounds", "epochs", "min_steps", "no_diversity", "pool", "test")
+SAME_SETUP = ("start", "budget", "rounds", "epochs", "min_steps", "no_diversity", "random_rounds", "pool", "test")
 
 
 def _setup(folder: str, run: dict) -> dict:
     """What must match between seeds: the schedule and recipe, and the pool and test suites (resolved folders)."""
     args = run.get("args") or run.get("settings") or {}
     setup = {k: args.get(k) for k in SAME_SETUP}
+    setup["random_rounds"] = setup["random_rounds"] or 0  # runs from before the option: 0
     for name in ("pool", "test"):  # a generated suite lives in the run's folder
         setup[name] = str(Path(args.get(name) or Path(folder) / name).resolve())
     return setup
@@ -202,8 +208,8 @@ def _resume(progress: Path, settings: dict, start: set[str]) -> dict:
         curves = saved["curves"]
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise SystemExit(f"{progress}: unreadable ({err}); delete it to start the run again") from None
-    changed = sorted(k for k in set(settings) | set(saved.get("settings", {}))
-                     if settings.get(k) != saved.get("settings", {}).get(k))
+    now, before = ({"random_rounds": 0, **x} for x in (settings, saved.get("settings", {})))  # older: 0
+    changed = sorted(k for k in set(now) | set(before) if now.get(k) != before.get(k))
     if changed:
         raise SystemExit(f"{progress}: an interrupted run with other settings ({', '.join(changed)}); resume it with "
                          f"the same options, or pass another --out")
@@ -278,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-diversity", action="store_true",
                         help="pick by score alone (as `active select --no-diversity`), not spread over scenarios and "
                              "categories")
+    parser.add_argument("--random-rounds", type=int, default=0,
+                        help="the other strategies pick at random for their first K rounds (random's picks), then "
+                             "by their own scores")
     parser.add_argument("--pool", help="an annotated pool suite to use instead of generating one")
     parser.add_argument("--test", help="a test suite with simulator truth to use instead of generating one")
     parser.add_argument("--cache", help="feature cache folder (default: OUT/cache)")
@@ -323,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     for s in args.strategies.split(","):
         save(s, run_strategy(s, pool, test, start, args.budget, args.rounds, tc, PRESETS["base"], durations,
                              args.seed, diversity=not args.no_diversity, trained=trained, done=done.get(s),
-                             on_round=lambda curve, s=s: save(s, curve)))
+                             on_round=lambda curve, s=s: save(s, curve), random_rounds=args.random_rounds))
     curves = {name: [{k: v for k, v in p.items() if k != "labelled"} for p in curve] for name, curve in curves.items()}
     final = curves["random"][-1] if "random" in curves else None
     shares = shares_by_budget(curves)

@@ -156,18 +156,24 @@ def _truth_suite(root):
     return suite
 
 
+def _tiny_active(tmp_path, epochs: int) -> tuple:
+    """run_strategy's arguments after the strategy: a learnable pool of 16, a truth suite, +3 a round, 2 rounds."""
+    from model_suites import learnable_suite
+
+    pool, test = learnable_suite(tmp_path / "pool", n_scenarios=8, per_scenario=2), _truth_suite(tmp_path / "test")
+    tc = TrainConfig(epochs=epochs, patience=epochs, batch_size=8, warmup_steps=1, val_share=0.25,
+                     cache_dir=str(tmp_path / "cache"), seed=0)
+    durations = {c: 1.0 for c in pool.continuation_ids()}
+    return pool, test, set(pool.continuation_ids()[::4]), 3, 2, tc, PRESETS["tiny"], durations, 0
+
+
 def test_an_interrupted_active_benchmark_resumes_to_the_same_curve_without_retraining_finished_rounds(tmp_path):
     from benchmarks.active import run_strategy
-    from model_suites import learnable_suite, one_thread
+    from model_suites import one_thread
 
     before = one_thread()
     try:
-        pool, test = learnable_suite(tmp_path / "pool", n_scenarios=8, per_scenario=2), _truth_suite(tmp_path / "test")
-        tc = TrainConfig(epochs=3, patience=3, batch_size=8, warmup_steps=1, val_share=0.25,
-                         cache_dir=str(tmp_path / "cache"), seed=0)
-        durations = {c: 1.0 for c in pool.continuation_ids()}
-        start = set(pool.continuation_ids()[::4])
-        args = ("uncertainty", pool, test, start, 3, 2, tc, PRESETS["tiny"], durations, 0)
+        args = ("uncertainty", *_tiny_active(tmp_path, epochs=3))
         saved = []
         full = run_strategy(*args, on_round=lambda curve: saved.append([dict(p) for p in curve]))
         assert [len(s) for s in saved] == [1, 2, 3] and saved[-1] == full  # progress after every round
@@ -177,6 +183,21 @@ def test_an_interrupted_active_benchmark_resumes_to_the_same_curve_without_retra
         same = lambda curve: [{k: v for k, v in p.items() if k != "train_s"} for p in curve]  # seconds vary
         assert same(resumed) == same(full)  # same picks, same scores
         assert sum(model is not None for model, _, _ in trained.values()) == 2  # round 0 was not trained again
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_random_first_round_takes_randoms_picks_and_shares_its_model(tmp_path):
+    from benchmarks.active import run_strategy
+    from model_suites import one_thread
+
+    before = one_thread()
+    try:
+        args, trained = _tiny_active(tmp_path, epochs=2), {}
+        random = run_strategy("random", *args, trained=trained)
+        warm = run_strategy("uncertainty", *args, trained=trained, random_rounds=1)
+        assert warm[1]["labelled"] == random[1]["labelled"]  # round 1: random's picks
+        assert len(trained) == 4  # the start, random's two rounds, and the warm start's own last round
     finally:
         torch.set_num_threads(before)
 
