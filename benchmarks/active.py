@@ -178,7 +178,7 @@ def combine(runs: dict[str, dict]) -> dict:
             "labels_needed_share_per_run": {name: at_final(by_budget) or None for name, by_budget in per_run.items()}}
 
 
-def plot(curves: dict, path: Path, runs: dict | None = None) -> None:
+def plot(curves: dict, path: Path, runs: dict | None = None, random_rounds: int = 0) -> None:
     """BA against human labels, a line per strategy; with ``runs`` (combine), each run's curve faintly behind."""
     from calibration.plots import _figure
 
@@ -189,8 +189,9 @@ def plot(curves: dict, path: Path, runs: dict | None = None) -> None:
         for run in (runs or {}).values():
             ax.plot([c["labels"] for c in run["curves"][name]], [c["balanced_accuracy"] for c in run["curves"][name]],
                     color=colour, alpha=0.25, lw=1)
+        label = name if name == "random" or not random_rounds else f"{name}, random first {random_rounds} round(s)"
         ax.plot([c["labels"] for c in curve], [c["balanced_accuracy"] for c in curve], marker="o", color=colour,
-                label=name if runs is None else f"{name} (mean of {len(runs)} seed{'s' * (len(runs) > 1)})")
+                label=label if runs is None else f"{label} (mean of {len(runs)} seed{'s' * (len(runs) > 1)})")
     if "random" in curves:  # the issue's bar: random's final accuracy
         ax.axhline(curves["random"][-1]["balanced_accuracy"], color="grey", ls=":", lw=1, label="random's final BA")
     ax.set(xlabel="human-labelled continuations", ylabel="balanced accuracy vs truth (test suite)",
@@ -248,7 +249,7 @@ def _combine_main(folders: list[str], out: Path) -> int:
     except ValueError as err:
         raise SystemExit(f"--combine: {err}") from None
     (out / "combined.json").write_text(json.dumps(result, indent=1) + "\n")
-    plot(result["mean_curves"], out / "combined.png", runs)
+    plot(result["mean_curves"], out / "combined.png", runs, result["setup"]["random_rounds"])
     print(f"{len(runs)} runs: " + ", ".join(runs))
     _print_table(result["mean_curves"], result["share_by_budget"])
     for name, shares in result["labels_needed_share_per_run"].items():
@@ -340,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"args": vars(args), "curves": curves, "random_final": final, "labels_needed_share": saving,
               "share_by_budget": shares, "wall_s": round(time.time() - began)}
     (out / "active.json").write_text(json.dumps(result, indent=1) + "\n")
-    plot(curves, out / "active.png")
+    plot(curves, out / "active.png", random_rounds=args.random_rounds)
     _print_table(curves, shares)
     print(f"\nwritten: {out / 'active.json'}, {out / 'active.png'} ({result['wall_s']} s)")
     return 0

@@ -219,6 +219,9 @@ def test_combining_seeds_averages_the_budgets_all_runs_reached_and_refuses_anoth
     assert out["labels_needed_share_per_run"]["a"]["smart"] == pytest.approx(200 / 300)
     with pytest.raises(ValueError, match="budget differ"):
         combine({**runs, "c": run(2, [0.6], [0.6], budget=50)})
+    with pytest.raises(ValueError, match="random_rounds differ"):  # a warm start is another setup
+        combine({**runs, "d": run(3, [0.6], [0.6], random_rounds=1)})
+    assert combine({"a": runs["a"], "e": run(4, [0.6], [0.6], random_rounds=0)})["setup"]["random_rounds"] == 0
 
 
 def test_a_resumed_active_benchmark_refuses_progress_from_other_settings(tmp_path):
