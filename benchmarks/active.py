@@ -131,13 +131,13 @@ def shares_by_budget(curves: dict) -> dict:
 
 
 SAME_SETUP = ("start", "budget", "rounds", "epochs", "min_steps", "no_diversity", "random_rounds", "pool", "test")
+OLDER = {"random_rounds": 0}  # settings added since runs were first saved, as those runs had them
 
 
 def _setup(folder: str, run: dict) -> dict:
     """What must match between seeds: the schedule and recipe, and the pool and test suites (resolved folders)."""
-    args = run.get("args") or run.get("settings") or {}
+    args = {**OLDER, **(run.get("args") or run.get("settings") or {})}
     setup = {k: args.get(k) for k in SAME_SETUP}
-    setup["random_rounds"] = setup["random_rounds"] or 0  # runs from before the option: 0
     for name in ("pool", "test"):  # a generated suite lives in the run's folder
         setup[name] = str(Path(args.get(name) or Path(folder) / name).resolve())
     return setup
@@ -209,7 +209,7 @@ def _resume(progress: Path, settings: dict, start: set[str]) -> dict:
         curves = saved["curves"]
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise SystemExit(f"{progress}: unreadable ({err}); delete it to start the run again") from None
-    now, before = ({"random_rounds": 0, **x} for x in (settings, saved.get("settings", {})))  # older: 0
+    now, before = ({**OLDER, **x} for x in (settings, saved.get("settings", {})))
     changed = sorted(k for k in set(now) | set(before) if now.get(k) != before.get(k))
     if changed:
         raise SystemExit(f"{progress}: an interrupted run with other settings ({', '.join(changed)}); resume it with "
