@@ -19,6 +19,7 @@ from .marker import MarkerOffset
 from .plots import plot_agreement_table, plot_reliability, plot_risk_coverage
 from .report import CalibrationRecord
 from .selective import InsufficientReferencesError, SelectivePolicy
+from .split import SplitCalibrator, cross_validated_calibration
 from .temperature import TemperatureScaler
 
 __all__ = [
@@ -26,10 +27,12 @@ __all__ = [
     "InsufficientReferencesError",
     "MarkerOffset",
     "SelectivePolicy",
+    "SplitCalibrator",
     "TemperatureScaler",
     "agreement_report",
     "bootstrap_ci",
     "brier_score",
+    "cross_validated_calibration",
     "drift_check",
     "expected_calibration_error",
     "format_agreement_table",

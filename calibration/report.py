@@ -66,6 +66,23 @@ class CalibrationRecord:
     marker_offset_failure_s: float = 0.0  # ... from predicted failure markers
     marker_offset_n: list[int] = dataclasses.field(default_factory=lambda: [0, 0])  # references behind each
     bias: float = 0.0  # the scaler's shift (Platt); 0.0 in records written before it existed
+    # How the references were used (``SplitCalibrator.split_info``). "unrecorded": written before the split
+    # existed, when the scaler and the thresholds were fitted on the same references.
+    split_method: str = "unrecorded"
+    scaling_share: float | None = None
+    split_seed: int | None = None
+    n_scaling: int | None = None  # references that fitted the scaler
+    n_threshold: int | None = None  # references that certified the thresholds
+    scaling_ids: list[str] = dataclasses.field(default_factory=list)
+    threshold_ids: list[str] = dataclasses.field(default_factory=list)
+    # Calibration measured out of sample (``cross_validated_calibration``); None in older records.
+    ece_raw: float | None = None
+    ece_cv: float | None = None  # cross-validated over scenario folds: the ECE to report
+    brier_raw: float | None = None
+    brier_cv: float | None = None
+    n_folds: int = 0
+    ece_threshold_part: float | None = None  # the deployed scaler on the references it never saw
+    brier_threshold_part: float | None = None
 
     @classmethod
     def from_fitted(
@@ -76,6 +93,7 @@ class CalibrationRecord:
         reference_suite: str = "",
         reference_suite_version: str = "",
         marker: MarkerOffset | None = None,
+        split: dict | None = None,
     ) -> CalibrationRecord:
         """Gathers a fitted scaler and policy.
 
@@ -86,6 +104,9 @@ class CalibrationRecord:
             reference_suite: name of the suite the references come from.
             reference_suite_version: its version.
             marker: fitted marker offset (None: markers are not shifted).
+            split: how the references were used and the out-of-sample calibration (``SplitCalibrator``'s
+                ``split_info()`` and ``calibration_``, plus ``scaling_ids`` / ``threshold_ids``); NaN is stored
+                as None.
         """
         scores = np.asarray(scores, dtype=float)
         if not np.isfinite(scores).all():
@@ -96,7 +117,8 @@ class CalibrationRecord:
         }
         suite = {"reference_suite": reference_suite, "reference_suite_version": reference_suite_version}
         markers = marker.to_dict() if marker is not None else {}
-        return cls._from_mapping({**scaler.to_dict(), **policy.to_dict(), **summary, **suite, **markers})
+        split = {k: None if isinstance(v, float) and not np.isfinite(v) else v for k, v in (split or {}).items()}
+        return cls._from_mapping({**scaler.to_dict(), **policy.to_dict(), **summary, **suite, **markers, **split})
 
     def scaler(self) -> TemperatureScaler:
         """The fitted ``TemperatureScaler`` this record describes."""
@@ -109,6 +131,11 @@ class CalibrationRecord:
     def marker_offset(self) -> MarkerOffset:
         """The ``MarkerOffset`` this record describes (zero offsets for a record written before it existed)."""
         return MarkerOffset.from_dict(dataclasses.asdict(self))
+
+    def reference_ids(self) -> list[str]:
+        """The continuation ids of every reference this calibration used (empty for records written before
+        they were stored): a comparison of models must not be judged on them."""
+        return [*self.scaling_ids, *self.threshold_ids]
 
     def score_sample(self) -> np.ndarray:
         """(score_count,) scores with the stored distribution, for ``drift_check``."""

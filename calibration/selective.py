@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from scipy import special
 
@@ -22,6 +24,7 @@ def _cp_upper(errors, n, delta: float) -> np.ndarray:
     return np.where(errors >= n, 1.0, special.betaincinv(errors + 1, np.maximum(n - errors, 1), 1 - delta))
 
 
+@functools.lru_cache(maxsize=256)  # pure, and costly (a few thousand inverse betas): cached for simulations
 def _min_references(alpha: float, delta: float, errors: int = 0) -> int:
     """Smallest n for which ``errors`` wrong out of n passes the bound (0 errors: (1 - alpha)^n <= delta)."""
     guess = int(np.ceil(np.log(delta) / np.log1p(-alpha)))  # the closed form for no error; the exact test decides
@@ -137,7 +140,7 @@ class SelectivePolicy:
         self.max_marker_uncertainty_s = max_marker_uncertainty_s
         self.on_infeasible = on_infeasible
 
-    def fit(self, p, y, marker_uncertainty=None) -> SelectivePolicy:
+    def fit(self, p, y, marker_uncertainty=None, thresholds=None, planned_counts=None) -> SelectivePolicy:
         """Chooses the thresholds on reference episodes.
 
         Args:
@@ -145,6 +148,14 @@ class SelectivePolicy:
             y: (n,) gold outcomes, 1 = success.
             marker_uncertainty: (n,) marker uncertainty in seconds; needed when
                 ``max_marker_uncertainty_s`` is set.
+            thresholds: (m,) a path of confidence thresholds in [0.5, 1], most conservative first, fixed
+                before these references' scores and labels were seen (e.g. from a disjoint part of the
+                references: ``SplitCalibrator``). Default: the references' own confidences (assumption (3)).
+                With a fixed path the guarantee needs assumption (1) only: each point's error count
+                among the k references it auto-labels is Binomial(k, 1 - A) given k, whatever the scores.
+            planned_counts: (m,) with ``thresholds``: the number of references each point is expected to
+                auto-label, fixed with the path; each sequence starts at the first point whose planned
+                count could pass with its ``start_errors`` errors.
 
         Returns:
             self.
@@ -161,12 +172,16 @@ class SelectivePolicy:
         alpha, delta = 1 - self.target_agreement, 1 - self.confidence
         starts = self._starts()
         delta = delta / len(starts)  # Bonferroni over the sequences
-        threshold, k, errors = self._path(p, y, marker_uncertainty)
+        if thresholds is None:
+            threshold, k, errors = self._path(p, y, marker_uncertainty)
+            planned = k
+        else:
+            threshold, k, errors, planned = self._fixed_path(p, y, marker_uncertainty, thresholds, planned_counts)
         upper = _cp_upper(errors, k, delta)
         n_min = _min_references(alpha, delta, min(starts))  # where the earliest sequence starts
         chosen = -1
         for start in starts:
-            tested = np.flatnonzero(k >= _min_references(alpha, delta, start))
+            tested = np.flatnonzero(planned >= _min_references(alpha, delta, start))
             passed = tested[: np.argmax(np.append(upper[tested] > alpha, True))]  # accepted until the first failure
             if passed.size:
                 chosen = max(chosen, int(passed[-1]))
@@ -276,6 +291,22 @@ class SelectivePolicy:
         marker_uncertainty = as_float(marker_uncertainty, "marker_uncertainty")
         same_length(p=np.empty(n), marker_uncertainty=marker_uncertainty)
         return marker_uncertainty <= self.max_marker_uncertainty_s  # NaN (unknown) -> human
+
+    def _fixed_path(self, p, y, marker_uncertainty, thresholds, planned_counts):
+        """A path fixed in advance: (threshold, auto count k, errors, planned count), each (m,)."""
+        threshold = as_float(thresholds, "thresholds")
+        if planned_counts is None:
+            raise ValueError("thresholds need planned_counts (the expected auto count at each, fixed with the path) "
+                             "to place the start of each sequence; SplitCalibrator computes both")
+        planned = as_float(planned_counts, "planned_counts")
+        same_length(thresholds=threshold, planned_counts=planned)
+        if threshold.size and (np.any(np.diff(threshold) > 0) or threshold.min() < 0.5 or threshold.max() > 1):
+            raise ValueError("thresholds must be confidences in [0.5, 1], most conservative (highest) first")
+        eligible = self._eligible(marker_uncertainty, len(p))
+        confidence = np.maximum(p, 1 - p)
+        auto = eligible[None, :] & (confidence[None, :] >= threshold[:, None])  # (m, n)
+        wrong = (p >= 0.5) != y
+        return threshold, auto.sum(1), (auto & wrong[None, :]).sum(1), planned
 
     def _path(self, p, y, marker_uncertainty) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Operating points, most conservative first: (threshold c, auto count k, errors), each (n_points,)."""
