@@ -5,6 +5,7 @@ never on the project's other packages, so any of them can import it.
 """
 
 from .agreement import agreement_report, format_agreement_table
+from .compare import paired_comparison
 from .drift import drift_check
 from .metrics import (
     bootstrap_ci,
@@ -37,6 +38,7 @@ __all__ = [
     "expected_calibration_error",
     "format_agreement_table",
     "marker_metrics",
+    "paired_comparison",
     "outcome_metrics",
     "plot_agreement_table",
     "plot_reliability",
