@@ -161,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         scored[name] = methods["autorater"]
     result["unseen_scenarios_pooled"] = pooled_outcome(
         [(scored[n], suites[n]) for n in ("unseen_scenarios", "unseen_scenarios_2") if n in scored])
+    result["unseen_scenarios_failure_modes"] = pooled_failure_modes(
+        [(scored[n], suites[n]) for n in ("unseen_scenarios", "unseen_scenarios_2") if n in scored])
     result["throughput"] = _throughput(model, suites["unseen_scenarios"], 40 if args.quick else 200)
     report_name = f"quality{slug}.json"
     (out / report_name).write_text(json.dumps(result, indent=1, default=float) + "\n")
@@ -210,6 +212,30 @@ def pooled_outcome(scored: list[tuple[list[dict], object]]) -> dict:
                                  np.array(pred), groups=groups, n_boot=500)
         out["balanced_accuracy_ci95"] = [lo, hi]
     return out
+
+
+def pooled_failure_modes(scored: list[tuple[list[dict], object]]) -> dict:
+    """Failure-mode accuracy and confusion of one method on several suites pooled, against the simulator truth,
+    among true failures predicted as failures, overall and per category (``training.evaluate.failure_mode_score``)."""
+    import numpy as np
+    import pandas as pd
+
+    from data.suite import load_truth
+    from training.evaluate import failure_mode_score
+
+    true_mode, pred_mode, y, yhat, category = [], [], [], [], []
+    for rows, suite in scored:
+        truth = {t["continuation_id"]: t for t in load_truth(suite.root)}
+        for r in rows:
+            if "error" not in r and r["continuation_id"] in truth:
+                t = truth[r["continuation_id"]]
+                true_mode.append(t.get("failure_mode"))
+                pred_mode.append(r.get("failure_mode"))
+                y.append(int(t["outcome"] == "success"))
+                yhat.append(int(r["outcome"] == "success"))
+                category.append(suite.scenario_by_id[suite.get(r["continuation_id"]).scenario_id].category)
+    return failure_mode_score(pd.Series(true_mode, dtype=object), pd.Series(pred_mode, dtype=object), np.array(y),
+                              np.array(yhat), {"category": pd.Series(category, dtype=object)})
 
 
 def variant_slug(variant: list[str], limit: int = 120) -> str:
@@ -310,6 +336,13 @@ def _summary(result: dict) -> str:
         lines.append(f"autorater on unseen scenarios, both draws pooled ({pooled['n']} continuations): balanced "
                      f"accuracy {pooled['balanced_accuracy']:.3f} (95% interval over scenarios "
                      f"{pooled['balanced_accuracy_ci95'][0]:.3f}-{pooled['balanced_accuracy_ci95'][1]:.3f})")
+    modes = result.get("unseen_scenarios_failure_modes")
+    if modes and modes["n"]:
+        lines.append(f"failure mode on unseen scenarios, both draws pooled: right on {modes['accuracy']:.3f} of "
+                     f"{modes['n']} true failures predicted as failures; per category: "
+                     + ", ".join(f"{k} {v['accuracy']:.2f} ({v['n']})" for k, v in modes["by_category"].items()))
+        for true, row in modes["confusion"].items():
+            lines.append(f"  true {true:<16} predicted " + ", ".join(f"{p} {c}" for p, c in row.items()))
     lines.append("")
     for method, how in (("autorater", "raw"), ("autorater_calibrated", "less the offset fitted on the training "
                                                                        "suite's references")):

@@ -79,6 +79,42 @@ def marker_metrics(true_s, pred_s) -> dict:
     }
 
 
+def failure_mode_metrics(true_mode, pred_mode) -> dict:
+    """Agreement of predicted failure modes with true ones, on failures both call failures.
+
+    Pass the episodes that are gold failures with a known mode *and* predicted failures (DESIGN.md
+    section 5: the mode is scored where the outcome is right). A predicted failure with no mode (None,
+    NaN, "") counts as wrong and appears as ``"none"`` in the table.
+
+    Args:
+        true_mode: (n,) gold failure modes (strings).
+        pred_mode: (n,) predicted failure modes (strings or None).
+
+    Returns:
+        ``accuracy`` (NaN when n = 0), ``n``, ``confusion``: ``{true mode: {predicted mode: count}}``, and
+        ``recall``: ``{true mode: share predicted as that mode}``.
+
+    Example:
+        >>> failure_mode_metrics(["timeout", "wrong_object", "wrong_object"], ["timeout", "timeout", None])["accuracy"]
+        0.3333333333333333
+    """
+    def name(m) -> str:
+        return "none" if m is None or (isinstance(m, float) and np.isnan(m)) or m == "" else str(m)
+
+    true = [name(m) for m in true_mode]
+    pred = [name(m) for m in pred_mode]
+    same_length(true_mode=true, pred_mode=pred)
+    confusion: dict[str, dict[str, int]] = {}
+    for t, p in zip(true, pred):
+        row = confusion.setdefault(t, {})
+        row[p] = row.get(p, 0) + 1
+    n = len(true)
+    right = sum(t == p for t, p in zip(true, pred))
+    return {"accuracy": right / n if n else _NAN, "n": n,
+            "confusion": {t: dict(sorted(row.items())) for t, row in sorted(confusion.items())},
+            "recall": {t: row.get(t, 0) / sum(row.values()) for t, row in sorted(confusion.items())}}
+
+
 def reliability_curve(p, y, n_bins: int = 10) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Reliability diagram data over equal-width bins of [0, 1]; empty bins are left out.
 

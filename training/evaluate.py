@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from calibration import marker_metrics, outcome_metrics, rank_metrics
+from calibration import failure_mode_metrics, marker_metrics, outcome_metrics, rank_metrics
 from data.labels import label_table, majority_vote, reference_table
 from data.suite import Suite, load_truth
 
@@ -41,7 +41,9 @@ def gold_table(suite: Suite, gold: str = "references") -> pd.DataFrame:
 def score(gold: pd.DataFrame, pred: pd.DataFrame, groups: dict[str, pd.Series] | None = None) -> dict:
     """Outcome and marker metrics of ``pred`` (indexed by continuation_id: outcome, marker_s) on shared items.
 
-    Marker error is measured on gold successes predicted as successes (DESIGN.md section 5).
+    Marker error is measured on gold successes predicted as successes (DESIGN.md section 5); the failure
+    mode on gold failures with a known mode predicted as failures (``failure_mode``: accuracy and confusion
+    table, overall and per group), when ``pred`` has a ``failure_mode`` column.
     """
     ids = gold.index.intersection(pred.index)
     y = (gold.loc[ids, "outcome"] == "success").to_numpy().astype(int)
@@ -53,12 +55,39 @@ def score(gold: pd.DataFrame, pred: pd.DataFrame, groups: dict[str, pd.Series] |
     for name, series in (groups or {}).items():
         g = series.reindex(ids).to_numpy()
         out[f"by_{name}"] = {str(k): outcome_metrics(y[g == k], yhat[g == k]) for k in sorted(set(g))}
+    if "failure_mode" in pred.columns and "failure_mode" in gold.columns:
+        out["failure_mode"] = failure_mode_score(gold.loc[ids, "failure_mode"], pred.loc[ids, "failure_mode"],
+                                                 y, yhat, {k: v.reindex(ids) for k, v in (groups or {}).items()})
+    return out
+
+
+def failure_mode_score(true_mode: pd.Series, pred_mode: pd.Series, y: np.ndarray, yhat: np.ndarray,
+                       groups: dict[str, pd.Series] | None = None) -> dict:
+    """Failure-mode accuracy and confusion among gold failures with a known mode that were predicted failures.
+
+    Args:
+        true_mode, pred_mode: (n,) gold and predicted modes (None where unknown or not predicted).
+        y, yhat: (n,) gold and predicted outcomes, 1 = success.
+        groups: name -> (n,) group of each item (``category``): the same numbers per group.
+
+    Returns:
+        ``failure_mode_metrics`` of those items, plus ``by_<name>`` per group (accuracy, n, confusion).
+    """
+    known = true_mode.notna().to_numpy() & (true_mode.astype(str) != "").to_numpy()
+    keep = (y == 0) & (yhat == 0) & known
+    out = failure_mode_metrics(true_mode.to_numpy(object)[keep], pred_mode.to_numpy(object)[keep])
+    for name, series in (groups or {}).items():
+        g = series.to_numpy(object)[keep]
+        out[f"by_{name}"] = {str(k): failure_mode_metrics(true_mode.to_numpy(object)[keep][g == k],
+                                                          pred_mode.to_numpy(object)[keep][g == k])
+                             for k in sorted(set(g), key=str)}
     return out
 
 
 def predictions_table(predictions: Sequence[dict]) -> pd.DataFrame:
     rows = [p for p in predictions if "error" not in p]
-    return pd.DataFrame(rows).set_index("continuation_id")[["outcome", "marker_s", "p_success"]]
+    table = pd.DataFrame(rows).set_index("continuation_id")
+    return table[[c for c in ("outcome", "marker_s", "p_success", "failure_mode") if c in table.columns]]
 
 
 def evaluate(suite: Suite, predictions: Sequence[dict] | dict[str, Sequence[dict]], gold: str = "references",
@@ -92,7 +121,8 @@ def evaluate(suite: Suite, predictions: Sequence[dict] | dict[str, Sequence[dict
             report["methods"]["human_majority"] = score(g, majority_vote(labels), groups)
             per = {}
             for annotator, rows in labels.groupby("annotator_id"):
-                per[annotator] = score(g, rows.set_index("continuation_id")[["outcome", "marker_s"]])
+                per[annotator] = score(g, rows.set_index("continuation_id")[["outcome", "marker_s", "failure_mode"]],
+                                       {"category": category})
             report["annotators"] = per
             bas = [v["outcome"]["balanced_accuracy"] for v in per.values()]
             report["methods"]["human_annotator_mean"] = {"outcome": {
@@ -135,6 +165,22 @@ def _f(v) -> str:
     if v is None or isinstance(v, str):
         return "-" if v is None else v
     return "-" if not np.isfinite(v) else f"{v:.3f}"
+
+
+def format_failure_modes(report: dict, method: str = "autorater") -> str:
+    """The failure-mode accuracy of one method, its confusion table (rows: true mode) and per-category accuracy."""
+    fm = report["methods"].get(method, {}).get("failure_mode")
+    if not fm or not fm["n"]:
+        return f"{method}: no gold failure with a known mode was predicted a failure"
+    modes = sorted({p for row in fm["confusion"].values() for p in row} | set(fm["confusion"]))
+    width = max(12, *(len(m) + 2 for m in modes))
+    lines = [f"{method}: failure mode right on {fm['accuracy']:.3f} of {fm['n']} gold failures predicted as failures",
+             f"{'true/predicted':<{width}}" + "".join(f"{m:>{width}}" for m in modes)]
+    for t in sorted(fm["confusion"]):
+        lines.append(f"{t:<{width}}" + "".join(f"{fm['confusion'][t].get(m, 0):>{width}}" for m in modes))
+    for k, v in fm.get("by_category", {}).items():
+        lines.append(f"  {k:<20}{v['n']:>6}{_f(v['accuracy']):>9}")
+    return "\n".join(lines)
 
 
 def by_group_table(report: dict, method: str, key: str) -> str:
