@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
@@ -497,16 +498,30 @@ class Autorater(nn.Module):
                 if not any(k.startswith(s) for s in skip)}
 
     def save_pretrained(self, path: str | Path, metadata: dict | None = None) -> Path:
-        """Write ``config.json`` + ``model.safetensors`` (+ ``metadata.json``). No pickle."""
+        """Write ``config.json`` + ``model.safetensors`` (+ ``metadata.json``). No pickle.
+
+        Every file is written to a temp file, fsynced and renamed; the weights carry a SHA-256 of their tensors
+        in the safetensors header (``weights_sha256``), checked by ``from_pretrained``. Non-finite weights are
+        refused here, not discovered by the first request.
+        """
         from safetensors.torch import save_file
+
+        from data.files import commit, json_text, temp_path, write_text_atomic
 
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        self.config.save(path / "config.json")
-        save_file(self.trainable_state_dict(), str(path / "model.safetensors"),
-                  metadata={"format": "autorater", "encoder": self.config.encoder})
+        state = self.trainable_state_dict()
+        bad = non_finite_tensors(state)
+        if bad:
+            raise ValueError(f"refusing to save a model with non-finite weights in {bad[:3]} (fix: the training "
+                             f"diverged; lower the learning rate or resume from an earlier checkpoint)")
+        write_text_atomic(path / "config.json", json_text(self.config.to_dict()))
+        tmp = temp_path(path / "model.safetensors")
+        save_file(state, str(tmp), metadata={"format": "autorater", "encoder": self.config.encoder,
+                                             "weights_sha256": weights_sha256(state)})
+        commit(tmp, path / "model.safetensors")
         if metadata is not None:
-            (path / "metadata.json").write_text(json.dumps(metadata, indent=1, default=str) + "\n")
+            write_text_atomic(path / "metadata.json", json.dumps(metadata, indent=1, default=str) + "\n")
         return path
 
     @staticmethod
@@ -520,32 +535,146 @@ class Autorater(nn.Module):
 
     @classmethod
     def from_pretrained(cls, path: str | Path) -> "Autorater":
-        """Load a model folder. Reads JSON and safetensors only: loading can never run code."""
+        """Load a model folder. Reads JSON and safetensors only: loading can never run code.
+
+        Checked before anything large is allocated: the config, and the tensor shapes of the safetensors header
+        against a model built on the meta device (no memory). Then the weights' checksum (when the folder has one:
+        folders saved before it existed still load), that every weight is finite, and ``calibration.json``
+        (:func:`check_calibration_file`). Every failure is a ValueError that names the file and the fix.
+        """
         from safetensors import SafetensorError
         from safetensors.torch import load_file
 
         path = cls.check_folder(path)
+        weights = path / "model.safetensors"
+        restore = "(fix: the file is damaged; restore it from the MLflow artifact or retrain)"
         try:
-            model = cls(AutoraterConfig.load(path / "config.json"))
+            config = AutoraterConfig.load(path / "config.json")
         except ValueError as err:  # an unknown field, a wrong type or an unknown encoder: name the file
             msg = str(err)
             raise ValueError(msg if str(path / "config.json") in msg else f"{path / 'config.json'}: {msg} (fix: "
                              f"restore the config.json saved with this model)") from None
         try:
-            state = load_file(str(path / "model.safetensors"))
+            header, meta = read_safetensors_header(weights)
         except (SafetensorError, OSError, ValueError) as err:
-            raise ValueError(f"cannot read {path / 'model.safetensors'}: {err} (fix: the file is damaged; "
-                             f"restore it from the MLflow artifact or retrain)") from None
+            raise ValueError(f"cannot read {weights}: {err} {restore}") from None
+        planned = _planned_shapes(config, path)
+        if planned is not None:
+            _compare_shapes(planned, header, weights)
+        model = cls(config)
+        try:
+            state = load_file(str(weights))
+        except (SafetensorError, OSError, ValueError) as err:
+            raise ValueError(f"cannot read {weights}: {err} {restore}") from None
         expected = model.trainable_state_dict()
-        missing, extra = set(expected) - set(state), set(state) - set(expected)
-        bad = [k for k in set(expected) & set(state) if state[k].shape != expected[k].shape]
-        if missing or extra or bad:
-            raise ValueError(f"{path / 'model.safetensors'} does not match config.json: missing "
-                             f"{sorted(missing)[:3]}, unexpected {sorted(extra)[:3]}, wrong shape {sorted(bad)[:3]} "
-                             f"(fix: keep the config.json saved with these weights, and load with the autorater version that "
-                             f"trained them; a folder from an older architecture must be retrained)")
+        _compare_shapes({k: tuple(v.shape) for k, v in expected.items()},
+                        {k: tuple(v.shape) for k, v in state.items()}, weights)
+        stored = meta.get("weights_sha256")
+        if stored is not None and stored != weights_sha256(state):
+            raise ValueError(f"{weights}: the weights do not match the checksum saved with them (bytes changed "
+                             f"since `save_pretrained`) {restore}")
+        bad = non_finite_tensors(state)
+        if bad:
+            raise ValueError(f"{weights}: non-finite weights (NaN or infinity) in {bad[:3]}; every prediction would "
+                             f"fail {restore}")
+        if (path / "calibration.json").is_file():
+            check_calibration_file(path / "calibration.json")
         model.load_state_dict(state, strict=False)
         return model.eval()
 
 
-__all__ = ["Autorater", "AutoraterOutput", "Targets", "PRESETS"]
+def weights_sha256(state: dict[str, torch.Tensor]) -> str:
+    """SHA-256 over the tensors (by name: name, dtype, shape, bytes): what ``save_pretrained`` stores."""
+    h = hashlib.sha256()
+    for name in sorted(state):
+        t = state[name].detach().contiguous().cpu()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def non_finite_tensors(state: dict[str, torch.Tensor]) -> list[str]:
+    """Names of the floating-point tensors holding a NaN or an infinity."""
+    return sorted(k for k, t in state.items() if t.is_floating_point() and not bool(torch.isfinite(t).all()))
+
+
+def read_safetensors_header(path: str | Path) -> tuple[dict[str, tuple], dict[str, str]]:
+    """({tensor name: shape}, metadata) of a safetensors file, from its header alone (no tensor is read)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+        return shapes, dict(f.metadata() or {})
+
+
+def _planned_shapes(config: AutoraterConfig, path: Path) -> dict[str, tuple] | None:
+    """The trainable tensors' shapes of a model built from ``config`` on the meta device (no memory); None where a
+    part cannot be built there (pretrained encoders load their weights; then the shapes are compared after the
+    model is built)."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings(), torch.device("meta"):
+            warnings.simplefilter("ignore")
+            planned = Autorater(config)
+    except ValueError as err:
+        raise ValueError(f"{path / 'config.json'}: {err} (fix: restore the config.json saved with this model)") from None
+    except Exception:  # noqa: BLE001 - e.g. transformers' from_pretrained refuses the meta device
+        return None
+    return {k: tuple(v.shape) for k, v in planned.trainable_state_dict().items()}
+
+
+def _compare_shapes(expected: dict[str, tuple], stored: dict[str, tuple], weights: Path) -> None:
+    missing, extra = set(expected) - set(stored), set(stored) - set(expected)
+    bad = [k for k in set(expected) & set(stored) if tuple(stored[k]) != tuple(expected[k])]
+    if missing or extra or bad:
+        raise ValueError(f"{weights} does not match config.json: missing "
+                         f"{sorted(missing)[:3]}, unexpected {sorted(extra)[:3]}, wrong shape {sorted(bad)[:3]} "
+                         f"(fix: keep the config.json saved with these weights, and load with the autorater version that "
+                         f"trained them; a folder from an older architecture must be retrained)")
+
+
+_PROBABILITIES = ("target_agreement", "confidence", "t_success", "t_fail", "bound", "expected_coverage",
+                  "empirical_agreement", "scaling_share")
+
+
+def check_calibration_file(path: str | Path) -> dict:
+    """A model folder's ``calibration.json``, checked: JSON without NaN or infinities anywhere, a positive
+    temperature, probabilities in [0, 1]. ValueError naming the field otherwise."""
+    path = Path(path)
+    fix = "(fix: rerun `autorater calibrate`, or delete calibration.json to route every continuation to humans)"
+
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))  # NaN / Infinity parse, and are named by field below
+    except RecursionError:
+        raise ValueError(f"{path}: nested too deeply to be a calibration record {fix}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise ValueError(f"cannot read {path}: {err} {fix}") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"{path} must be a JSON object {fix}")
+
+    def numbers(x, where):
+        if isinstance(x, dict):
+            for k, v in x.items():
+                yield from numbers(v, f"{where}.{k}" if where else str(k))
+        elif isinstance(x, list):
+            for i, v in enumerate(x):
+                yield from numbers(v, f"{where}[{i}]")
+        elif isinstance(x, (int, float)) and not isinstance(x, bool):
+            yield where, x
+
+    for where, x in numbers(d, ""):
+        if not math.isfinite(x):
+            raise ValueError(f"{path}: field '{where}' is {x}, not a finite number {fix}")
+    for name in _PROBABILITIES:
+        v = d.get(name)
+        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1):
+            raise ValueError(f"{path}: field '{name}' must be a probability in [0, 1] or null, got {v!r} {fix}")
+    t = d.get("temperature", 1.0)
+    if not (isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0):
+        raise ValueError(f"{path}: field 'temperature' must be a positive number, got {t!r} {fix}")
+    return d
+
+
+__all__ = ["Autorater", "AutoraterOutput", "Targets", "PRESETS", "check_calibration_file", "non_finite_tensors",
+           "read_safetensors_header", "weights_sha256"]

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Iterator
 
+from data.files import commit, json_text, temp_path, write_text_atomic
+
 FORMAT = "autorater-suite"
 FORMAT_VERSION = 1
 OUTCOMES = ("success", "failure")
@@ -221,15 +223,47 @@ def read_jsonl(path: Path, cls, problems: list[Problem], label: str | None = Non
 
 
 def write_jsonl(path: str | os.PathLike, records: Iterable) -> None:
-    """Write records (dataclasses or dicts) as JSON Lines, atomically (temp file + rename)."""
+    """Write records (dataclasses or dicts) as JSON Lines, atomically and durably (temp file, fsync, rename).
+
+    A non-finite number (NaN, infinity) is refused with ValueError before the file is replaced."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = temp_path(path)
     with open(tmp, "w", encoding="utf-8") as f:
         for r in records:
             obj = r if isinstance(r, dict) else record_to_dict(r)
             obj = {k: v for k, v in obj.items() if not k.startswith("_")}
-            f.write(json.dumps(obj, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+            f.write(json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n")
+    commit(tmp, path)
+
+
+def annotation_problems(obj: Any, file: str = ANNOTATIONS_FILE, line: int | None = None,
+                        duration_s: float | None = None, known_ids: Iterable[str] | None = None) -> list[Problem]:
+    """Every rule an ``annotations.jsonl`` row breaks (empty: it may be appended and the suite still loads).
+
+    The same checks as ``Suite.load`` (fields, types, finite numbers, the outcome, a marker >= 0), plus, when
+    given, the marker inside the video (``duration_s``) and the continuation known (``known_ids``).
+    """
+    problems: list[Problem] = []
+    record = _parse_record(Annotation, obj, file, line, problems)
+    if record is None:
+        return problems
+    if record.outcome not in OUTCOMES:
+        problems.append(Problem(file, line, f"outcome {record.outcome!r} is not allowed", "write \"success\" or \"failure\""))
+    if known_ids is not None and record.continuation_id not in set(known_ids):
+        problems.append(Problem(file, line, f"unknown continuation_id {record.continuation_id[:80]!r}",
+                                f"add the continuation to {CONTINUATIONS_FILE} or correct the id"))
+    if record.marker_s is not None:
+        if record.marker_s < 0:
+            problems.append(Problem(file, line, f"marker_s {record.marker_s} is negative",
+                                    "markers are seconds from the first frame, >= 0"))
+        elif duration_s is not None and record.marker_s > duration_s + 1e-6:
+            problems.append(Problem(file, line, f"marker_s {record.marker_s:.6g} is after the end of the video "
+                                                f"({duration_s:.3f} s)", "markers are seconds from the first frame"))
+    try:
+        json.dumps(obj, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        problems.append(Problem(file, line, f"not writable as JSON: {err}", "write plain finite JSON values"))
+    return problems
 
 
 def safe_relative_path(value: str) -> bool:
@@ -305,10 +339,7 @@ class Suite:
         """Write the JSON files of the suite to ``root`` (default: its own root). Videos are not copied."""
         root = Path(root) if root is not None else self.root
         root.mkdir(parents=True, exist_ok=True)
-        tmp = root / (SUITE_FILE + ".tmp")
-        tmp.write_text(json.dumps(record_to_dict(self.info), indent=1, ensure_ascii=False) + "\n",
-                       encoding="utf-8")
-        os.replace(tmp, root / SUITE_FILE)
+        write_text_atomic(root / SUITE_FILE, json_text(record_to_dict(self.info)))
         write_jsonl(root / SCENARIOS_FILE, self.scenarios)
         write_jsonl(root / CONTINUATIONS_FILE, self.continuations)
         for name, records in ((ANNOTATIONS_FILE, self.annotations), (REFERENCES_FILE, self.references)):

@@ -12,14 +12,44 @@ Example:
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from data.files import commit
+
 
 class VideoError(ValueError):
     """A video is missing, unreadable or corrupt. The message names the file."""
+
+
+class VideoTooLarge(VideoError):
+    """A video's size, frame count or duration (read from its container, before decoding) is over the limits."""
+
+
+class DecodeTimeout(VideoError):
+    """Decoding passed its deadline; it stopped between frames."""
+
+
+@dataclass(frozen=True)
+class VideoLimits:
+    """What a video may be before any frame of it is decoded (read from the container's metadata).
+
+    The defaults admit 4K camera video of up to an hour; a service facing other people may pass tighter ones.
+    """
+
+    max_width: int = 4096
+    max_height: int = 4096
+    max_pixels: int = 4096 * 2304  # width x height of one frame
+    max_frames: int = 120_000
+    max_duration_s: float = 3600.0
+    min_fps: float = 0.1
+    max_fps: float = 1000.0
+
+
+DEFAULT_LIMITS = VideoLimits()
 
 
 @dataclass(frozen=True)
@@ -62,14 +92,78 @@ def _reader(path: str | os.PathLike, size: int | tuple[int, int] | None = None):
     return vr
 
 
-def video_info(path: str | os.PathLike) -> VideoInfo:
-    """Frame count, frame rate (from the container) and size of a video, without decoding it all."""
-    vr = _reader(path)
+def probe(path: str | os.PathLike, limits: VideoLimits | None = DEFAULT_LIMITS) -> tuple[int, int]:
+    """(width, height) from the container's metadata, checked against ``limits`` without decoding a frame.
+
+    Raises:
+        VideoError: missing, empty or unreadable file; VideoTooLarge: over ``limits`` (None: no limits).
+    """
+    import av
+
+    path = Path(path)
+    if not path.is_file():
+        raise VideoError(f"video not found: {path}")
+    if path.stat().st_size == 0:
+        raise VideoError(f"video is empty (0 bytes): {path}")
+    try:
+        with av.open(str(path), metadata_errors="ignore") as container:
+            if not container.streams.video:
+                raise VideoError(f"no video stream in {path}")
+            stream = container.streams.video[0]
+            width, height = int(stream.codec_context.width or 0), int(stream.codec_context.height or 0)
+            rate = stream.average_rate or stream.guessed_rate
+            fps = float(rate) if rate else 0.0
+            frames = int(stream.frames or 0)
+            duration = float(stream.duration * stream.time_base) if stream.duration and stream.time_base else \
+                (container.duration / 1e6 if container.duration else 0.0)
+    except VideoError:
+        raise
+    except Exception as err:  # PyAV raises its own error classes for every kind of damage
+        raise VideoError(f"cannot decode video {path}: {str(err).splitlines()[0][:200] if str(err) else type(err).__name__}") from None
+    if limits is None:
+        return width, height
+    fix = "re-encode it smaller (e.g. ffmpeg -vf scale=-2:480), or shorter"
+    if width <= 0 or height <= 0:
+        raise VideoError(f"video {path} states no frame size in its container (fix: re-encode it, H.264 mp4)")
+    if width > limits.max_width or height > limits.max_height or width * height > limits.max_pixels:
+        raise VideoTooLarge(f"video {path} is {width} x {height} pixels, over the limit of {limits.max_width} x "
+                            f"{limits.max_height} ({limits.max_pixels} pixels a frame) (fix: {fix})")
+    if fps and not limits.min_fps <= fps <= limits.max_fps:
+        raise VideoTooLarge(f"video {path} states {fps:g} frames per second, outside {limits.min_fps:g}.."
+                            f"{limits.max_fps:g} (fix: re-encode it at a normal frame rate)")
+    if frames > limits.max_frames or (fps and duration * fps > limits.max_frames * 1.01):
+        raise VideoTooLarge(f"video {path} has about {max(frames, int(duration * fps))} frames, over the limit of "
+                            f"{limits.max_frames} (fix: {fix})")
+    if duration > limits.max_duration_s:
+        raise VideoTooLarge(f"video {path} lasts {duration:.0f} s, over the limit of {limits.max_duration_s:.0f} s "
+                            f"(fix: {fix})")
+    return width, height
+
+
+def _checked_fps(vr, path, limits: VideoLimits | None) -> float:
     fps = float(vr.get_avg_fps())
     if not np.isfinite(fps) or fps <= 0:
         raise VideoError(f"video has no valid frame rate ({fps}): {path}")
-    h, w = vr[0].shape[:2]
-    return VideoInfo(num_frames=len(vr), fps=fps, width=int(w), height=int(h))
+    if limits is not None:
+        if not limits.min_fps <= fps <= limits.max_fps:
+            raise VideoTooLarge(f"video {path} plays at {fps:g} frames per second, outside {limits.min_fps:g}.."
+                                f"{limits.max_fps:g} (fix: re-encode it at a normal frame rate)")
+        if len(vr) > limits.max_frames or len(vr) / fps > limits.max_duration_s:
+            raise VideoTooLarge(f"video {path} has {len(vr)} frames ({len(vr) / fps:.0f} s), over the limit of "
+                                f"{limits.max_frames} frames or {limits.max_duration_s:.0f} s (fix: cut it shorter)")
+    return fps
+
+
+def video_info(path: str | os.PathLike, limits: VideoLimits | None = DEFAULT_LIMITS) -> VideoInfo:
+    """Frame count, frame rate (from the container) and size of a video, without decoding a frame.
+
+    The container's metadata is checked against ``limits`` first (VideoTooLarge), so a huge video costs
+    no memory here.
+    """
+    width, height = probe(path, limits)
+    vr = _reader(path)
+    fps = _checked_fps(vr, path, limits)
+    return VideoInfo(num_frames=len(vr), fps=fps, width=width, height=height)
 
 
 def sample_indices(num_frames: int, n: int | None) -> np.ndarray:
@@ -87,27 +181,32 @@ def sample_indices(num_frames: int, n: int | None) -> np.ndarray:
 
 
 def read_video(path: str | os.PathLike, num_frames: int | None = None,
-               size: int | tuple[int, int] | None = None) -> Clip:
+               size: int | tuple[int, int] | None = None, *, limits: VideoLimits | None = DEFAULT_LIMITS,
+               deadline: float | None = None) -> Clip:
     """Decode a video.
 
     Args:
         path: the video file (any container decord reads).
         num_frames: sample this many frames uniformly over the video; None decodes every frame.
         size: resize to ``size`` x ``size`` (or ``(height, width)``) while decoding.
+        limits: checked from the container's metadata before any frame is decoded (None: no limits).
+        deadline: a ``time.monotonic()`` time; decoding stops between frames once it has passed.
 
     Returns:
         The frames, their times in seconds and the video's info.
 
     Raises:
-        VideoError: missing, empty, corrupt or truncated videos, with the file named.
+        VideoError: missing, empty, corrupt or truncated videos, with the file named; VideoTooLarge over
+        ``limits``; DecodeTimeout past ``deadline``.
     """
+    probe(path, limits)
     vr = _reader(path, size)
-    fps = float(vr.get_avg_fps())
-    if not np.isfinite(fps) or fps <= 0:
-        raise VideoError(f"video has no valid frame rate ({fps}): {path}")
+    fps = _checked_fps(vr, path, limits)
     idx = sample_indices(len(vr), num_frames)
     try:
-        frames = vr.get_batch(list(idx)).asnumpy()
+        frames = _get_frames(vr, idx, deadline, path)
+    except DecodeTimeout:
+        raise
     except Exception as err:
         frames, error = None, str(err).splitlines()[0][:200]
     if frames is None or frames.ndim != 4 or frames.shape[-1] != 3:
@@ -115,7 +214,9 @@ def read_video(path: str | os.PathLike, num_frames: int | None = None,
         # multiple of the width (widths 8, 12, 16, 24, 48, 72), misreads it as more channels and
         # fails: decode those with PyAV. A truly truncated or corrupt file fails there too.
         try:
-            frames = _decode_pyav(path, idx, size)
+            frames = _decode_pyav(path, idx, size, deadline)
+        except DecodeTimeout:
+            raise
         except Exception as err:
             reason = error if frames is None else str(err).splitlines()[0][:200]
             raise VideoError(f"cannot decode frames of video {path} (truncated or corrupt?): {reason}") from None
@@ -124,7 +225,25 @@ def read_video(path: str | os.PathLike, num_frames: int | None = None,
     return Clip(frames=frames, times_s=idx / fps, info=info)
 
 
-def _decode_pyav(path: str | os.PathLike, idx: np.ndarray, size: int | tuple[int, int] | None) -> np.ndarray:
+def _check_deadline(deadline: float | None, path) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise DecodeTimeout(f"decoding {path} passed its deadline and was stopped (fix: send a shorter or smaller "
+                            f"video, or raise the server's --timeout-s)")
+
+
+def _get_frames(vr, idx: np.ndarray, deadline: float | None, path, chunk: int = 8) -> np.ndarray:
+    """Frames ``idx`` from a decord reader, a few at a time, checking the deadline between them."""
+    if deadline is None:
+        return vr.get_batch(list(idx)).asnumpy()
+    parts = []
+    for start in range(0, len(idx), chunk):
+        _check_deadline(deadline, path)
+        parts.append(vr.get_batch(list(idx[start:start + chunk])).asnumpy())
+    return np.concatenate(parts)
+
+
+def _decode_pyav(path: str | os.PathLike, idx: np.ndarray, size: int | tuple[int, int] | None,
+                 deadline: float | None = None) -> np.ndarray:
     """Frames ``idx`` (sorted, repeats allowed) decoded with PyAV, resized to ``size``: (n, h, w, 3) uint8."""
     import av
 
@@ -136,6 +255,7 @@ def _decode_pyav(path: str | os.PathLike, idx: np.ndarray, size: int | tuple[int
     decoded = {}
     with av.open(str(path)) as container:
         for i, frame in enumerate(container.decode(video=0)):
+            _check_deadline(deadline, path)
             if i in wanted:
                 decoded[i] = frame.to_ndarray(format="rgb24", **kwargs)
             if len(decoded) == len(wanted):
@@ -178,5 +298,4 @@ def write_video(path: str | os.PathLike, frames: np.ndarray, fps: float = 8.0, c
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)
-    os.replace(tmp, path)
-    return path
+    return commit(tmp, path)

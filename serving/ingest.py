@@ -3,14 +3,21 @@
 Reads a Label Studio JSON export (or a SUITE_FORMAT ``annotations.jsonl``), checks every label
 (see serving.labelstudio.parse_export), and then:
 
-- keeps every accepted label in ``LABELS_DIR/human_annotations.jsonl`` (deduplicated: ingesting the
-  same export twice adds nothing);
+- keeps every accepted label in ``LABELS_DIR/human_annotations.jsonl``, one per annotation: a label
+  seen again unchanged adds nothing; one seen again (same Label Studio annotation id) with new content
+  or a newer ``updated_at`` replaces the old one, which moves to ``human_annotations_history.jsonl``; an
+  older copy of a label already updated is reported as stale and changes nothing;
 - rewrites ``labels.jsonl``: a continuation with human labels gets their majority (``human_outcome``,
   ``human_marker_s``, ``human_n``), and that label wins (``outcome``, ``marker_s``,
   ``label_source: "human"``); the model's label stays beside it (``model_outcome``...) for later
   evaluation, and ``decision`` (how it was routed) is unchanged;
-- appends the new labels to the suite's ``annotations.jsonl`` so that the next model can train on them;
+- brings the suite's ``annotations.jsonl`` up to date with *every* label of ``human_annotations.jsonl``
+  (the same rule; replaced rows go to the suite's ``annotations_history.jsonl``), so that a run that died
+  before this step, or one with ``append_to_suite=False``, is made good by the next run;
 - writes what it refused or noticed to ``LABELS_DIR/ingest-problems.jsonl``, one line per problem.
+
+Every file is written with fsync and an atomic rename, in an order (history, human labels, labels.jsonl,
+suite) after which a crash at any point loses no label and a re-run finishes the job.
 
 Example:
     >>> result = ingest("labels-v3", "project-7-export.json")   # doctest: +SKIP
@@ -21,15 +28,19 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
+from data.files import append_line_durably, jsonl_text, write_text_atomic
 from data.labels import label_table, majority_vote
-from data.suite import Annotation, Problem, Suite, read_jsonl, record_to_dict, write_jsonl
+from data.suite import Annotation, Problem, Suite, annotation_problems, read_jsonl, record_to_dict, write_jsonl
 from data.video import VideoError, video_info
-from serving.label import JOB_FILE, LABELS_FILE, _jsonl, _read_jsonl, _write_atomic, folder_lock
+from serving.label import JOB_FILE, LABELS_FILE, folder_lock, read_jsonl_rows
 from serving.labelstudio import TASKS_FILE, ExportProblem, parse_export
 
 HUMAN_FILE, PROBLEMS_FILE = "human_annotations.jsonl", "ingest-problems.jsonl"
+HUMAN_HISTORY_FILE, SUITE_HISTORY_FILE = "human_annotations_history.jsonl", "annotations_history.jsonl"
 
 
 class _VideoLookup(dict):
@@ -52,10 +63,75 @@ class _VideoLookup(dict):
 
 
 def _key(a: dict) -> tuple:
-    """What makes a label the same label: its Label Studio annotation id, else its content."""
+    """What makes two rows the same label: its Label Studio annotation id, else its whole content."""
     if a.get("ls_annotation_id") is not None:
-        return ("ls", a["continuation_id"], a["annotator_id"], a["ls_annotation_id"])
+        return ("ls", a["continuation_id"], str(a["ls_annotation_id"]))
     return ("row", a["continuation_id"], a["annotator_id"], a["outcome"], a.get("marker_s"))
+
+
+def _content(a: dict) -> tuple:
+    return (a.get("annotator_id"), a.get("outcome"), a.get("marker_s"), a.get("failure_mode"))
+
+
+def _when(value) -> datetime | str | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return stamp if stamp.tzinfo is not None else None
+    except ValueError:
+        return None
+
+
+@dataclass
+class Upsert:
+    """What :func:`upsert_annotations` did: rows added, replaced (the old rows, for the history) and stale."""
+
+    rows: list[dict]
+    added: int = 0
+    replaced: list[dict] = field(default_factory=list)
+    stale: int = 0
+    duplicates: int = 0
+
+
+def upsert_annotations(existing: list[dict], incoming: list[dict]) -> Upsert:
+    """``existing`` annotation rows brought up to date with ``incoming`` (order kept; replacements in place).
+
+    A row whose key (:func:`_key`) is new is added; the same key with the same content is a duplicate; with new
+    content or a newer ``ls_updated_at`` it replaces the old row, unless it is older than the row it would replace
+    (stale: the newer label is kept).
+    """
+    rows = list(existing)
+    where = {_key(r): i for i, r in enumerate(rows)}
+    out = Upsert(rows)
+    for new in incoming:
+        k = _key(new)
+        if k not in where:
+            where[k] = len(rows)
+            rows.append(new)
+            out.added += 1
+            continue
+        old = rows[where[k]]
+        t_old, t_new = _when(old.get("ls_updated_at")), _when(new.get("ls_updated_at"))
+        if t_old is not None and t_new is not None and t_new < t_old:
+            out.stale += 1
+        elif _content(old) != _content(new) or (t_old is not None and t_new is not None and t_new > t_old):
+            rows[where[k]] = new
+            out.replaced.append(old)
+        else:
+            out.duplicates += 1
+    return out
+
+
+def _append_history(path: Path, replaced: list[dict]) -> None:
+    """Keep replaced labels (once each) in a history file beside the one they left."""
+    if not replaced:
+        return
+    history = read_jsonl_rows(path) if path.is_file() else []
+    known = {json.dumps(r, sort_keys=True) for r in history}
+    fresh = [r for r in replaced if json.dumps(r, sort_keys=True) not in known]
+    if fresh:
+        write_text_atomic(path, jsonl_text(history + fresh))
 
 
 def _read_suite_annotations(path: Path, suite: Suite, durations: dict) -> tuple[list[Annotation], list[ExportProblem]]:
@@ -96,12 +172,24 @@ def read_labels(export: str | os.PathLike, suite: Suite, tasks_file: str | os.Pa
     export = Path(export)
     if export.suffix == ".jsonl":
         return (*_read_suite_annotations(export, suite, durations or {}), 0)
-    known = {}
-    if tasks_file is not None and Path(tasks_file).is_file():
-        known = {t["data"]["continuation_id"]: {"fps": t["data"]["fps"], "frames": t["data"]["frames"]}
-                 for t in json.loads(Path(tasks_file).read_text(encoding="utf-8"))}
+    known = _read_tasks(Path(tasks_file)) if tasks_file is not None and Path(tasks_file).is_file() else {}
     parsed = parse_export(export, _VideoLookup(suite, known))
     return parsed.annotations, parsed.problems, parsed.cancelled
+
+
+def _read_tasks(path: Path) -> dict[str, dict]:
+    """continuation id -> {"fps", "frames"} from the ``tasks.json`` written by ``autorater label``."""
+    try:
+        tasks = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise ValueError(f"cannot read {path}: {str(err)[:200]} (fix: rerun `autorater label --resume` to "
+                         f"rewrite it)") from None
+    known = {}
+    for t in tasks if isinstance(tasks, list) else []:
+        data = t.get("data") if isinstance(t, dict) else None
+        if isinstance(data, dict) and isinstance(data.get("continuation_id"), str):
+            known[data["continuation_id"]] = {"fps": data.get("fps"), "frames": data.get("frames")}
+    return known
 
 
 def merge_labels(labels: list[dict], human: list[dict]) -> list[dict]:
@@ -124,23 +212,39 @@ def merge_labels(labels: list[dict], human: list[dict]) -> list[dict]:
     return out
 
 
-def append_annotations(suite: Suite, annotations: list) -> int:
-    """Append labels (Annotation records or dicts) to the suite's ``annotations.jsonl``, skipping ones already
-    there; atomic, under the suite folder's lock. Returns how many were new."""
-    rows = [a if isinstance(a, dict) else {k: v for k, v in record_to_dict(a).items() if not k.startswith("_")}
-            for a in annotations]
+def _row(a) -> dict:
+    return a if isinstance(a, dict) else {k: v for k, v in record_to_dict(a).items() if not k.startswith("_")}
+
+
+def append_annotations(suite: Suite, annotations: list, durations: dict[str, float] | None = None) -> int:
+    """Bring the suite's ``annotations.jsonl`` up to date with labels (Annotation records or dicts); returns how
+    many rows were added or replaced (see :func:`upsert_suite_annotations`)."""
+    done = upsert_suite_annotations(suite, annotations, durations)
+    return done.added + len(done.replaced)
+
+
+def upsert_suite_annotations(suite: Suite, annotations: list, durations: dict[str, float] | None = None) -> Upsert:
+    """Upsert labels into the suite's ``annotations.jsonl``, under the suite folder's lock.
+
+    Re-reads the suite, applies :func:`upsert_annotations` (new labels added, updated ones replaced, the old rows
+    kept in ``annotations_history.jsonl``) and writes atomically. Every row is checked with the suite's own record
+    checks first (``durations``: continuation id -> video seconds, to check the marker), so the suite still loads
+    afterwards; a row that breaks a rule raises ValueError and nothing is written.
+    """
+    rows = [_row(a) for a in annotations]
+    problems = [p for i, r in enumerate(rows) for p in annotation_problems(
+        r, "label", i + 1, (durations or {}).get(r.get("continuation_id")) if isinstance(r, dict) else None,
+        suite.continuation_by_id)]
+    if problems:
+        raise ValueError("labels refused before they reach the suite: " + "; ".join(str(p) for p in problems[:5]))
     with folder_lock(suite.root, "ingest or webhook", wait=True):
         current = Suite.load(suite.root)  # re-read under the lock: another writer may have appended
-        existing = [{k: v for k, v in record_to_dict(a).items() if not k.startswith("_")} for a in current.annotations]
-        keys = {_key(a) for a in existing}
-        fresh = []
-        for a in rows:
-            if _key(a) not in keys:
-                keys.add(_key(a))
-                fresh.append(a)
-        if fresh:
-            write_jsonl(suite.root / "annotations.jsonl", existing + fresh)
-    return len(fresh)
+        existing = [_row(a) for a in current.annotations]
+        result = upsert_annotations(existing, rows)
+        if result.added or result.replaced:
+            _append_history(suite.root / SUITE_HISTORY_FILE, result.replaced)
+            write_jsonl(suite.root / "annotations.jsonl", result.rows)
+    return result
 
 
 def ingest(labels_dir: str | os.PathLike, export: str | os.PathLike, append_to_suite: bool = True) -> dict:
@@ -158,32 +262,28 @@ def _ingest_locked(labels_dir: Path, export: Path, append_to_suite: bool) -> dic
         raise FileNotFoundError(f"export {export} does not exist (fix: export the Label Studio project as JSON)")
     job = json.loads((labels_dir / JOB_FILE).read_text(encoding="utf-8"))
     suite = Suite.load(job["suite"])
-    labels = _read_jsonl(labels_dir / LABELS_FILE)
+    labels = read_jsonl_rows(labels_dir / LABELS_FILE)
     durations = {r["continuation_id"]: r["duration_s"] for r in labels if r.get("duration_s") is not None}
     new, problems, cancelled = read_labels(export, suite, labels_dir / "labelstudio" / TASKS_FILE, durations)
 
     human_path = labels_dir / HUMAN_FILE
-    human = _read_jsonl(human_path) if human_path.is_file() else []
-    seen = {_key(a) for a in human}
-    added = []
-    for a in new:
-        d = {k: v for k, v in record_to_dict(a).items() if not k.startswith("_")}
-        if _key(d) not in seen:
-            seen.add(_key(d))
-            added.append(d)
-    human += added
+    human = read_jsonl_rows(human_path) if human_path.is_file() else []
+    change = upsert_annotations(human, [_row(a) for a in new])
+    human = change.rows
     merged = merge_labels(labels, human)
-    _write_atomic(human_path, _jsonl(human))
-    if problems:
-        with open(labels_dir / PROBLEMS_FILE, "a", encoding="utf-8") as f:
-            for p in problems:
-                f.write(json.dumps({"export": str(export), "level": p.level, "where": p.where,
-                                    "message": p.message, "fix": p.fix}) + "\n")
-    _write_atomic(labels_dir / LABELS_FILE, _jsonl(merged))
+    _append_history(labels_dir / HUMAN_HISTORY_FILE, change.replaced)  # first: a replaced label is never lost
+    write_text_atomic(human_path, jsonl_text(human))
+    for p in problems:
+        append_line_durably(labels_dir / PROBLEMS_FILE, json.dumps(
+            {"export": str(export), "level": p.level, "where": p.where, "message": p.message, "fix": p.fix},
+            ensure_ascii=False))
+    write_text_atomic(labels_dir / LABELS_FILE, jsonl_text(merged))
 
-    appended = append_annotations(suite, added) if append_to_suite and added else 0
+    # Every human label, not only this run's: a run that stopped before this step is made good here.
+    appended = append_annotations(suite, human, durations) if append_to_suite and human else 0
     waiting = sum(r["decision"] == "human" and r["label_source"] is None for r in merged)
-    return {"export": str(export), "labels_read": len(new), "accepted": len(added), "duplicates": len(new) - len(added),
+    return {"export": str(export), "labels_read": len(new), "accepted": change.added, "updated": len(change.replaced),
+            "stale": change.stale, "duplicates": change.duplicates,
             "errors": sum(p.level == "error" for p in problems), "warnings": sum(p.level == "warning" for p in problems),
             "cancelled": cancelled, "appended_to_suite": appended, "human_labelled": sum(r["label_source"] == "human"
                                                                                         for r in merged),
@@ -191,9 +291,10 @@ def _ingest_locked(labels_dir: Path, export: Path, append_to_suite: bool) -> dic
 
 
 def format_ingest(result: dict, max_problems: int = 20) -> str:
-    lines = [f"ingested {result['export']}: {result['accepted']} new labels ({result['duplicates']} already there), "
+    lines = [f"ingested {result['export']}: {result['accepted']} new labels, {result['updated']} updated "
+             f"({result['duplicates']} already there, {result['stale']} older than the label kept), "
              f"{result['errors']} refused, {result['warnings']} warnings, {result['cancelled']} cancelled; "
-             f"{result['appended_to_suite']} appended to the suite's annotations.jsonl",
+             f"{result['appended_to_suite']} added to or updated in the suite's annotations.jsonl",
              f"{result['human_labelled']} continuations now carry a human label; {result['waiting']} routed to "
              f"humans still wait for one"]
     lines += [f"  {p}" for p in result["problems"][:max_problems]]
@@ -202,4 +303,5 @@ def format_ingest(result: dict, max_problems: int = 20) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["append_annotations", "format_ingest", "ingest", "merge_labels", "read_labels"]
+__all__ = ["Upsert", "append_annotations", "format_ingest", "ingest", "merge_labels", "read_labels",
+           "upsert_annotations", "upsert_suite_annotations"]

@@ -36,7 +36,9 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import time
+import warnings
 import zlib
 from pathlib import Path
 
@@ -44,11 +46,13 @@ import numpy as np
 
 from autorater.model import Autorater
 from autorater.predict import ClipInput, load_clip, model_name, predict_clips, read_calibration, to_records
+from data.files import jsonl_text, write_text_atomic
 from data.suite import Suite
 from data.video import VideoError
 
 JOB_FILE, LABELS_FILE, ERRORS_FILE, SUMMARY_FILE, PARTS_DIR = (
     "job.json", "labels.jsonl", "errors.jsonl", "summary.json", "parts")
+PART_NAME = re.compile(r"part-(\d{5})\.jsonl")
 _JOB_KEYS = ("suite", "suite_name", "suite_version", "continuations", "ids_sha1", "model", "model_name",
              "weights_sha1", "calibration_sha1", "batch_size", "audit_share", "seed", "on_drift", "audit_hash")
 
@@ -68,13 +72,8 @@ def _sha1_file(path: Path) -> str | None:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    """Write a file so that a crash leaves either the old file or the new one, never a part."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Write a file so that a crash leaves either the old file or the new one, never a part (data.files)."""
+    write_text_atomic(path, text)
 
 
 @contextlib.contextmanager
@@ -97,11 +96,15 @@ def folder_lock(folder: Path, what: str, wait: bool = False):
 
 
 def _jsonl(rows) -> str:
-    return "".join(json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in rows)
+    return jsonl_text(rows)
 
 
-def _read_jsonl(path: Path) -> list[dict]:
+def read_jsonl_rows(path: Path) -> list[dict]:
+    """The JSON objects of a JSON Lines file the product wrote (one per non-empty line)."""
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+_read_jsonl = read_jsonl_rows  # the older private name, still used by serving.leaderboard
 
 
 def audit_draw(continuation_id: str, seed: int, method: str = "blake2b") -> float:
@@ -331,6 +334,21 @@ def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLi
                              ray_address, progress)
 
 
+def part_files(parts: Path, n_batches: int) -> set[int]:
+    """The batches whose part file exists (``part-00012.jsonl``); any other file there is ignored with a warning."""
+    done, stray = set(), []
+    for p in sorted(parts.iterdir()) if parts.is_dir() else []:
+        m = PART_NAME.fullmatch(p.name)
+        if m and int(m.group(1)) < n_batches and p.is_file():
+            done.add(int(m.group(1)))
+        elif not p.name.endswith(".tmp"):
+            stray.append(p.name)
+    if stray:
+        warnings.warn(f"{parts}: ignored {len(stray)} file(s) that are not this job's part files: {stray[:5]} "
+                      f"(fix: remove them; only part-NNNNN.jsonl, written by the job, are read)", stacklevel=2)
+    return done
+
+
 def _label_locked(model_dir: Path, suite: Suite, out: Path, spec: dict, resume: bool, workers: int, batch_size: int,
                   video_url_prefix: str | None, backend: str, ray_address: str | None, progress: bool) -> dict:
     from serving.labelstudio import write_labelstudio_files
@@ -340,7 +358,7 @@ def _label_locked(model_dir: Path, suite: Suite, out: Path, spec: dict, resume: 
     started = time.time()
     ids = suite.continuation_ids()
     batches = [ids[i:i + batch_size] for i in range(0, len(ids), batch_size)]
-    done = {int(p.stem.split("-")[1]) for p in (out / PARTS_DIR).glob("part-*.jsonl")}
+    done = part_files(out / PARTS_DIR, len(batches))
     todo = [k for k in range(len(batches)) if k not in done]
     if todo:
         calibration = read_calibration(model_dir)

@@ -24,14 +24,16 @@ on it. Everything is checked offline with ``label_studio_sdk.label_interface.Lab
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from data.files import json_text, write_text_atomic
 from data.suite import Annotation, Suite
-from data.video import VideoError, video_info
+from data.video import DEFAULT_LIMITS, VideoError, video_info
 
 FROM_NAME, TO_NAME, TEXT_NAME = "outcome", "video", "instruction"
 OUTCOMES = ("success", "failure")
@@ -147,10 +149,8 @@ def write_labelstudio_files(folder: str | os.PathLike, suite: Suite, labels: lis
     problems = validate_tasks(tasks, config)
     if problems:
         raise ValueError("the Label Studio tasks do not validate (a bug: please report it): " + "; ".join(problems[:5]))
-    for name, text in ((CONFIG_FILE, config), (TASKS_FILE, json.dumps(tasks, indent=1, ensure_ascii=False) + "\n")):
-        tmp = folder / (name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, folder / name)
+    for name, text in ((CONFIG_FILE, config), (TASKS_FILE, json_text(tasks))):
+        write_text_atomic(folder / name, text)
     return len(tasks)
 
 
@@ -182,12 +182,25 @@ class ParsedExport:
         return [p for p in self.problems if p.level == "error"]
 
 
-def _annotator(completed_by) -> str:
+MAX_ANNOTATOR_CHARS = 120
+
+
+def annotator_id(completed_by) -> str:
+    """The suite's ``annotator_id`` of Label Studio's ``completed_by`` (a user id, or an object with ``email``).
+
+    Distinct people stay distinct: an id is never cut; one longer than ``MAX_ANNOTATOR_CHARS`` is shortened to its
+    start plus a hash of the whole.
+    """
     if isinstance(completed_by, dict):
         who = completed_by.get("email") or completed_by.get("id")
     else:
         who = completed_by
-    return f"ls-{_short(who)}" if isinstance(who, (str, int)) and not isinstance(who, bool) else "ls-unknown"
+    if not isinstance(who, (str, int)) or isinstance(who, bool):
+        return "ls-unknown"
+    text = str(who)
+    if len(text) > MAX_ANNOTATOR_CHARS:
+        text = f"{text[:80]}...{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
+    return f"ls-{text}"
 
 
 def parse_export(path: str | os.PathLike, known: dict[str, dict]) -> ParsedExport:
@@ -204,8 +217,11 @@ def parse_export(path: str | os.PathLike, known: dict[str, dict]) -> ParsedExpor
     """
     path = Path(path)
     try:
-        tasks = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        tasks = json.loads(path.read_text(encoding="utf-8"), parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ValueError(f"cannot read Label Studio export {path}: it is nested too deeply to be an export "
+                         f"(fix: export the project as JSON from Label Studio, unedited)") from None
+    except (OSError, UnicodeDecodeError, ValueError) as err:  # JSONDecodeError, and NaN / Infinity
         raise ValueError(f"cannot read Label Studio export {path}: {err} (fix: export the project as JSON, "
                          f"not JSON_MIN or CSV)") from None
     if not isinstance(tasks, list):
@@ -221,13 +237,14 @@ def parse_export(path: str | os.PathLike, known: dict[str, dict]) -> ParsedExpor
             parsed.problems.append(ExportProblem("error", where, f"unknown continuation_id {_short(cid)!r}",
                                                  "import tasks built by `autorater label` for this suite"))
             continue
-        fps, frames = _positive(data.get("fps")) or _positive(known[cid].get("fps")), \
-            _count(data.get("frames")) or _count(known[cid].get("frames"))
+        fps, frames, note = task_timing(data, known[cid])
         annotations = task.get("annotations") or []
         if fps is None or not isinstance(annotations, list):
             parsed.problems.append(ExportProblem("error", where, "the task has no usable fps or annotations list",
                                                  "export the project as JSON from Label Studio, unedited"))
             continue
+        if note:
+            parsed.problems.append(ExportProblem("warning", where, note, "re-import the tasks written by `autorater label`"))
         by_annotator: dict[str, list[tuple[tuple, Annotation, str]]] = {}
         for ai, ann in enumerate(annotations):
             ann = ann if isinstance(ann, dict) else {"result": None}
@@ -259,14 +276,38 @@ def _short(value, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _positive(value) -> float | None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def checked_fps(value) -> float | None:
+    """A frame rate as a float if it is a plain finite number within the video limits, else None."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and \
+        DEFAULT_LIMITS.min_fps <= value <= DEFAULT_LIMITS.max_fps
     return float(value) if ok else None
 
 
-def _count(value) -> int | None:
-    ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+def checked_frames(value) -> int | None:
+    """A frame count if it is a plain positive integer within the video limits, else None."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 < value <= DEFAULT_LIMITS.max_frames
     return value if ok else None
+
+
+def task_timing(data: dict, known: dict) -> tuple[float | None, int | None, str]:
+    """(fps, frames, a note) of a task: what the product knows of the video (``tasks.json`` or the video itself)
+    wins over what the export or webhook says, which is used only when nothing else is known; the note says
+    when the two differ."""
+    known_fps, known_frames = checked_fps(known.get("fps")), checked_frames(known.get("frames"))
+    given_fps, given_frames = checked_fps(data.get("fps")), checked_frames(data.get("frames"))
+    note = ""
+    if known_fps is not None and data.get("fps") is not None and (given_fps is None or abs(given_fps - known_fps) >
+                                                                  1e-3 * known_fps):
+        note = f"the task says fps {_short(data.get('fps'))}, the video {known_fps:g}; the video's is used"
+    elif known_frames is not None and data.get("frames") is not None and given_frames != known_frames:
+        note = f"the task says {_short(data.get('frames'))} frames, the video {known_frames}; the video's is used"
+    if known_fps is not None:
+        return known_fps, known_frames or given_frames, note
+    return given_fps, known_frames or given_frames, note
 
 
 def annotation_from_result(ann: dict, cid: str, fps: float, frames: int | None, where: str,
@@ -314,11 +355,18 @@ def annotation_from_result(ann: dict, cid: str, fps: float, frames: int | None, 
     if end != start:
         problems.append(ExportProblem("warning", where, f"marker spans frames {start:g}-{end:g}; its first frame "
                                                         f"is taken", "a marker is one frame"))
-    created, ann_id = ann.get("created_at"), ann.get("id")
-    return Annotation(continuation_id=cid, annotator_id=_annotator(ann.get("completed_by")), outcome=names[0],
-                      marker_s=frame_to_seconds(start, fps), created_at=created if isinstance(created, str) else None,
-                      source="human", extra={"ls_annotation_id": ann_id if isinstance(ann_id, (int, str)) and
-                                             not isinstance(ann_id, bool) else None})
+    marker_s = frame_to_seconds(start, fps)
+    if not math.isfinite(marker_s) or marker_s > DEFAULT_LIMITS.max_duration_s:
+        problems.append(ExportProblem("error", where, f"marker at frame {start:g} at {fps:g} fps is not a time in a "
+                                                      f"video", "check the task's fps and the marker"))
+        return None
+    created, updated, ann_id = ann.get("created_at"), ann.get("updated_at"), ann.get("id")
+    extra = {"ls_annotation_id": ann_id if isinstance(ann_id, (int, str)) and not isinstance(ann_id, bool) else None}
+    if isinstance(updated, str):
+        extra["ls_updated_at"] = updated[:64]
+    return Annotation(continuation_id=cid, annotator_id=annotator_id(ann.get("completed_by")), outcome=names[0],
+                      marker_s=marker_s, created_at=created[:64] if isinstance(created, str) else None,
+                      source="human", extra=extra)
 
 
 def annotations_to_export(tasks: list[dict], annotations: list[Annotation], start_id: int = 1) -> list[dict]:
@@ -349,6 +397,7 @@ def annotations_to_export(tasks: list[dict], annotations: list[Annotation], star
     return export
 
 
-__all__ = ["ExportProblem", "ParsedExport", "annotations_to_export", "build_tasks", "frame_to_seconds",
+__all__ = ["ExportProblem", "ParsedExport", "annotations_to_export", "annotator_id", "build_tasks", "checked_fps",
+           "checked_frames", "frame_to_seconds", "task_timing",
            "annotation_from_result", "label_interface", "labeling_config", "marker_region", "parse_export", "seconds_to_frame",
            "validate_tasks", "write_labelstudio_files"]
