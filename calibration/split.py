@@ -205,10 +205,10 @@ class SplitCalibrator:
 
     def split_info(self) -> dict:
         """How the references were used, JSON-able: ``split_method``, ``scaling_share``, ``split_seed``,
-        ``n_scaling``, ``n_threshold``."""
+        ``n_references`` (all of them), ``n_scaling``, ``n_threshold``."""
         check_fitted(self, "scaling_mask_")
         return {"split_method": "disjoint: scaler on the scaling part, thresholds on the threshold part",
-                "scaling_share": self.scaling_share, "split_seed": self.seed,
+                "scaling_share": self.scaling_share, "split_seed": self.seed, "n_references": self.scaling_mask_.size,
                 "n_scaling": int(self.scaling_mask_.sum()), "n_threshold": int((~self.scaling_mask_).sum())}
 
     def _plan(self, logits, mu, n_test: int) -> tuple[np.ndarray, np.ndarray]:

@@ -14,9 +14,14 @@ Strategies (higher score = asked first):
 - ``random``: the baseline every strategy must beat.
 
 ``run_round``: ingest the new labels into the pool suite, train a challenger (fine-tuned from the
-champion, or from scratch), calibrate it on the reference suite, evaluate champion and challenger on
-the same references, log both to MLflow, and promote the challenger to ``champion`` only if its
-balanced accuracy is higher; the comparison is written to ``round.json`` and tagged on the runs.
+champion, or from scratch), calibrate it on some of the references, and judge champion and challenger
+on references *neither was calibrated on*: the challenger is calibrated on the references the
+champion's ``calibration.json`` records (the same footing), or, when it records none, on a share of the
+reference scenarios (``calibration_share``) that then never judge. The judgement is a paired
+comparison (``calibration.paired_comparison``: a bootstrap over scenarios of the difference in
+balanced accuracy, McNemar beside it); the challenger is promoted to ``champion`` only when the
+``level`` interval of the difference lies above ``margin``. Both models, the difference and its
+interval go to MLflow (metrics ``round.comparison.*`` on the challenger's run) and to ``round.json``.
 
 Example:
     >>> chosen = active_select("model", Suite.load("pool"), budget=100, out="queue-1")   # doctest: +SKIP
@@ -152,28 +157,12 @@ def active_select(model_dir: str | os.PathLike, pool: Suite, budget: int, out: s
             "categories": len({by_id[c]["category"] for c in chosen})}
 
 
-def _paired_bootstrap_ba(y, a, b, groups, rng: np.random.Generator, n_boot: int = 1000) -> list[float]:
-    """95% interval of BA(b) - BA(a) over resampled scenarios (``groups``)."""
-    from calibration.metrics import outcome_metrics
-
-    y, a, b, groups = (np.asarray(x) for x in (y, a, b, groups))
-    uniq = np.unique(groups)
-    members = [np.flatnonzero(groups == g) for g in uniq]
-    diffs = []
-    for _ in range(n_boot):
-        idx = np.concatenate([members[i] for i in rng.integers(0, len(uniq), len(uniq))])
-        if len(np.unique(y[idx])) < 2:
-            continue
-        diffs.append(outcome_metrics(y[idx], b[idx])["balanced_accuracy"] -
-                     outcome_metrics(y[idx], a[idx])["balanced_accuracy"])
-    return [float(np.quantile(diffs, 0.025)), float(np.quantile(diffs, 0.975))] if diffs else [None, None]
-
-
 def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out: str | os.PathLike,
               tracking_uri: str, references_dir: str | os.PathLike | None = None,
               export: str | os.PathLike | None = None, tasks_file: str | os.PathLike | None = None,
               finetune: bool = True, epochs: int | None = None, cache_dir: str = "runs/cache", seed: int = 0,
-              train_config=None, progress: bool = False) -> dict:
+              train_config=None, progress: bool = False, level: float = 0.95, margin: float = 0.0,
+              calibration_share: float = 0.5) -> dict:
     """One active-learning round (see the module docstring); returns what ``round.json`` holds.
 
     Args:
@@ -188,14 +177,19 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
         epochs: training epochs (default: 10 fine-tuning, the recipe's when retraining).
         train_config: the recipe (a ``TrainConfig``; default: the standard one, with a lower learning rate and
             a short warm-up when fine-tuning); ``epochs``, ``cache_dir`` and ``seed`` override it.
+        level: two-sided level of the interval of the difference in balanced accuracy.
+        margin: the gain the interval's lower end must exceed for a promotion.
+        calibration_share: share of the reference scenarios that calibrate the challenger when the champion's
+            calibration records no references of this suite.
     """
     from autorater.model import Autorater
     from autorater.predict import read_calibration
+    from calibration import paired_comparison
     from serving.calibrate import calibrate_model
     from serving.ingest import append_annotations, read_labels
     from training.baselines import predict_cached
     from training.evaluate import evaluate, gold_table
-    from training.tracking import _client, log_evaluation, promote, track_training
+    from training.tracking import log_evaluation, promote, track_training
     from training.train import TrainConfig, train
 
     champion_dir, out = Path(champion_dir), Path(out)
@@ -221,29 +215,40 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
         champion.config, tc, [pool], out=challenger_dir, progress=progress,
         fn=lambda log: train([pool], champion.config, tc, out=challenger_dir, log=log, progress=progress,
                              init_state=init))
-    calib = calibrate_model(challenger_dir, refs, out / "calibration-challenger")
+    calibrate_on, judge_on, how = judging_split(refs, read_calibration(champion_dir), calibration_share, seed)
+    result["references_split"] = how
+    calibrate_model(challenger_dir, refs, out / "calibration-challenger", reference_ids=calibrate_on, seed=seed)
 
     rows = {"champion": predict_cached(champion, refs, cache_dir, name="champion",
                                        calibration=read_calibration(champion_dir)),
             "challenger": predict_cached(fit.model, refs, cache_dir, name="challenger",
                                          calibration=read_calibration(challenger_dir))}
+    judged = set(judge_on)
+    rows = {k: [r for r in v if r["continuation_id"] in judged] for k, v in rows.items()}
     report = evaluate(refs, rows, gold="references")
-    ba = {k: report["methods"][k]["outcome"]["balanced_accuracy"] for k in rows}
     gold = gold_table(refs, "references")
     pred = {k: {r["continuation_id"]: r["outcome"] == "success" for r in v if "outcome" in r} for k, v in rows.items()}
-    ids = [i for i in gold.index if i in pred["champion"] and i in pred["challenger"]]
-    ci = _paired_bootstrap_ba([gold.at[i, "outcome"] == "success" for i in ids], [pred["champion"][i] for i in ids],
-                              [pred["challenger"][i] for i in ids], [refs.get(i).scenario_id for i in ids],
-                              np.random.default_rng(seed))
-    promoted = bool(ba["challenger"] > ba["champion"])
+    ids = [i for i in gold.index if i in judged and i in pred["champion"] and i in pred["challenger"]]
+    comparison = paired_comparison([gold.at[i, "outcome"] == "success" for i in ids], [pred["champion"][i] for i in ids],
+                                   [pred["challenger"][i] for i in ids], groups=[refs.get(i).scenario_id for i in ids],
+                                   level=level, margin=margin, seed=seed)
+    promoted = comparison["better"]
     result.update(references=f"{refs.info.name}@{refs.info.version}", n_references=len(ids),
-                  training_examples=fit.n_train + fit.n_val, ba_champion=ba["champion"],
-                  ba_challenger=ba["challenger"], ba_gain=ba["challenger"] - ba["champion"], ba_gain_ci95=ci,
-                  challenger_version=version, challenger_run=run_id, promoted=promoted,
-                  rule="promote only if the challenger's balanced accuracy on the same references is higher")
+                  training_examples=fit.n_train + fit.n_val, ba_champion=comparison["ba_a"],
+                  ba_challenger=comparison["ba_b"], ba_gain=comparison["difference"], ba_gain_ci=comparison["ci"],
+                  level=level, margin=margin, mcnemar_p=comparison["mcnemar_p"], challenger_version=version,
+                  challenger_run=run_id, promoted=promoted,
+                  rule=f"promote only if the {level:.0%} paired-bootstrap interval (over scenarios) of the challenger's "
+                       f"gain in balanced accuracy, on references neither model was calibrated on, lies above "
+                       f"{margin}")
     log_evaluation(tracking_uri, run_id, report, prefix="round")
-    _client(tracking_uri).set_tag(run_id, "active.promoted", str(promoted).lower())
-    _client(tracking_uri).set_tag(run_id, "active.ba_champion", f"{ba['champion']:.4f}")
+    numbers = {"ba_champion": comparison["ba_a"], "ba_challenger": comparison["ba_b"],
+               "difference": comparison["difference"], "ci_low": comparison["ci"][0], "ci_high": comparison["ci"][1],
+               "level": level, "margin": margin, "mcnemar_p": comparison["mcnemar_p"], "n_references": len(ids),
+               "promoted": float(promoted)}
+    log_evaluation(tracking_uri, run_id, numbers, prefix="round.comparison",
+                   tags={"active.promoted": str(promoted).lower(), "active.ba_champion": f"{comparison['ba_a']:.4f}",
+                         "active.rule": result["rule"]})
     if promoted:
         result["alias"] = promote(tracking_uri, version=version)["uri"]
     out.mkdir(parents=True, exist_ok=True)
@@ -251,5 +256,43 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
     return result
 
 
-__all__ = ["STRATEGIES", "acquisition_scores", "active_select", "diverse_top", "select",
+def judging_split(refs: Suite, champion_calibration: dict, calibration_share: float = 0.5,
+                  seed: int = 0) -> tuple[list[str], list[str], dict]:
+    """Which references calibrate the challenger and which judge both models: never the same ones.
+
+    The references the champion's calibration used (its ``calibration.json`` records them) calibrate the
+    challenger too and judge neither; when it records none of this suite's, whole scenarios are drawn at
+    random (``calibration_share`` of the references) to calibrate the challenger, and the rest judge.
+
+    Returns:
+        ``(calibrate_on, judge_on, how)``: continuation ids, and a JSON-able note of the split.
+    """
+    from calibration.split import group_split
+
+    ids = [r.continuation_id for r in refs.references]
+    used = set(champion_calibration.get("scaling_ids", [])) | set(champion_calibration.get("threshold_ids", []))
+    if used & set(ids):
+        calibrate_on = [i for i in ids if i in used]
+        how = {"method": "the champion's calibration references calibrate the challenger; the rest judge"}
+    else:
+        scenario = [refs.get(i).scenario_id for i in ids]
+        if len(set(scenario)) < 2:
+            raise ValueError(f"{refs.root}: the references span {len(set(scenario))} scenario(s); judging a challenger "
+                             f"on references it was not calibrated on needs at least 2 (fix: add references or pass "
+                             f"--references with a suite that has more)")
+        part = group_split(scenario, calibration_share, np.random.default_rng(seed))
+        calibrate_on = [i for i, m in zip(ids, part) if m]
+        how = {"method": f"scenarios drawn at random: {calibration_share:.0%} of the references calibrate the "
+                         f"challenger, the rest judge",
+               "champion_calibration": "recorded on another suite" if used else
+               "unrecorded (a calibration.json written before the split, or none): it may have seen these references"}
+    judge_on = [i for i in ids if i not in set(calibrate_on)]
+    if not judge_on:
+        raise ValueError(f"{refs.root}: every reference was used to calibrate the champion, none is left to judge "
+                         f"(fix: pass --references with a suite whose references it was not calibrated on)")
+    return calibrate_on, judge_on, {**how, "n_calibrate": len(calibrate_on), "n_judge": len(judge_on),
+                                    "judge_ids": judge_on}
+
+
+__all__ = ["STRATEGIES", "acquisition_scores", "active_select", "diverse_top", "judging_split", "select",
            "run_round", "unlabelled"]

@@ -1,5 +1,10 @@
 """``autorater calibrate``: fit the temperature and shift, the marker offset and the selective policy.
 
+The references are split by scenario (``SplitCalibrator``): the temperature and shift are fitted on one
+part, the thresholds certified on the other, so that the stated agreement holds for the procedure as run;
+the ECE reported is cross-validated (out of sample). ``calibration.json`` records which references went
+where (``scaling_ids``, ``threshold_ids``) and the out-of-sample ECE.
+
 Writes ``calibration.json`` into the model folder (``predict`` applies its temperature and marker
 offset from then on)
 and a report folder with the agreement table (autorater beside every annotator, with bootstrap
@@ -21,8 +26,8 @@ import numpy as np
 
 from autorater.model import Autorater
 from autorater.predict import iter_suite_predictions, model_name
-from calibration import (CalibrationRecord, InsufficientReferencesError, MarkerOffset, SelectivePolicy,
-                         TemperatureScaler, agreement_report, brier_score, drift_check, expected_calibration_error,
+from calibration import (CalibrationRecord, InsufficientReferencesError, MarkerOffset, SplitCalibrator,
+                         agreement_report, brier_score, drift_check, expected_calibration_error,
                          format_agreement_table, marker_metrics, plot_agreement_table, plot_reliability,
                          plot_risk_coverage)
 from data.labels import label_table
@@ -38,14 +43,25 @@ class CalibrationResult:
 
 def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target_agreement: float = 0.95,
                     confidence: float = 0.9, max_marker_uncertainty_s: float | None = None,
-                    progress: bool = False) -> CalibrationResult:
-    """Fit and store the calibration of the model folder ``model_dir`` on ``suite``'s references."""
+                    progress: bool = False, scaling_share: float = 0.3, seed: int = 0,
+                    reference_ids: list[str] | None = None) -> CalibrationResult:
+    """Fit and store the calibration of the model folder ``model_dir`` on ``suite``'s references.
+
+    Args:
+        scaling_share: share of the references (whole scenarios) that fit the temperature and shift; the
+            rest certify the thresholds (``SplitCalibrator``).
+        seed: seed of the split.
+        reference_ids: calibrate on these references only (default: all), e.g. to keep others for judging.
+    """
     model_dir, out = Path(model_dir), Path(out)
     if not suite.references:
         raise ValueError(f"suite {suite.root} has no references.jsonl: calibration needs reference episodes "
                          f"with known outcomes")
     model = Autorater.from_pretrained(model_dir)
-    refs = {r.continuation_id: r for r in suite.references}
+    refs = {r.continuation_id: r for r in suite.references
+            if reference_ids is None or r.continuation_id in set(reference_ids)}
+    if not refs:
+        raise ValueError(f"none of the given reference_ids is a reference of {suite.root}")
     rows = [r for r in iter_suite_predictions(model, suite, ids=list(refs), name=model_name(model_dir),
                                               progress=progress) if "error" not in r]
     if not rows:
@@ -55,18 +71,20 @@ def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target
     spread = np.array([r["marker_spread_s"] for r in rows])
     y = np.array([refs[i].outcome == "success" for i in ids], dtype=int)
 
-    scaler = TemperatureScaler().fit(logits, y)
+    scenario = [suite.get(i).scenario_id for i in ids]
+    fitted = SplitCalibrator(target_agreement=target_agreement, confidence=confidence, scaling_share=scaling_share,
+                             max_marker_uncertainty_s=max_marker_uncertainty_s, on_infeasible="route_all",
+                             seed=seed).fit(logits, y, groups=scenario, marker_uncertainty=spread)
+    scaler, policy, part = fitted.scaler_, fitted.policy_, fitted.scaling_mask_
     p_before, p = 1 / (1 + np.exp(-logits)), scaler.predict_proba(logits)
-    policy = SelectivePolicy(target_agreement=target_agreement, confidence=confidence,
-                             max_marker_uncertainty_s=max_marker_uncertainty_s, on_infeasible="route_all")
-    policy.fit(p, y, marker_uncertainty=spread)
     marker, pred_marker, true_marker = fit_marker_offset(rows, refs)
     predicted = (p >= 0.5).astype(int)
     calibrated_marker = marker.transform(pred_marker, predicted)
-    record = CalibrationRecord.from_fitted(scaler, policy, logits, suite.info.name, suite.info.version, marker)
+    split = {**fitted.split_info(), **fitted.calibration_,
+             "scaling_ids": [i for i, m in zip(ids, part) if m], "threshold_ids": [i for i, m in zip(ids, part) if not m]}
+    record = CalibrationRecord.from_fitted(scaler, policy, logits, suite.info.name, suite.info.version, marker, split)
     record.to_json(model_dir / "calibration.json")
 
-    scenario = [suite.get(i).scenario_id for i in ids]
     category = [suite.scenario_by_id[s].category for s in scenario]
     report = agreement_report(ids, y, true_marker, scenario, category, p, calibrated_marker,
                               label_table(suite.annotations).to_dict("list"))
@@ -74,6 +92,9 @@ def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target
                              "ece_before": expected_calibration_error(p_before, y),
                              "ece_after": expected_calibration_error(p, y),
                              "brier_before": brier_score(p_before, y), "brier_after": brier_score(p, y),
+                             "ece_cv": fitted.calibration_["ece_cv"], "brier_cv": fitted.calibration_["brier_cv"],
+                             "ece_threshold_part": fitted.calibration_["ece_threshold_part"],
+                             "n_folds": fitted.calibration_["n_folds"], **fitted.split_info(),
                              **marker.to_dict(),
                              "marker_error_before_s": _agreed_marker_error(true_marker, pred_marker, y, predicted),
                              "marker_error_after_s": _agreed_marker_error(true_marker, calibrated_marker, y, predicted)}
@@ -81,7 +102,7 @@ def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(report, indent=1, default=_json_default) + "\n")
     plot_reliability(p_before, p, y, out / "reliability.png")
-    curve = policy.risk_coverage_curve(p, y, marker_uncertainty=spread)
+    curve = policy.risk_coverage_curve(p[~part], y[~part], marker_uncertainty=spread[~part])  # the certifying part
     point = (record.expected_coverage, 1 - record.empirical_agreement) if record.feasible and \
         record.empirical_agreement is not None else None
     plot_risk_coverage(curve, point, out / "risk_coverage.png")
@@ -133,6 +154,10 @@ def check_drift(model_dir: str | Path, logits) -> dict | None:
     return result
 
 
+def _num(x) -> str:
+    return "-" if x is None or not np.isfinite(x) else f"{x:.3f}"
+
+
 def _json_default(x):
     return None if isinstance(x, float) and not np.isfinite(x) else float(x)
 
@@ -144,9 +169,11 @@ def format_calibration(result: CalibrationResult, per_category: bool = True) -> 
     if not per_category:  # per-category rows are the indented ones
         table = "\n".join(line for line in table.splitlines() if not line.startswith("  "))
     lines = [table, "",
-             f"temperature {r.temperature:.3f}, shift {r.bias:+.3f}: ECE {c['ece_before']:.3f} -> "
-             f"{c['ece_after']:.3f}, "
-             f"Brier {c['brier_before']:.3f} -> {c['brier_after']:.3f} on {c['n_references']} references",
+             f"temperature {r.temperature:.3f}, shift {r.bias:+.3f}, fitted on {r.n_scaling} of "
+             f"{c['n_references']} references (whole scenarios); the other {r.n_threshold} certify the thresholds",
+             f"out of sample (cross-validated over {c.get('n_folds', 0)} scenario folds): ECE {_num(c['ece_before'])}"
+             f" raw -> {_num(c['ece_cv'])} calibrated, Brier {_num(c['brier_before'])} -> {_num(c['brier_cv'])}; "
+             f"the deployed scaler on the references it never saw: ECE {_num(c['ece_threshold_part'])}",
              f"marker offset {r.marker_offset_success_s:+.3f} s on successes ({r.marker_offset_n[0]} references), "
              f"{r.marker_offset_failure_s:+.3f} s on failures ({r.marker_offset_n[1]}): median |error| "
              f"{c['marker_error_before_s']:.3f} -> {c['marker_error_after_s']:.3f} s"]
@@ -154,7 +181,8 @@ def format_calibration(result: CalibrationResult, per_category: bool = True) -> 
         lines.append(f"operating point: auto-success if p >= {r.t_success:.3f}, auto-failure if p <= {r.t_fail:.3f}, "
                      f"else a human. Expected coverage {r.expected_coverage:.1%}; with {r.confidence:.0%} confidence "
                      f"the auto-labelled part agrees with the truth at >= {r.bound:.3f} (target {r.target_agreement}), "
-                     f"assuming the references are drawn like the suites it will label.")
+                     f"assuming the references are drawn like the suites it will label (certified on "
+                     f"{r.n_threshold} references the scaler never saw: the guarantee covers the procedure as run).")
     else:
         lines.append(f"no operating point reaches agreement {r.target_agreement} with {r.confidence:.0%} confidence "
                      f"on these {r.n_references} references: every continuation goes to a human. Add references "

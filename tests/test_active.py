@@ -68,6 +68,7 @@ def env(tmp_path_factory):
             # 4 labelled continuations and 20 unlabelled ones.
             base = learnable_suite(root / "base", n_scenarios=12, per_scenario=2, seed=1)
             pool = learnable_suite(root / "pool", n_scenarios=16, per_scenario=2, n_references=8)
+            judge = learnable_suite(root / "judge", n_scenarios=20, per_scenario=2, seed=3, n_references=40)
             truth = {a.continuation_id: a.outcome for a in pool.annotations}
             keep = set(pool.continuation_ids()[:12])
             pool.annotations = [a for a in pool.annotations if a.continuation_id in keep]
@@ -78,7 +79,7 @@ def env(tmp_path_factory):
                              str(root / "config.json"), "--tracking-uri", uri, "--cache-dir", str(root / "cache"),
                              "--quiet"]) == 0
             assert cli.main(["promote", "--tracking-uri", uri]) == 0
-            yield {"root": root, "pool": Suite.load(pool.root), "truth": truth, "uri": uri, "mp": mp}
+            yield {"root": root, "pool": Suite.load(pool.root), "truth": truth, "uri": uri, "mp": mp, "judge": judge}
     finally:
         torch.set_num_threads(before)
 
@@ -124,7 +125,9 @@ def test_a_round_never_promotes_a_worse_challenger(env, tmp_path):
     assert result["new_labels"] == 40
     assert len(Suite.load(pool_dir).annotations) == len(env["pool"].annotations) + 40
     assert result["ba_champion"] >= 0.8 and result["ba_challenger"] < result["ba_champion"]  # a worse challenger
-    assert result["promoted"] == (result["ba_challenger"] > result["ba_champion"])
+    assert not result["promoted"] and result["ba_gain_ci"][1] is not None
+    split = result["references_split"]
+    assert split["n_calibrate"] + split["n_judge"] == 8 and result["n_references"] == split["n_judge"]
     after = _client(env["uri"]).get_model_version_by_alias("autorater", "champion").version
     assert (str(after) == str(result["challenger_version"])) == result["promoted"]
     if not result["promoted"]:
@@ -164,7 +167,34 @@ def test_a_better_challenger_is_promoted(env, tmp_path):
     export = tmp_path / "export.json"
     export.write_text(json.dumps(_answer(env, tasks, flip=False)))
     result = run_round(weak, pool_dir, tmp_path / "round", env["uri"], export=export, finetune=False,
-                       cache_dir=str(env["root"] / "cache"), train_config=TrainConfig(**RECIPE))
+                       cache_dir=str(env["root"] / "cache"), train_config=TrainConfig(**RECIPE),
+                       references_dir=env["judge"].root)
     assert result["ba_challenger"] > result["ba_champion"] and result["promoted"]
+    assert result["ba_gain_ci"][0] > 0  # promoted on evidence: the whole interval above zero
     alias = _client(env["uri"]).get_model_version_by_alias("autorater", "champion").version
     assert str(alias) == str(result["challenger_version"])
+    metrics = _client(env["uri"]).get_run(result["challenger_run"]).data.metrics  # MLflow holds the comparison
+    assert metrics["round.comparison.difference"] == pytest.approx(result["ba_gain"])
+    assert metrics["round.comparison.ci_low"] == pytest.approx(result["ba_gain_ci"][0])
+    assert {"round.comparison.ba_champion", "round.comparison.ba_challenger", "round.comparison.ci_high"} <= set(metrics)
+    calibrated = set(json.loads((tmp_path / "round" / "challenger" / "calibration.json").read_text())["scaling_ids"])
+    assert calibrated and not calibrated & set(result["references_split"]["judge_ids"])
+
+
+def test_references_that_calibrated_the_champion_never_judge():
+    from serving.active import judging_split
+
+    class Refs:  # the little of a Suite that judging_split reads
+        root = "refs"
+        references = [type("R", (), {"continuation_id": f"c{i}"})() for i in range(12)]
+
+        def get(self, cid):
+            return type("C", (), {"scenario_id": f"s{int(cid[1:]) // 2}"})()
+
+    calibrate_on, judge_on, how = judging_split(Refs(), {"scaling_ids": ["c0", "c1"], "threshold_ids": ["c4"]})
+    assert calibrate_on == ["c0", "c1", "c4"] and set(judge_on) == {f"c{i}" for i in range(12)} - {"c0", "c1", "c4"}
+    calibrate_on, judge_on, how = judging_split(Refs(), {})  # nothing recorded: whole scenarios drawn
+    assert not set(calibrate_on) & set(judge_on) and len(calibrate_on) + len(judge_on) == 12
+    assert {int(c[1:]) // 2 for c in calibrate_on}.isdisjoint({int(c[1:]) // 2 for c in judge_on})
+    with pytest.raises(ValueError, match="none is left to judge"):
+        judging_split(Refs(), {"scaling_ids": [f"c{i}" for i in range(12)]})
