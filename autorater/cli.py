@@ -143,7 +143,7 @@ def _warn_drift(model_dir: Path, rows: list[dict]) -> dict | None:
 def cmd_evaluate(args) -> int:
     from autorater.predict import predict_suite
     from data.suite import Suite
-    from training.evaluate import evaluate, format_report
+    from training.evaluate import evaluate, format_failure_modes, format_report
 
     _threads()
     model, model_dir = _load_model(args.model, args.tracking_uri, args.workdir)
@@ -162,6 +162,7 @@ def cmd_evaluate(args) -> int:
     for report in reports.values():
         report["drift"] = drift
         print(format_report(report) + "\n")
+        print(format_failure_modes(report) + "\n")
     if args.out:
         Path(args.out).write_text(json.dumps(reports, indent=1, default=float) + "\n")
         print(f"report written to {args.out}")
@@ -305,15 +306,18 @@ def cmd_active_round(args) -> int:
     train_config = load_config_file(args.config)[1] if args.config else None
     r = run_round(model_dir, args.pool, args.out, uri, references_dir=args.references, export=args.export,
                   tasks_file=args.tasks, finetune=not args.retrain, epochs=args.epochs, cache_dir=args.cache_dir,
-                  seed=args.seed, train_config=train_config, progress=not args.quiet)
+                  seed=args.seed, train_config=train_config, progress=not args.quiet, level=args.level,
+                  margin=args.margin)
     if "new_labels" in r:
         print(f"ingested {r['new_labels']} new labels into {args.pool} ({len(r['refused_labels'])} refused)")
-    ci = r["ba_gain_ci95"]
+    ci = r["ba_gain_ci"]
     ci_text = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci[0] is not None else "[-]"
-    print(f"on {r['n_references']} references of {r['references']}: champion BA {r['ba_champion']:.3f}, challenger "
-          f"BA {r['ba_challenger']:.3f} (gain {r['ba_gain']:+.3f}, 95% CI {ci_text})")
+    print(f"on {r['n_references']} references of {r['references']} that neither model was calibrated on: champion "
+          f"BA {r['ba_champion']:.3f}, challenger BA {r['ba_challenger']:.3f} (gain {r['ba_gain']:+.3f}, "
+          f"{r['level']:.0%} paired interval {ci_text}, McNemar p {r['mcnemar_p']:.3f})")
     print(f"challenger registered as version {r['challenger_version']}: " +
-          (f"promoted to {r['alias']}" if r["promoted"] else "NOT promoted (not better than the champion)"))
+          (f"promoted to {r['alias']}" if r["promoted"] else
+           f"NOT promoted (the interval of the gain does not lie above {r['margin']})"))
     print(f"written: {args.out}/round.json")
     return 0
 
@@ -528,6 +532,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tasks", help="the tasks.json they answered (from `active select`)")
     p.add_argument("--references", help="suite whose references judge both models (default: the pool's)")
     p.add_argument("--retrain", action="store_true", help="train from scratch instead of fine-tuning the champion")
+    p.add_argument("--level", type=float, default=0.95,
+                   help="level of the paired interval of the gain in balanced accuracy (promote when above --margin)")
+    p.add_argument("--margin", type=float, default=0.0, help="the gain the interval's lower end must exceed")
     p.add_argument("--config", help='the training recipe, JSON as for train (only its "train" part is used: '
                                     'the architecture is the champion\'s)')
     p.add_argument("--epochs", type=int)
