@@ -248,7 +248,7 @@ class _Rater:
 
 
 def create_app(model_dir: str | os.PathLike, media_root: str | os.PathLike, *, token: str | None = None,
-               suite: str | os.PathLike | None = None, timeout_s: float = 120.0,
+               suite: str | os.PathLike | None = None, timeout_s: float = 90.0,
                max_upload_bytes: int = MAX_UPLOAD_BYTES, max_json_bytes: int = MAX_JSON_BYTES,
                max_decodes: int = MAX_DECODES, video_limits: VideoLimits = DEFAULT_LIMITS) -> FastAPI:
     """The FastAPI app. ``suite``: the pool suite whose ``annotations.jsonl`` the webhook appends to.
