@@ -37,11 +37,16 @@ human label are left out and counted (``waiting``): the rate is then of the labe
 Beside the rate, ``labelled_rate`` is the plain share of successes among the final labels: no
 correction and no interval.
 
-Also: per-category rates (the same estimator), time to completion (the CDF of success markers after
-the takeover, and its median with a bootstrap interval), consistency (per scenario with several
-continuations of an agent: do they all agree?), and scenario difficulty (success rate of each
-scenario over all agents); the last three use the final labels and bootstrap over scenarios. The
-report is JSON plus an HTML page with the figures.
+Also: per-category rates (the same estimator); time to completion (the CDF of success markers after
+the takeover, and its median), each marker corrected by its source's lag (model or annotators) measured
+on gold successes (``corrected_time_to_success``); consistency (the chance that two continuations of an
+agent on one scenario have the same true outcome), corrected for the labels' sensitivity and
+specificity on the gold references (``corrected_consistency``): label noise makes agreeing
+continuations look split. Both have bootstrap intervals over scenarios that also resample the
+references, and keep the uncorrected value beside them (``median_time_labelled_s``,
+``consistency_labelled``). Scenario difficulty: the success rate of each scenario over all agents, and
+the item-response model's ``ability`` per agent and ``difficulty`` per scenario (``calibration.irt``).
+The report is JSON plus an HTML page with the figures.
 
 Example:
     >>> board = leaderboard("labels-v3")                  # doctest: +SKIP
@@ -324,6 +329,144 @@ def _strata(rows: list[dict]) -> dict:
             "audit_human": np.array([r["human_outcome"] == "success" for r in audited], float)}
 
 
+# ----------------------------------------------------------------------------------------------
+# Consistency and time to completion, corrected by the labels' measured error on gold references
+
+
+def _pair_types(groups: list[list[int]]) -> np.ndarray:
+    """(n_groups, 3): per group with >= 2 labels, the shares of its pairs that are both success, both failure,
+    and split (each group counts once, whatever its size)."""
+    out = []
+    for g in groups:
+        g = np.asarray(g, float)
+        m, k = len(g), g.sum()
+        if m < 2:
+            continue
+        pairs = m * (m - 1) / 2
+        out.append([k * (k - 1) / 2 / pairs, (m - k) * (m - k - 1) / 2 / pairs, k * (m - k) / pairs])
+    return np.array(out, float).reshape(-1, 3)
+
+
+def _pair_confusion(se, sp) -> np.ndarray:
+    """(..., 3, 3): P(observed pair type | true pair type) for labels of sensitivity ``se`` and specificity ``sp``
+    that err independently given the truth; types (both success, both failure, split), columns the truth."""
+    se, sp = np.asarray(se, float), np.asarray(sp, float)
+    fp, fn = 1 - sp, 1 - se
+    m = np.stack([np.stack([se * se, fp * fp, se * fp], -1),
+                  np.stack([fn * fn, sp * sp, fn * sp], -1),
+                  np.stack([2 * se * fn, 2 * sp * fp, se * sp + fn * fp], -1)], -2)
+    return m
+
+
+def corrected_consistency(groups: list[list[int]], counts: dict | None, rng: np.random.Generator,
+                          n_boot: int = 1000, level: float = 0.95) -> dict:
+    """Consistency (the chance that two continuations of one agent on one scenario have the same true outcome),
+    corrected for label errors, with a bootstrap interval.
+
+    Label errors make agreeing continuations look split: with sensitivity ``se`` and specificity ``sp``
+    measured on gold references (``counts``, as ``error_counts``), the observed shares of pairs that are both
+    success, both failure or split are ``M q`` of the true shares ``q`` (``M`` from se and sp, errors
+    independent given the truth), so ``q = M^-1`` of the observed ones, and consistency is its first two
+    entries. Each group (scenario) weighs the same; for groups of two continuations this is the share of
+    scenarios whose outcomes agree. The interval resamples scenarios and, at the same time, the references
+    behind se and sp (binomial draws), so it carries both uncertainties. Without ``counts`` (or with
+    uninformative labels: se + sp - 1 <= 0.2) the labels are taken as they are.
+
+    Args:
+        groups: per scenario, the 0/1 final labels of one agent's continuations (groups of one are ignored).
+        counts: ``error_counts`` of the gold references, or None.
+        rng: the bootstrap generator.
+
+    Returns:
+        ``consistency``, ``ci`` ([low, high], 95% by default), ``labelled`` (the uncorrected share), ``method``,
+        ``scenarios`` (groups of >= 2).
+    """
+    types = _pair_types(groups)
+    n = len(types)
+    if n == 0:
+        return {"consistency": None, "ci": [None, None], "labelled": None, "method": "no scenario with 2 labels",
+                "scenarios": 0}
+    observed = types.mean(0)
+    labelled = float(observed[0] + observed[1])
+    weights = rng.multinomial(n, np.full(n, 1 / n), size=n_boot) / n  # (n_boot, n)
+    boot_observed = weights @ types  # (n_boot, 3)
+    tail = 50 * (1 - level)
+    usable = counts is not None and min(counts["pos"], counts["neg"]) > 0
+    se, sp = (counts["tp"] / counts["pos"], counts["tn"] / counts["neg"]) if usable else (1.0, 1.0)
+    if not usable or se + sp - 1 <= 0.2:
+        boot = boot_observed[:, 0] + boot_observed[:, 1]
+        return {"consistency": labelled, "ci": [float(v) for v in np.percentile(boot, [tail, 100 - tail])],
+                "labelled": labelled, "method": "labels as they are (no informative gold references)", "scenarios": n}
+    true = np.clip(np.linalg.solve(_pair_confusion(se, sp), observed), 0, None)
+    estimate = float(np.clip((true[0] + true[1]) / true.sum(), 0, 1))
+    boot_se = rng.binomial(counts["pos"], se, n_boot) / counts["pos"]
+    boot_sp = rng.binomial(counts["neg"], sp, n_boot) / counts["neg"]
+    ok = boot_se + boot_sp - 1 > 0.05
+    boot_true = np.clip(np.linalg.solve(_pair_confusion(boot_se[ok], boot_sp[ok]), boot_observed[ok][..., None])[..., 0],
+                        0, None)
+    boot = np.clip((boot_true[:, 0] + boot_true[:, 1]) / np.maximum(boot_true.sum(1), 1e-12), 0, 1)
+    return {"consistency": estimate, "ci": [float(v) for v in np.percentile(boot, [tail, 100 - tail])],
+            "labelled": labelled, "method": f"corrected by the labels' error on gold references (sensitivity "
+            f"{counts['tp']}/{counts['pos']}, specificity {counts['tn']}/{counts['neg']})", "scenarios": n}
+
+
+MIN_MARKER_PAIRS = 3  # gold successes labelled success, with both markers, that a source's offset needs
+
+
+def marker_offsets(pairs: dict[str, list[tuple[float, float]]]) -> dict[str, float]:
+    """Per label source (``auto``, ``human``), the median of (label marker - gold marker) on gold successes
+    labelled success: the lag that source adds (annotators press late; a model inherits some of it). A source
+    with fewer than ``MIN_MARKER_PAIRS`` pairs gets 0."""
+    return {src: float(np.median([m - g for m, g in v])) if len(v) >= MIN_MARKER_PAIRS else 0.0
+            for src, v in pairs.items()}
+
+
+def corrected_time_to_success(times: dict[str, list[tuple[float, str]]], pairs: dict[str, list[tuple[float, float]]],
+                              rng: np.random.Generator, n_boot: int = 1000, level: float = 0.95) -> dict:
+    """Median time to success after the takeover, each marker corrected by its source's lag on gold references,
+    with a bootstrap interval over scenarios that re-measures the lags on resampled references too.
+
+    Args:
+        times: per scenario, ``(seconds after takeover, source)`` of the continuations labelled success.
+        pairs: per source, ``(label marker, gold marker)`` of gold successes labelled success (``marker_offsets``).
+        rng: the bootstrap generator.
+
+    Returns:
+        ``median_s``, ``ci``, ``labelled_median_s`` (uncorrected), ``offsets_s`` (per source), ``times_s``
+        (corrected, sorted: the CDF).
+    """
+    offsets = marker_offsets(pairs)
+    groups = [v for v in times.values() if v]
+    if not groups:
+        return {"median_s": None, "ci": [None, None], "labelled_median_s": None, "offsets_s": offsets, "times_s": []}
+    sources = sorted({src for v in groups for _, src in v} | set(pairs))
+    seconds = np.array([t for v in groups for t, _ in v], float)  # (n,)
+    source = np.array([sources.index(src) for v in groups for _, src in v])  # (n,)
+    group = np.repeat(np.arange(len(groups)), [len(v) for v in groups])  # (n,)
+    lag, boot_lag = np.zeros(len(sources)), np.zeros((n_boot, len(sources)))
+    for i, src in enumerate(sources):
+        v = np.array([m - g for m, g in pairs.get(src, [])], float)
+        if v.size >= MIN_MARKER_PAIRS:
+            lag[i] = np.median(v)
+            boot_lag[:, i] = np.median(v[rng.integers(0, v.size, (n_boot, v.size))], axis=1)
+    picks = rng.multinomial(len(groups), np.full(len(groups), 1 / len(groups)), size=n_boot)  # (n_boot, groups)
+    boot = _weighted_median(np.maximum(0.0, seconds[None, :] - boot_lag[:, source]), picks[:, group])
+    values = np.maximum(0.0, seconds - lag[source])
+    tail = 50 * (1 - level)
+    return {"median_s": float(np.median(values)), "ci": [float(v) for v in np.percentile(boot, [tail, 100 - tail])],
+            "labelled_median_s": float(np.median(seconds)), "offsets_s": offsets,
+            "times_s": sorted(values.tolist())}
+
+
+def _weighted_median(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """(b,) the lower weighted median of each row of ``values`` (b, n) with integer ``weights`` (b, n)."""
+    order = np.argsort(values, axis=1)
+    v, w = np.take_along_axis(values, order, 1), np.take_along_axis(weights, order, 1)
+    cumulative = np.cumsum(w, axis=1)
+    index = np.argmax(cumulative >= cumulative[:, -1:] / 2, axis=1)
+    return v[np.arange(len(v)), index]
+
+
 def _bootstrap(values_by_group: dict, stat, rng: np.random.Generator, n_boot: int = 1000) -> list[float]:
     """95% percentile interval of ``stat`` over groups resampled with replacement."""
     groups = list(values_by_group.values())
@@ -338,14 +481,16 @@ def _bootstrap(values_by_group: dict, stat, rng: np.random.Generator, n_boot: in
     return [float(np.quantile(draws, 0.025)), float(np.quantile(draws, 0.975))] if draws else [None, None]
 
 
-def _consistency(groups: list[list[int]]) -> float | None:
-    multi = [g for g in groups if len(g) >= 2]
-    return float(np.mean([len(set(g)) == 1 for g in multi])) if multi else None
-
-
-def _median_time(groups: list[list[float]]) -> float | None:
-    flat = [t for g in groups for t in g]
-    return float(np.median(flat)) if flat else None
+def _marker_pairs(rows: list[dict], suite: Suite) -> dict[str, list[tuple[float, float]]]:
+    """Per label source (``decision``), (label marker, gold marker) of gold successes labelled success."""
+    gold = {r.continuation_id: r for r in suite.references}
+    pairs: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        g = gold.get(r["continuation_id"])
+        if g is not None and g.outcome == "success" and r.get("outcome") == "success" and \
+                g.marker_s is not None and r.get("marker_s") is not None:
+            pairs.setdefault(r["decision"], []).append((float(r["marker_s"]), float(g.marker_s)))
+    return pairs
 
 
 def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool = False,
@@ -381,26 +526,32 @@ def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool =
     by_category, pool_categories = group_estimates(rows, gold, "category", seed)
     board["pooling"] = {"agents": pool_agents, "categories": pool_categories}
     both = pool_agents["counts"] if pool_agents["pooled"] and pool_categories["pooled"] else None
+    counts = pool_agents.get("counts")
+    counts = counts if counts and min(counts["pos"], counts["neg"]) >= MIN_POOLED else None
+    pairs = _marker_pairs(rows, suite) if use_references else {}
     for agent in agents:
         mine = [r for r in rows if r["agent_id"] == agent]
         est = by_agent[agent]
         waiting = sum(r["outcome"] is None for r in mine)
         labelled = [r for r in mine if r["outcome"] is not None]
-        times: dict[str, list[float]] = {}
+        times: dict[str, list[tuple[float, str]]] = {}
         outcomes: dict[str, list[int]] = {}
         for r in labelled:
             outcomes.setdefault(r["scenario_id"], []).append(int(r["outcome"] == "success"))
             if r["outcome"] == "success" and r["marker_s"] is not None:
-                times.setdefault(r["scenario_id"], []).append(max(0.0, r["marker_s"] - r["takeover_s"]))
+                times.setdefault(r["scenario_id"], []).append((max(0.0, r["marker_s"] - r["takeover_s"]),
+                                                               r["decision"]))
+        timing = corrected_time_to_success(times, pairs, rng)
+        consistency = corrected_consistency(list(outcomes.values()), counts, rng)
         board["agents"][agent] = {
             **est, "continuations": len(mine), "waiting": waiting,
             "per_category": {cat: estimate([r for r in mine if r["category"] == cat], gold, both)
                              for cat in categories if any(r["category"] == cat for r in mine)},
-            "time_to_success_s": sorted(t for ts in times.values() for t in ts),
-            "median_time_to_success_s": _median_time(list(times.values())),
-            "median_time_ci": _bootstrap(times, _median_time, rng),
-            "consistency": _consistency(list(outcomes.values())),
-            "consistency_ci": _bootstrap(outcomes, _consistency, rng),
+            "time_to_success_s": timing["times_s"],
+            "median_time_to_success_s": timing["median_s"], "median_time_ci": timing["ci"],
+            "median_time_labelled_s": timing["labelled_median_s"], "marker_offsets_s": timing["offsets_s"],
+            "consistency": consistency["consistency"], "consistency_ci": consistency["ci"],
+            "consistency_labelled": consistency["labelled"], "consistency_method": consistency["method"],
             "scenario_success_shares": [float(np.mean(g)) for g in outcomes.values() if len(g) >= 2]}
     board["categories"] = by_category
     for sid in sorted({r["scenario_id"] for r in rows}):
@@ -603,5 +754,5 @@ def _ci(ci) -> str:
     return "" if ci is None or ci[0] is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
-__all__ = ["error_counts", "error_heterogeneity", "estimate", "format_leaderboard", "group_estimates", "leaderboard",
-           "leaderboard_figures", "rate_estimate", "rate_pooled", "rate_vs_gold", "wilson_interval", "write_report"]
+__all__ = ["corrected_consistency", "corrected_time_to_success", "error_counts", "error_heterogeneity", "estimate", "format_leaderboard", "group_estimates", "leaderboard",
+           "leaderboard_figures", "marker_offsets", "rate_estimate", "rate_pooled", "rate_vs_gold", "wilson_interval", "write_report"]
