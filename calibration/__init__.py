@@ -7,6 +7,7 @@ never on the project's other packages, so any of them can import it.
 from .agreement import agreement_report, format_agreement_table
 from .compare import paired_comparison
 from .drift import drift_check
+from .irt import ItemResponseModel
 from .metrics import (
     bootstrap_ci,
     brier_score,
@@ -27,6 +28,7 @@ from .temperature import TemperatureScaler
 __all__ = [
     "CalibrationRecord",
     "InsufficientReferencesError",
+    "ItemResponseModel",
     "MarkerOffset",
     "SelectivePolicy",
     "SplitCalibrator",
