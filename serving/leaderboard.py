@@ -567,6 +567,13 @@ def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool =
         cat: {"mean_scenario_success_rate": float(np.mean([v[0] for v in d.values()])),
               "ci": _bootstrap(d, lambda g: float(np.mean([x[0] for x in g])), rng), "scenarios": len(d)}
         for cat, d in sorted(by_cat.items())}
+    per_agent, per_scenario, board["irt"] = ability_and_difficulty(rows, gold if use_references else None)
+    none = {"ability": None, "ability_ci": [None, None]}
+    for agent in agents:
+        board["agents"][agent].update(per_agent.get(agent, none))
+    for sid, scenario in board["scenarios"].items():
+        scenario.update(per_scenario.get(sid, {"difficulty": None, "difficulty_ci": [None, None]}))
+    board["irt"]["difficulty_by_category"] = _difficulty_by_category(board["scenarios"])
     # a rate clipped at 0 or 1 ties agents whose labels still differ: their label shares break the tie
     board["ranking"] = sorted(agents, key=lambda a: (-(board["agents"][a]["rate"] or 0),
                                                      -(board["agents"][a]["labelled_rate"] or 0)))
@@ -574,6 +581,88 @@ def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool =
     if with_truth:
         board["truth"] = _truth_comparison(suite, board)
     return board
+
+
+MIN_SOURCE_REFERENCES = 5  # gold successes, and gold failures, a label source needs to have its own error rates
+
+
+def ability_and_difficulty(rows: list[dict], gold: dict[str, str] | None, model: str = "1pl") -> tuple[dict, dict, dict]:
+    """Agent ability and scenario difficulty from the final labels by ``calibration.ItemResponseModel``.
+
+    A reference continuation counts with its gold outcome (sensitivity and specificity 1). Every other
+    label counts with the error rates of its source (``decision``: ``auto`` for the model, ``human`` for
+    the annotators) measured on the references that source labelled, with one pseudo-success and one
+    pseudo-failure (``(k + 1) / (n + 2)``); a source with fewer than ``MIN_SOURCE_REFERENCES`` gold successes
+    or failures takes the rates of all the references pooled; with no references the labels count as
+    they are. The uncertainty of those rates is not carried into the intervals.
+
+    Args:
+        rows: labels.jsonl rows with ``agent_id``, ``scenario_id``, ``decision``, ``outcome``.
+        gold: continuation id -> gold outcome, or None.
+        model: ``"1pl"`` or ``"2pl"``.
+
+    Returns:
+        ``({agent: {"ability", "ability_ci"}}, {scenario: {"difficulty", "difficulty_ci"}}, summary)``, the
+        summary naming the model, the sources' error rates and the difficulty prior's sd.
+    """
+    from calibration.irt import ItemResponseModel
+
+    labelled = [r for r in rows if r.get("outcome") is not None]
+    if not labelled:
+        return {}, {}, {"model": model, "n_labels": 0}
+    gold = gold or {}
+    on_gold = [r for r in labelled if r["continuation_id"] in gold]
+
+    def rates(subset) -> dict:
+        c = error_counts([gold[r["continuation_id"]] == "success" for r in subset],
+                         [r["outcome"] == "success" for r in subset])
+        return {"sensitivity": (c["tp"] + 1) / (c["pos"] + 2), "specificity": (c["tn"] + 1) / (c["neg"] + 2), **c}
+
+    pooled = rates(on_gold) if on_gold else None
+    sources = {}
+    for src in sorted({r["decision"] for r in labelled}):
+        own = [r for r in on_gold if r["decision"] == src]
+        counts = rates(own) if own else None
+        if counts and min(counts["pos"], counts["neg"]) >= MIN_SOURCE_REFERENCES:
+            sources[src] = {**counts, "from": "its own references"}
+        elif pooled and min(pooled["pos"], pooled["neg"]) >= MIN_SOURCE_REFERENCES:
+            sources[src] = {**pooled, "from": "all references pooled"}
+        else:
+            sources[src] = {"sensitivity": 1.0, "specificity": 1.0, "from": "no references: labels as they are"}
+    keep = [r for r in labelled if r["continuation_id"] in gold or
+            sources[r["decision"]]["sensitivity"] + sources[r["decision"]]["specificity"] - 1 > 0.2]
+    y = [int((gold.get(r["continuation_id"]) or r["outcome"]) == "success") for r in keep]
+    se = [1.0 if r["continuation_id"] in gold else sources[r["decision"]]["sensitivity"] for r in keep]
+    sp = [1.0 if r["continuation_id"] in gold else sources[r["decision"]]["specificity"] for r in keep]
+    fitted = ItemResponseModel(model=model).fit([r["agent_id"] for r in keep], [r["scenario_id"] for r in keep], y,
+                                                se, sp)
+    ability, difficulty = fitted.ability_interval(), fitted.difficulty_interval()
+    per_agent = {str(a): {"ability": float(fitted.ability_[i]), "ability_ci": [float(v) for v in ability[i]]}
+                 for i, a in enumerate(fitted.agents_)}
+    per_scenario = {str(sid): {"difficulty": float(fitted.difficulty_[i]),
+                               "difficulty_ci": [float(v) for v in difficulty[i]]}
+                    for i, sid in enumerate(fitted.scenarios_)}
+    summary = {"model": model, "n_labels": len(keep), "n_gold_labels": sum(r["continuation_id"] in gold for r in keep),
+               "difficulty_sd": fitted.difficulty_sd_, "sources": sources, "level": fitted.level,
+               "scale": "log-odds: ability is the log-odds of success on a scenario of difficulty 0 (the average)"}
+    return per_agent, per_scenario, summary
+
+
+def _difficulty_by_category(scenarios: dict) -> dict:
+    """Per category: the mean item-response difficulty of its scenarios, with a normal interval from their
+    standard errors (independence assumed) and the spread between scenarios."""
+    by_cat: dict[str, list[tuple[float, float]]] = {}
+    for s in scenarios.values():
+        if s.get("difficulty") is not None:
+            half = (s["difficulty_ci"][1] - s["difficulty_ci"][0]) / 2
+            by_cat.setdefault(s["category"], []).append((s["difficulty"], half / Z95))
+    out = {}
+    for cat, v in sorted(by_cat.items()):
+        d, se = np.array(v).T
+        mean, half = float(d.mean()), float(Z95 * np.sqrt(np.sum(se ** 2)) / len(d))
+        out[cat] = {"mean_difficulty": mean, "ci": [mean - half, mean + half], "sd_between_scenarios": float(d.std()),
+                    "scenarios": len(d)}
+    return out
 
 
 def _truth_comparison(suite: Suite, board: dict) -> dict:
@@ -591,6 +680,8 @@ def _truth_comparison(suite: Suite, board: dict) -> dict:
                for a in true_rate}
     out = {"true_rates": true_rate, **rank_metrics(est, true_rate), "labelled": rank_metrics(plain, true_rate),
            "covered": covered, "coverage": float(np.mean(list(covered.values())))}
+    ability = {a: board["agents"][a].get("ability") for a in true_rate}
+    out["ability"] = rank_metrics(true_rate, {a: v for a, v in ability.items() if v is not None})
     own = {a: board["agents"][a]["per_group"] for a in true_rate if board["agents"][a].get("per_group")}
     if own and all(v["rate"] is not None for v in own.values()):
         out["per_group"] = {**rank_metrics({a: v["rate"] for a, v in own.items()}, true_rate),
@@ -617,6 +708,13 @@ def format_leaderboard(board: dict) -> str:
         lines.append(f"{i:>4}  {agent:<14}{rate:>13}  [{a['ci'][0]:.3f}, {a['ci'][1]:.3f}]  {plain:>7}{a['n_human']:>6}"
                      f"{a['n_auto']:>6}{a['n_audit']:>6}{a['n_gold']:>6}{a['waiting']:>6}  {t:>12}  {cons:>11}  "
                      f"{a['method']}")
+    with_ability = [a for a in board["ranking"] if board["agents"][a].get("ability") is not None]
+    if with_ability:
+        by_ability = sorted(with_ability, key=lambda a: -board["agents"][a]["ability"])
+        lines.append(f"ability ({board['irt']['model'].upper()} item-response model, log-odds on an average scenario, "
+                     f"95% interval): " + ", ".join(f"{a} {board['agents'][a]['ability']:+.2f} "
+                                                   f"[{board['agents'][a]['ability_ci'][0]:+.2f}, "
+                                                   f"{board['agents'][a]['ability_ci'][1]:+.2f}]" for a in by_ability))
     lines.append("per category: " + ", ".join(f"{c} {v['rate']:.2f} [{v['ci'][0]:.2f}, {v['ci'][1]:.2f}]"
                                                for c, v in board["categories"].items() if v["rate"] is not None))
     if board["waiting"]:
@@ -629,6 +727,8 @@ def format_leaderboard(board: dict) -> str:
         lines.append(f"against the simulator truth: Spearman {t['spearman']:.3f}, MMRV {t['mmrv']:.3f}, "
                      f"intervals cover the true rate for {t['coverage']:.0%} of agents; the plain label shares: "
                      f"Spearman {t['labelled']['spearman']:.3f}, MMRV {t['labelled']['mmrv']:.3f}")
+        if t.get("ability", {}).get("n_agents"):
+            lines.append(f"  abilities against the true rates: Spearman {t['ability']['spearman']:.3f}")
         if "per_group" in t:
             lines.append(f"  each agent corrected by its own references instead: Spearman {t['per_group']['spearman']:.3f}"
                          f", intervals cover {t['per_group']['coverage']:.0%}")
@@ -685,6 +785,38 @@ def leaderboard_figures(board: dict) -> dict[str, str]:
            title="Consistency across continuations")
     figs["consistency"] = _png(f)
 
+    f = _figure(6, 0.5 * len(agents) + 1.5)
+    ax = f.subplots()
+    for i, a in enumerate(agents):
+        v = board["agents"][a]
+        if v.get("ability") is not None:
+            ax.errorbar(v["ability"], i, xerr=[[v["ability"] - v["ability_ci"][0]], [v["ability_ci"][1] - v["ability"]]],
+                        fmt="o", capsize=4, color="C1")
+    ax.axvline(0, color="grey", lw=0.5)
+    ax.set(yticks=range(len(agents)), yticklabels=agents, xlabel="ability (log-odds of success on an average "
+           "scenario, 95% interval)", title="Agent ability (item-response model)")
+    figs["ability"] = _png(f)
+
+    f = _figure(6, 4)
+    ax = f.subplots()
+    cats = sorted({s["category"] for s in board["scenarios"].values() if s.get("difficulty") is not None})
+    for i, cat in enumerate(cats):
+        mine = [s for s in board["scenarios"].values() if s["category"] == cat and s.get("difficulty") is not None]
+        jitter = np.linspace(-0.25, 0.25, len(mine)) if len(mine) > 1 else [0.0]
+        for x, s in zip(jitter, mine):
+            ax.errorbar(i + x, s["difficulty"], yerr=[[s["difficulty"] - s["difficulty_ci"][0]],
+                                                      [s["difficulty_ci"][1] - s["difficulty"]]],
+                        fmt=".", color="C2", alpha=0.4, lw=0.5)
+        summary = board.get("irt", {}).get("difficulty_by_category", {}).get(cat)
+        if summary:
+            ax.errorbar(i, summary["mean_difficulty"], yerr=[[summary["mean_difficulty"] - summary["ci"][0]],
+                                                             [summary["ci"][1] - summary["mean_difficulty"]]],
+                        fmt="s", color="k", capsize=6)
+    ax.set(xticks=range(len(cats)), xlabel="category", ylabel="difficulty (log-odds, 95% interval)",
+           title="Scenario difficulty by category (black: category mean)")
+    ax.set_xticklabels(cats, rotation=30, ha="right", fontsize=8)
+    figs["difficulty_by_category"] = _png(f)
+
     f = _figure(6, 4)
     ax = f.subplots()
     rates = [s["success_rate"] for s in board["scenarios"].values() if s["success_rate"] is not None]
@@ -708,7 +840,8 @@ def write_report(board: dict, out_html: str | os.PathLike) -> Path:
         f"<td>{board['agents'][a]['waiting']}</td>"
         f"<td>{_fmt(board['agents'][a]['median_time_to_success_s'])} {_ci(board['agents'][a]['median_time_ci'])}</td>"
         f"<td>{_fmt(board['agents'][a]['consistency'])} {_ci(board['agents'][a]['consistency_ci'])}</td>"
-        f"<td>{html.escape(board['agents'][a]['method'])}</td></tr>"
+        f"<td>{html.escape(board['agents'][a]['method'])}</td>"
+        f"<td>{_fmt(board['agents'][a].get('ability'))} {_ci(board['agents'][a].get('ability_ci'))}</td></tr>"
         for i, a in enumerate(board["ranking"], start=1))
     cats = "".join(f"<tr><td>{html.escape(c)}</td><td>{_fmt(v['rate'])}</td><td>{_ci(v['ci'])}</td>"
                    f"<td>{_fmt(board['difficulty_by_category'].get(c, {}).get('mean_scenario_success_rate'))} "
@@ -732,8 +865,14 @@ Every rate comes with its 95% interval; {board['waiting']} continuations still w
 out.</p>{truth}
 <table><tr><th>rank</th><th>agent</th><th>success rate</th><th>95% interval</th><th>plain share of the labels</th>
 <th>human</th><th>auto</th>
-<th>audit</th><th>gold</th><th>waiting</th><th>median time to success (s)</th><th>consistency</th><th>method</th></tr>{rows}</table>
+<th>audit</th><th>gold</th><th>waiting</th><th>median time to success (s)</th><th>consistency</th><th>method</th>
+<th>ability (log-odds)</th></tr>{rows}</table>
 <img src="data:image/png;base64,{figs['leaderboard']}">
+<h2>Ability and difficulty</h2><p>A {html.escape(board.get('irt', {}).get('model', '1pl').upper())} item-response model
+fitted to every label at once: an agent's ability is its log-odds of success on an average scenario, a scenario's
+difficulty how much harder it is; labels count by their source's error on the gold references. Median times and
+consistency are corrected the same way (marker lag per source; label noise).</p>
+<img src="data:image/png;base64,{figs['ability']}"><img src="data:image/png;base64,{figs['difficulty_by_category']}">
 <h2>Per category</h2><table><tr><th>category</th><th>success rate</th><th>95% interval</th>
 <th>mean scenario success rate</th></tr>{cats}</table>
 <h2>Time to completion</h2><img src="data:image/png;base64,{figs['time_to_completion']}">
@@ -754,5 +893,7 @@ def _ci(ci) -> str:
     return "" if ci is None or ci[0] is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
-__all__ = ["corrected_consistency", "corrected_time_to_success", "error_counts", "error_heterogeneity", "estimate", "format_leaderboard", "group_estimates", "leaderboard",
-           "leaderboard_figures", "marker_offsets", "rate_estimate", "rate_pooled", "rate_vs_gold", "wilson_interval", "write_report"]
+__all__ = ["ability_and_difficulty", "corrected_consistency", "corrected_time_to_success", "error_counts",
+           "error_heterogeneity", "estimate", "format_leaderboard", "group_estimates", "leaderboard",
+           "leaderboard_figures", "marker_offsets", "rate_estimate", "rate_pooled", "rate_vs_gold", "wilson_interval",
+           "write_report"]

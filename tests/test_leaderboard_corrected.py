@@ -67,3 +67,36 @@ def test_corrected_time_to_success_covers_the_true_median_despite_annotator_lag(
         assert got["offsets_s"]["human"] == pytest.approx(0.45, abs=0.1)
     assert covered / draws >= 0.88
     assert raw_covered / draws < covered / draws
+
+
+def test_abilities_from_noisy_labels_rank_agents_like_the_truth_and_every_one_has_an_interval():
+    from scipy import stats
+
+    from serving.leaderboard import ability_and_difficulty
+
+    rng = np.random.default_rng(3)
+    theta = np.linspace(-2, 2, 7)  # seven agents of graded skill
+    difficulty = rng.normal(0, 1.2, 80)
+    rows, gold = [], {}
+    for a, t in enumerate(theta):
+        for s, b in enumerate(difficulty):
+            for k in range(2):
+                cid = f"c{a}-{s}-{k}"
+                truth = int(rng.random() < 1 / (1 + np.exp(-(t - b))))
+                decision = "auto" if rng.random() < 0.7 else "human"
+                label = noisy(rng, [truth])[0]
+                rows.append({"continuation_id": cid, "agent_id": f"agent{a}", "scenario_id": f"s{s:02d}",
+                             "decision": decision, "outcome": "success" if label else "failure"})
+                if rng.random() < 0.15:
+                    gold[cid] = "success" if truth else "failure"
+    per_agent, per_scenario, summary = ability_and_difficulty(rows, gold)
+    assert len(per_agent) == 7 and len(per_scenario) == 80
+    assert all(v["ability_ci"][0] < v["ability"] < v["ability_ci"][1] for v in per_agent.values())
+    assert all(v["difficulty_ci"][0] < v["difficulty"] < v["difficulty_ci"][1] for v in per_scenario.values())
+    estimated = [per_agent[f"agent{a}"]["ability"] for a in range(7)]
+    assert stats.spearmanr(estimated, theta).statistic >= 0.9
+    covered = np.mean([per_agent[f"agent{a}"]["ability_ci"][0] <= theta[a] <= per_agent[f"agent{a}"]["ability_ci"][1]
+                       for a in range(7)])
+    assert covered >= 5 / 7
+    assert summary["sources"]["auto"]["sensitivity"] == pytest.approx(SE, abs=0.1)  # about 60 gold successes
+    assert summary["sources"]["auto"]["from"] == "its own references"

@@ -10,7 +10,8 @@ import pytest
 from autorater import cli
 from data.suite import load_truth
 from serving.label import JOB_FILE, LABELS_FILE, job_spec
-from serving.leaderboard import (MIN_POOLED, error_counts, error_heterogeneity, group_estimates, leaderboard,
+from serving.leaderboard import (MIN_POOLED, error_counts, error_heterogeneity, format_leaderboard, group_estimates,
+                                 leaderboard, write_report,
                                  rate_estimate, rate_pooled, rate_vs_gold, wilson_interval)
 from serving_env import make_env, torch_threads
 
@@ -202,7 +203,7 @@ def test_cli_leaderboard_writes_json_and_html_with_figures(board_env, tmp_path, 
     text = capsys.readouterr().out
     assert "95% interval" in text and "Spearman" in text
     page = out.read_text()
-    assert page.count("data:image/png;base64,") == 4
+    assert page.count("data:image/png;base64,") == 6  # rates, ability, difficulty by category, time, consistency, rates
     board = json.loads(out.with_suffix(".json").read_text())
     assert set(board["agents"]) == {c.agent_id for c in board_env["suite"].continuations}
 
@@ -218,3 +219,18 @@ def test_the_labelling_benchmark_scores_every_estimate_over_repeated_draws(board
     for r in (g["rate"], g["per_group"], h["rate"]):
         assert -1 <= r["spearman_min"] <= r["spearman_mean"] <= 1 and 0 <= r["coverage_95"] <= 1
     assert "coverage_95" not in g["labelled"]  # the plain share has no interval
+
+
+def test_every_agent_has_an_ability_and_every_scenario_a_difficulty_with_intervals(board_env, tmp_path):
+    board = leaderboard(board_env["labels"], with_truth=True)
+    for a in board["agents"].values():
+        assert a["ability_ci"][0] <= a["ability"] <= a["ability_ci"][1]
+    for s in board["scenarios"].values():
+        assert s["difficulty_ci"][0] <= s["difficulty"] <= s["difficulty_ci"][1]
+    assert set(board["irt"]["difficulty_by_category"]) == {s["category"] for s in board["scenarios"].values()}
+    assert board["truth"]["ability"]["n_agents"] == len(board["agents"])
+    assert "ability (1PL" in format_leaderboard(board)
+    page = write_report(board, tmp_path / "board.html").read_text()
+    assert "Ability and difficulty" in page and page.count("data:image/png") == 6
+    saved = json.loads((tmp_path / "board.json").read_text())
+    assert all("ability_ci" in a for a in saved["agents"].values())
