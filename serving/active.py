@@ -12,6 +12,10 @@ Strategies (higher score = asked first):
 - ``entropy``: the outcome's binary entropy plus the marker's uncertainty (the spread of the
   predicted marker distribution as a share of the video), so that "when" counts as well as "whether".
 - ``random``: the baseline every strategy must beat.
+- ``balanced``: ``uncertainty`` within each predicted class, with a quota per class that moves the
+  labelled set towards half successes, half failures (``class_balanced_top``). Plain uncertainty drew
+  batches that were 77% successes on BabyAI, the class the labelled set already held most of, and
+  they carried twice the label noise.
 
 ``run_round``: ingest the new labels into the pool suite, train a challenger (fine-tuned from the
 champion, or from scratch), calibrate it on some of the references, and judge champion and challenger
@@ -38,14 +42,14 @@ import numpy as np
 
 from data.suite import Suite
 
-STRATEGIES = ("uncertainty", "margin", "entropy", "random")
+STRATEGIES = ("uncertainty", "margin", "entropy", "random", "balanced")
 
 
 def acquisition_scores(p, marker_spread_s=None, duration_s=None, strategy: str = "uncertainty",
                        rng: np.random.Generator | None = None) -> np.ndarray:
     """(n,) scores, higher first. ``p``: calibrated P(success); marker spread and duration in seconds."""
     p = np.clip(np.asarray(p, dtype=float), 1e-9, 1 - 1e-9)
-    if strategy == "uncertainty":
+    if strategy in ("uncertainty", "balanced"):  # balanced: the same scores, drawn per class
         return 1 - np.maximum(p, 1 - p)
     if strategy == "margin":
         return 1 - np.abs(2 * p - 1)
@@ -94,10 +98,37 @@ def diverse_top(scores: np.ndarray, scenario: list[str], category: list[str], bu
     return chosen
 
 
+def class_balanced_top(scores, p, budget: int, labelled: tuple[int, int] = (0, 0), pick=None) -> list[int]:
+    """Indices of ``budget`` high scorers, split between predicted successes and predicted failures so that the
+    labelled set moves towards half of each.
+
+    The quota of predicted successes is ``(n_labelled + budget) / 2 - n_success_labelled``, clipped to
+    [0, budget]; each class is ranked by its own scores (``pick(indices, k)`` chooses k of them, e.g. with
+    ``diverse_top``; default: by score), and a class that runs short leaves its places to the other.
+
+    Args:
+        scores: (n,) acquisition scores, higher first.
+        p: (n,) P(success): ``p >= 0.5`` is a predicted success.
+        budget: how many to choose.
+        labelled: (successes, failures) already labelled.
+        pick: ``pick(indices, k) -> list of k of them``.
+    """
+    scores, p = np.asarray(scores, float), np.asarray(p, float)
+    pick = pick or (lambda idx, k: [int(i) for i in idx[np.argsort(-scores[idx], kind="stable")][:k]])
+    n_success, n_failure = labelled
+    quota = int(np.clip(round((n_success + n_failure + budget) / 2 - n_success), 0, budget))
+    success, failure = np.flatnonzero(p >= 0.5), np.flatnonzero(p < 0.5)
+    take_success = min(quota, success.size)
+    take_failure = min(budget - take_success, failure.size)
+    take_success = min(budget - take_failure, success.size)  # failures ran short: successes fill in
+    return pick(success, take_success) + pick(failure, take_failure)
+
+
 def select(rows: list[dict], budget: int, strategy: str = "uncertainty", diversity: bool = True,
-           seed: int = 0) -> list[str]:
+           seed: int = 0, labelled: tuple[int, int] = (0, 0)) -> list[str]:
     """Continuation ids to label next, from prediction rows with ``p_success``, ``marker_spread_s``,
-    ``duration_s``, ``scenario_id`` and ``category``."""
+    ``duration_s``, ``scenario_id`` and ``category``; ``labelled`` (successes, failures) already labelled
+    sets the class quotas of ``balanced``."""
     if budget < 1:
         raise ValueError(f"budget must be >= 1, got {budget}")
     rows = [r for r in rows if r.get("p_success") is not None]
@@ -106,8 +137,17 @@ def select(rows: list[dict], budget: int, strategy: str = "uncertainty", diversi
     rng = np.random.default_rng(seed)
     scores = acquisition_scores([r["p_success"] for r in rows], [r.get("marker_spread_s", np.nan) for r in rows],
                                 [r.get("duration_s", np.nan) for r in rows], strategy, rng)
-    if diversity:
-        idx = diverse_top(scores, [r["scenario_id"] for r in rows], [r["category"] for r in rows], budget)
+    scenario, category = [r["scenario_id"] for r in rows], [r["category"] for r in rows]
+    if strategy == "balanced":
+        def pick(idx, k):
+            if not diversity or k == 0:
+                return [int(i) for i in idx[np.argsort(-scores[idx], kind="stable")][:k]]
+            return [int(idx[j]) for j in diverse_top(scores[idx], [scenario[i] for i in idx],
+                                                     [category[i] for i in idx], k)]
+
+        idx = class_balanced_top(scores, [r["p_success"] for r in rows], budget, labelled, pick)
+    elif diversity:
+        idx = diverse_top(scores, scenario, category, budget)
     else:
         idx = list(np.argsort(-scores, kind="stable")[:budget])
     return [rows[i]["continuation_id"] for i in idx]
@@ -142,7 +182,11 @@ def active_select(model_dir: str | os.PathLike, pool: Suite, budget: int, out: s
         c = pool.get(r["continuation_id"])
         r["scenario_id"], r["category"] = c.scenario_id, pool.scenario_by_id[c.scenario_id].category
         r["duration_s"] = video_info(pool.video_path(c.continuation_id)).duration_s
-    chosen = select(preds, budget, strategy, diversity, seed)
+    votes: dict[str, list[bool]] = {}
+    for a in pool.annotations:
+        votes.setdefault(a.continuation_id, []).append(a.outcome == "success")
+    majority = [np.mean(v) > 0.5 for v in votes.values()]
+    chosen = select(preds, budget, strategy, diversity, seed, labelled=(sum(majority), len(majority) - sum(majority)))
     by_id = {r["continuation_id"]: r for r in preds}
     rows = [{**by_id[cid], "decision": "human", "audit": False, "reason": f"active:{strategy}",
              "model_outcome": by_id[cid]["outcome"], "model_marker_s": by_id[cid]["marker_s"]} for cid in chosen]
@@ -294,5 +338,6 @@ def judging_split(refs: Suite, champion_calibration: dict, calibration_share: fl
                                     "judge_ids": judge_on}
 
 
-__all__ = ["STRATEGIES", "acquisition_scores", "active_select", "diverse_top", "judging_split", "select",
+__all__ = ["STRATEGIES", "acquisition_scores", "active_select", "class_balanced_top", "diverse_top", "judging_split",
+           "select",
            "run_round", "unlabelled"]

@@ -11,7 +11,7 @@ import torch
 from autorater import cli
 from data.suite import Annotation, Suite
 from model_suites import fresh_tracking_uri, learnable_suite, one_thread
-from serving.active import acquisition_scores, diverse_top, run_round, select, unlabelled
+from serving.active import acquisition_scores, class_balanced_top, diverse_top, run_round, select, unlabelled
 from serving.labelstudio import annotations_to_export, validate_tasks
 from training.train import TrainConfig
 
@@ -55,6 +55,22 @@ def test_select_returns_budget_distinct_ids():
         assert len(ids) == len(set(ids)) == 5
     plain = select(rows, 3, "uncertainty", diversity=False)
     assert plain == sorted(plain, key=lambda c: abs(rows[int(c[1:])]["p_success"] - 0.5))[:3]
+
+
+def test_balanced_acquisition_does_not_over_draw_the_class_the_labelled_set_holds():
+    rng = np.random.default_rng(0)
+    # the model's doubts are among predicted successes; its predicted failures are confident
+    p = rng.permutation(np.r_[rng.uniform(0.5, 0.7, 300), rng.uniform(0.05, 0.3, 100)])
+    rows = [{"continuation_id": f"c{i}", "p_success": float(v), "scenario_id": f"s{i // 2}", "category": "xy"[i % 2]}
+            for i, v in enumerate(p)]
+    share = lambda ids: np.mean([p[int(c[1:])] >= 0.5 for c in ids])  # noqa: E731 - predicted successes drawn
+    plain = select(rows, 40, "uncertainty")
+    even = select(rows, 40, "balanced")
+    leaning = select(rows, 40, "balanced", labelled=(70, 30))  # the labelled set already holds successes
+    assert share(plain) > 0.6 and share(even) == 0.5 and share(leaning) == 0
+    assert len(set(leaning)) == 40 and len({rows[int(c[1:])]["scenario_id"] for c in even}) == 40
+    few_failures = class_balanced_top(np.ones(10), np.r_[np.full(8, 0.9), 0.1, 0.2], 6)
+    assert len(set(few_failures)) == 6 and {8, 9} <= set(few_failures)  # the short class leaves its places
 
 
 @pytest.fixture(scope="module")
