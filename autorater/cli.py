@@ -517,7 +517,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pool", required=True, help="pool suite (its unannotated, non-reference continuations)")
     p.add_argument("--budget", type=int, required=True, help="how many to choose")
     p.add_argument("--out", required=True, help="folder for selection.jsonl and labelstudio/")
-    p.add_argument("--strategy", choices=["uncertainty", "margin", "entropy", "random"], default="uncertainty")
+    p.add_argument("--strategy", choices=["uncertainty", "margin", "entropy", "random", "balanced"],
+                   default="uncertainty", help="balanced: uncertainty with a quota per predicted class that moves the "
+                                               "labelled set towards half successes, half failures")
     p.add_argument("--no-diversity", action="store_true", help="pure ranking (no spread over scenarios/categories)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--video-url-prefix")
