@@ -336,7 +336,7 @@ def create_app(model_dir: str | os.PathLike, media_root: str | os.PathLike, *, t
         if not isinstance(payload, dict) or not isinstance(payload.get("action"), str):
             raise HTTPException(422, "a Label Studio webhook is an object with an 'action' string (fix: point the "
                                      "project's webhook at /webhook with 'send payload' on)")
-        if payload["action"] not in ("ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_CREATED"):
+        if payload["action"] not in ("ANNOTATION_CREATED", "ANNOTATION_UPDATED"):
             return {"status": "ignored", "action": payload["action"][:100]}
         if suite is None:
             raise HTTPException(409, "this server records annotations only when started with --suite POOL_SUITE")
