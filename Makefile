@@ -10,6 +10,9 @@ export TRANSFORMERS_OFFLINE := 1
 .PHONY: demo test test-all bench bench-quality bench-labelling bench-active clean
 
 $(STAMP): pyproject.toml
+	@# Meta-World renders headless through OSMesa: install it only where it is missing
+	@ldconfig -p | grep -q libOSMesa || { command -v apt-get >/dev/null && (apt-get update -qq && apt-get install -y -qq libosmesa6) \
+		|| echo "warning: install OSMesa (libosmesa6) to render Meta-World suites"; }
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "torch==2.13.0" -e ".[dev]"

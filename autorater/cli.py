@@ -30,10 +30,12 @@ def _csv(value: str) -> list[str]:
 def cmd_suite_generate(args) -> int:
     from data.generate import generate_suite
 
-    out = generate_suite(args.out, levels=args.levels, agents=args.agents, scenarios=args.scenarios,
-                         continuations_per_scenario=args.continuations_per_scenario, annotators=args.annotators,
-                         seed=args.seed, workers=args.workers, version=args.version, view=args.view,
-                         image_size=args.image_size, progress=not args.quiet)
+    if args.levels and args.tasks:
+        raise SystemExit("error: pass --tasks or --levels (BabyAI's name for tasks), not both")
+    out = generate_suite(args.out, world=args.world, tasks=args.tasks or args.levels, agents=args.agents,
+                         scenarios=args.scenarios, continuations_per_scenario=args.continuations_per_scenario,
+                         annotators=args.annotators, seed=args.seed, workers=args.workers, version=args.version,
+                         view=args.view, image_size=args.image_size, camera=args.camera, progress=not args.quiet)
     print(f"wrote suite {out}")
     return 0
 
@@ -354,20 +356,26 @@ def cmd_demo(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from data.generate import AGENTS, DEFAULT_AGENTS, DEFAULT_LEVELS, LEVELS
+    from data.worlds import WORLDS, load_world
 
     parser = argparse.ArgumentParser(prog="autorater", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     suite = sub.add_parser("suite", help="generate, validate and describe suites").add_subparsers(
         dest="suite_command", required=True)
-    agents_help = "; ".join(f"{k}: {v}" for k, v in AGENTS.items())
-    p = suite.add_parser("generate", help="generate a synthetic STS-style suite on BabyAI",
-                         description=f"Agents: {agents_help}")
+    worlds = {name: load_world(name) for name in WORLDS}
+    agents_help = "\n".join(f"  {name} agents (default {','.join(w.DEFAULT_AGENTS)}):\n"
+                            + "\n".join(f"    {k}: {v}" for k, v in w.AGENTS.items()) for name, w in worlds.items())
+    tasks_help = "\n".join(f"  {name} tasks (default {','.join(w.DEFAULT_TASKS)}): {', '.join(w.TASKS)}"
+                           for name, w in worlds.items())
+    p = suite.add_parser("generate", help="generate a synthetic STS-style suite (BabyAI or Meta-World)",
+                         description=f"{agents_help}\n{tasks_help}", formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="output suite folder")
-    p.add_argument("--levels", type=_csv, default=list(DEFAULT_LEVELS),
-                   help=f"BabyAI ids or short names, comma-separated (known: {', '.join(LEVELS)})")
-    p.add_argument("--agents", type=_csv, default=list(DEFAULT_AGENTS), help="agent names, comma-separated")
+    p.add_argument("--world", choices=list(WORLDS), default="babyai", help="which world records the videos")
+    p.add_argument("--tasks", type=_csv, default=None,
+                   help="the world's tasks, comma-separated (BabyAI levels; Meta-World environment names)")
+    p.add_argument("--levels", type=_csv, default=None, help="BabyAI ids or short names (the same as --tasks)")
+    p.add_argument("--agents", type=_csv, default=None, help="agent names, comma-separated (default: the world's)")
     p.add_argument("--scenarios", type=int, default=40)
     p.add_argument("--continuations-per-scenario", type=int, default=2)
     p.add_argument("--annotators", type=int, default=3, help="simulated annotators per continuation")
@@ -376,7 +384,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", default="v1", help="suite version written to suite.json")
     p.add_argument("--view", choices=["full", "ego"], default="ego",
                    help="the agent's first-person 7x7 view (default, as STS videos are) or the whole grid from above")
-    p.add_argument("--image-size", type=int, default=112, help="frame size in pixels (112: 16-pixel tiles)")
+    p.add_argument("--image-size", type=int, default=None,
+                   help="frame size in pixels (BabyAI 112: 16-pixel tiles; Meta-World 128)")
+    p.add_argument("--camera", type=_csv, default=None,
+                   help="Meta-World camera(s), comma-separated: one drawn per scenario (default corner)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_suite_generate)
 

@@ -19,7 +19,8 @@ on ``synthetic_truths``.
 
 Truth records are the lines of ``simulator_truth.jsonl`` (``data.generate``) or any mapping with
 ``continuation_id``, ``outcome``, ``marker_s``, ``failure_mode``, ``num_frames``, ``fps``, and
-optionally ``category``, ``takeover_s`` and ``traits`` (``messiness``, ``ambiguity``,
+optionally ``category``, ``failure_modes`` (the modes an annotator may name on this item; else BabyAI's
+for the category), ``takeover_s`` and ``traits`` (``messiness``, ``ambiguity``,
 ``near_miss_frame``, or the raw traits they are computed from).
 
 Example:
@@ -164,7 +165,7 @@ def _annotate(truth, who: AnnotatorProfile, rng: np.random.Generator) -> Annotat
 
     delay = who.delay_s * float(rng.lognormal(0.0, 0.35))
     jitter = float(rng.normal(0.0, who.jitter_s))
-    modes = _MODES_BY_CATEGORY.get(category, ("timeout",))
+    modes = tuple(_get(truth, "failure_modes") or _MODES_BY_CATEGORY.get(category, ("timeout",)))
     u_mode, u_other, u_time = rng.random(3)
 
     def react(t: float) -> float:

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from data.babyai import AGENTS, LEVELS, RenderConfig, make_env, render_frame, replay, resolve_level
+from data.worlds.babyai.sim import AGENTS, LEVELS, RenderConfig, make_env, render_frame, replay, resolve_level
 from data.generate import (DEFAULT_LEVELS, TRUTH_FILE, generate_suite, load_truth, simulate_truths,
                            swap_instructions)
 from data.suite import Suite, validate_suite

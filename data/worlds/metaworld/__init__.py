@@ -1,0 +1,106 @@
+"""The Meta-World world: a Sawyer arm on a table (MuJoCo), rendered headless through a camera.
+
+``tasks`` words the tasks; ``sim`` makes environments, renders frames, plays the agents and judges the
+outcome (it imports metaworld and mujoco, so this package stays light to import); ``scenes`` plans
+scenarios and records their continuations. Options: ``camera`` (a name or a list; one is drawn per
+scenario; default ``corner``), ``image_size`` (even pixels, 128 by default). Time: a control step is
+12.5 ms; at 8 fps a frame shows every 10th step; the agent acts for 200 steps (2.5 s) after the takeover.
+
+Rendering needs an OpenGL back-end without a display: OSMesa (Debian package ``libosmesa6``); the
+generator sets ``MUJOCO_GL=osmesa`` and ``PYOPENGL_PLATFORM=osmesa`` unless they are set.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from data.worlds.metaworld.tasks import HELD_OUT, MT10, TASKS as _TASK_TABLE
+
+__all__ = ["NAME", "TASKS", "AGENTS", "DEFAULT_TASKS", "DEFAULT_AGENTS", "FAILURE_MODES", "CAMERAS", "MT10",
+           "HELD_OUT", "resolve_tasks", "check_agents", "check_options", "run_scenario", "swap_scenario",
+           "describe"]
+
+NAME = "metaworld"
+TASKS: dict[str, str] = {name: task.wordings[0] for name, task in _TASK_TABLE.items()}
+AGENTS: dict[str, str] = {
+    "expert": "Meta-World's scripted policy for the task",
+    "noisy-0.5": "the expert with Gaussian noise (sd 0.5) on every action component, clipped to [-1, 1]",
+    "noisy-1.0": "the expert with Gaussian noise (sd 1.0) on every action component, clipped to [-1, 1]",
+    "wrong-target": "the expert aimed 12-20 cm away from the object and the goal: the right motion in the wrong place",
+    "random": "uniform random actions",
+    "sluggish": "the expert's moves at 15-45% of their size: smooth and right, often too slow to finish",
+    "stop-short": "the expert until 40-85% of the way to success, then hovering on the spot: smooth, never done",
+}
+DEFAULT_TASKS = MT10
+DEFAULT_AGENTS = ("expert", "noisy-0.5", "noisy-1.0", "wrong-target", "random")
+FAILURE_MODES = {"timeout": "the task was not done by the end of the video",
+                 "knocked_off": "an object fell off the table",
+                 "dropped": "the carried object fell from the gripper before the task was done"}
+CAMERAS = ("corner", "corner2", "corner3", "topview", "behindGripper", "gripperPOV")
+CONTROL_STEP_S = 0.0125  # 5 MuJoCo steps of 2.5 ms
+CONTINUATION_S = 2.5  # 200 control steps after the takeover
+
+
+def resolve_tasks(names: Sequence[str]) -> list[str]:
+    """Meta-World environment names (``drawer-open-v3``; ``drawer-open`` is taken too)."""
+    out = []
+    for name in names:
+        full = name if name.endswith("-v3") else f"{name}-v3"
+        if full not in _TASK_TABLE:
+            raise ValueError(f"unknown Meta-World task {name!r}; known: {', '.join(_TASK_TABLE)}")
+        out.append(full)
+    return out
+
+
+def check_agents(names: Sequence[str]) -> list[str]:
+    unknown = [a for a in names if a not in AGENTS]
+    if unknown or not names:
+        raise ValueError(f"unknown Meta-World agent(s) {', '.join(unknown) or '(none given)'}; "
+                         f"known: {', '.join(AGENTS)}")
+    return list(names)
+
+
+def check_options(camera=None, image_size: int | None = None, fps: float = 8.0, view: str = "ego",
+                  tile_size=None, **_) -> dict:
+    """Cameras (a name, a comma-separated string or a list), the frame size, and the steps per frame."""
+    if tile_size is not None or view not in ("ego", None):
+        raise ValueError("view and tile_size are BabyAI's; Meta-World takes camera and image_size")
+    cameras = [c.strip() for c in camera.split(",")] if isinstance(camera, str) else list(camera or ["corner"])
+    bad = [c for c in cameras if c not in CAMERAS]
+    if bad or not cameras:
+        raise ValueError(f"unknown Meta-World camera(s) {', '.join(bad) or '(none)'}; known: {', '.join(CAMERAS)}")
+    size = 128 if image_size is None else int(image_size)
+    if size < 16 or size % 2:
+        raise ValueError(f"image_size must be an even number of pixels >= 16, got {image_size}")
+    steps_per_frame = 1.0 / (fps * CONTROL_STEP_S)
+    horizon = CONTINUATION_S / CONTROL_STEP_S
+    if abs(steps_per_frame - round(steps_per_frame)) > 1e-9 or horizon % round(steps_per_frame):
+        raise ValueError(f"fps {fps} does not divide Meta-World's 80 control steps a second into whole steps per "
+                         f"frame that also divide the 200-step continuation; use 4, 8, 16, 20, 40 or 80")
+    return {"cameras": cameras, "image_size": size, "steps_per_frame": int(round(steps_per_frame)),
+            "horizon_steps": int(horizon)}
+
+
+def run_scenario(job):
+    from data.worlds.metaworld.scenes import run_scenario as run
+
+    return run(job)
+
+
+def swap_scenario(job):
+    from data.worlds.metaworld.scenes import swap_scenario as swap
+
+    return swap(job)
+
+
+def describe(tasks: Sequence[str], agents: Sequence[str], options: dict, common: dict) -> tuple[str, dict]:
+    """suite.json's description and ``source``."""
+    from importlib.metadata import version
+
+    text = f"Synthetic STS-style suite on Meta-World ({', '.join(tasks)})"
+    source = {"generator": common["generator"], "world": NAME, "tasks": list(tasks), "agents": list(agents),
+              **{k: v for k, v in common.items() if k != "generator"}, "cameras": options["cameras"],
+              "image_size": options["image_size"], "steps_per_frame": options["steps_per_frame"],
+              "continuation_steps": options["horizon_steps"], "metaworld": version("metaworld"),
+              "mujoco": version("mujoco")}
+    return text, source

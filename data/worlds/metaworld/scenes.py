@@ -1,0 +1,221 @@
+"""Meta-World scenarios: plan one, play its continuations, write their videos and truth; instruction swaps.
+
+A *scenario* is (task, environment seed, wording, camera, takeover). Its seed is kept only if the scripted
+expert succeeds within 190 control steps from the start; the expert then plays the context, 20-60% of
+its own time to success in whole frames (at least one frame, always before its success), and each agent
+acts alone for 200 control steps (2.5 s) from that same state. Every continuation of a scenario has the
+same length whatever happens: ``1 + context frames + 20`` frames at 8 fps. The context's frames are
+rendered once per scenario.
+
+Truth lines (``simulator_truth.jsonl``): ``continuation_id``, ``scenario_id``, ``agent``, ``task``,
+``env_seed``, ``rand_vec`` (Meta-World's reset vector: object and goal positions), ``camera``,
+``instruction``, ``category`` (the verb), ``outcome``, ``marker_s`` (the first frame that shows the
+success or the failure, / fps; a timeout: the last frame), ``failure_mode`` (``timeout``,
+``knocked_off``, ``dropped``; null on success), ``failure_modes`` (those possible on the task),
+``event_frame`` (null for a timeout), ``event_step`` (control steps from the start), ``num_frames``,
+``fps``, ``duration_s``, ``takeover_frame``, ``takeover_s``, ``steps_per_frame``, ``agent_rng`` (the key
+of the agent's random generator, to replay it), ``expert_success_step``, and ``traits``:
+``off_expert_share`` (share of steps before the event whose move differs from the expert's by over 0.5),
+``near_miss`` / ``near_miss_frame`` (a failure that came within twice the expert's final distance of the
+target, and when), ``n_matching`` (1) and ``has_location`` (false), and the derived ``messiness`` and
+``ambiguity`` the annotators react to.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from data.annotators import trait_scores
+from data.video import write_video
+from data.worlds import ScenarioJob, SwapJob
+from data.worlds.metaworld.sim import Judge, environment, expert_policy, make_agent, render, reset
+from data.worlds.metaworld.tasks import TASKS
+
+__all__ = ["run_scenario", "swap_scenario", "plan_scenario"]
+
+MAX_EXPERT_STEPS = 190  # the expert must succeed by then (the agent's 200 steps leave it room)
+CONTEXT_SHARE = (0.2, 0.6)  # of the expert's time to success
+OFF_EXPERT = 0.5  # a move differs from the expert's when their xyz parts are this far apart
+
+
+@dataclass
+class Plan:
+    index: int
+    task: str
+    env_seed: int
+    rand_vec: list[float]
+    instruction: str
+    camera: str
+    takeover: int  # control steps of expert context
+    expert_success: int  # the expert's success step (from the start)
+    success_distance: float | None  # Meta-World's obj_to_target at the expert's success
+    steps_per_frame: int
+    horizon: int
+
+    @property
+    def scenario_id(self) -> str:
+        return f"s{self.index:04d}"
+
+    @property
+    def takeover_frame(self) -> int:
+        return self.takeover // self.steps_per_frame
+
+    @property
+    def num_frames(self) -> int:
+        return 1 + (self.takeover + self.horizon) // self.steps_per_frame
+
+
+def _rng(*key: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([int(k) for k in key]))
+
+
+def plan_scenario(index: int, task: str, seed: int, options: dict) -> Plan:
+    """Draw a scene where the expert succeeds in time, a wording, a camera and the takeover."""
+    rng = _rng(seed, index, 0)
+    env, spf = environment(task, options["image_size"]), options["steps_per_frame"]
+    for _ in range(100):
+        env_seed = int(rng.integers(0, 2**31 - 1))
+        obs = reset(env, env_seed=env_seed)
+        rand_vec = [float(v) for v in env._last_rand_vec]
+        judge, expert, info = Judge(task, obs, 0), expert_policy(task), {}
+        for step in range(1, MAX_EXPERT_STEPS + 1):
+            obs, _, _, _, info = env.step(_act(expert, obs))
+            judge.after(step, obs, info)
+            if judge.event is not None:
+                break
+        event = judge.result()
+        if event.outcome != "success" or event.event_step < 2 * spf:
+            continue
+        success = event.event_step
+        frames = min(max(int(round(rng.uniform(*CONTEXT_SHARE) * success / spf)), 1), (success - 1) // spf)
+        wordings = TASKS[task].wordings
+        instruction = wordings[int(rng.integers(len(wordings)))]
+        camera = options["cameras"][int(rng.integers(len(options["cameras"])))]
+        distance = info.get("obj_to_target")
+        return Plan(index, task, env_seed, rand_vec, instruction, camera, frames * spf, success,
+                    None if distance is None else float(distance), spf, options["horizon_steps"])
+    raise RuntimeError(f"the expert never succeeded on {task} within {MAX_EXPERT_STEPS} steps in 100 scenes "
+                       f"(scenario {index}); leave this task out with --tasks")
+
+
+def _act(policy, obs) -> np.ndarray:
+    from data.worlds.metaworld.sim import _expert_action
+
+    return _expert_action(policy, obs)
+
+
+def _play(plan: Plan, agent: str, rng: np.random.Generator, image_size: int, draw: bool,
+          context_frames: list | None) -> tuple[list, dict]:
+    """Play one continuation from the start (context included); frames only when ``draw``."""
+    env, spf = environment(plan.task, image_size), plan.steps_per_frame
+    obs = reset(env, rand_vec=plan.rand_vec)
+    judge, expert = Judge(plan.task, obs, plan.takeover), expert_policy(plan.task)
+    own_context = draw and context_frames is None
+    frames = [render(env, plan.camera)] if own_context else []
+    for step in range(1, plan.takeover + 1):
+        obs, _, _, _, info = env.step(_act(expert, obs))
+        judge.after(step, obs, info)
+        if own_context and step % spf == 0:
+            frames.append(render(env, plan.camera))
+    if judge.event is not None:
+        raise RuntimeError(f"scenario {plan.scenario_id}: {judge.event.outcome} during the expert's context")
+    if draw and context_frames is not None:
+        frames = list(context_frames)
+    player = make_agent(agent, plan.task, rng, plan.takeover, plan.expert_success)
+    off, before, best, best_step = 0, 0, math.inf, None
+    for step in range(plan.takeover + 1, plan.takeover + plan.horizon + 1):
+        action = np.clip(np.asarray(player.act(obs, step), dtype=np.float64), -1.0, 1.0)
+        if judge.event is None:
+            before += 1
+            off += float(np.linalg.norm(action[:3] - _act(expert, obs)[:3])) > OFF_EXPERT
+        obs, _, _, _, info = env.step(action)
+        judge.after(step, obs, info)
+        distance = info.get("obj_to_target")
+        if judge.event is None and distance is not None and distance < best:
+            best, best_step = float(distance), step
+        if draw and step % spf == 0:
+            frames.append(render(env, plan.camera))
+    event = judge.result()
+    near = (event.outcome == "failure" and best_step is not None and plan.success_distance is not None
+            and best <= 2 * plan.success_distance + 0.01)
+    stats = {"event": event, "off_expert_share": off / max(before, 1), "near_miss": bool(near),
+             "near_miss_frame": math.ceil(best_step / spf) if near else None}
+    return frames, stats
+
+
+def _truth_record(cid: str, plan: Plan, agent: str, stats: dict, fps: float, agent_rng: list[int]) -> dict:
+    event, spf = stats["event"], plan.steps_per_frame
+    event_frame = None if event.event_step is None else math.ceil(event.event_step / spf)
+    marker_frame = plan.num_frames - 1 if event_frame is None else event_frame
+    traits = {"off_expert_share": round(stats["off_expert_share"], 4), "near_miss": stats["near_miss"],
+              "near_miss_frame": stats["near_miss_frame"], "n_matching": 1, "has_location": False}
+    traits["messiness"], traits["ambiguity"] = trait_scores(event.outcome, traits, plan.takeover_frame, event_frame,
+                                                            plan.num_frames)
+    task = TASKS[plan.task]
+    modes = (["dropped"] if task.carries else []) + ["knocked_off", "timeout"]  # evident ones first, as BabyAI's
+    return {"continuation_id": cid, "scenario_id": plan.scenario_id, "agent": agent, "task": plan.task,
+            "env_seed": plan.env_seed, "rand_vec": plan.rand_vec, "camera": plan.camera,
+            "instruction": plan.instruction, "category": task.verb, "outcome": event.outcome,
+            "marker_s": round(marker_frame / fps, 6), "failure_mode": event.failure_mode, "failure_modes": modes,
+            "event_frame": event_frame, "event_step": event.event_step, "num_frames": plan.num_frames, "fps": fps,
+            "duration_s": round(plan.num_frames / fps, 6), "takeover_frame": plan.takeover_frame,
+            "takeover_s": round(plan.takeover_frame / fps, 6), "steps_per_frame": spf, "agent_rng": agent_rng,
+            "expert_success_step": plan.expert_success, "traits": traits}
+
+
+def run_scenario(job: ScenarioJob) -> dict:
+    """Plan one scenario and record its continuations (videos written unless ``job.out`` is None)."""
+    plan = plan_scenario(job.index, job.task, job.seed, job.options)
+    draw = job.out is not None
+    context_frames = None
+    continuations, truths = [], []
+    for k, agent in enumerate(job.agents):
+        cid = f"c{job.first_continuation + k:06d}"
+        key = [job.seed, job.index, 1, k]
+        frames, stats = _play(plan, agent, _rng(*key), job.options["image_size"], draw, context_frames)
+        if draw:
+            context_frames = frames[:plan.takeover_frame + 1]
+            write_video(Path(job.out) / "videos" / f"{cid}.mp4", np.stack(frames), fps=job.fps)
+        continuations.append({"continuation_id": cid, "scenario_id": plan.scenario_id, "agent_id": agent,
+                              "video": f"videos/{cid}.mp4"})
+        truths.append(_truth_record(cid, plan, agent, stats, job.fps, key))
+    scenario = {"scenario_id": plan.scenario_id, "instruction": plan.instruction, "category": TASKS[plan.task].verb,
+                "tags": [plan.task, job.version, f"camera:{plan.camera}"],
+                "takeover_s": round(plan.takeover_frame / job.fps, 6),
+                "metadata": {"world": "metaworld", "task": plan.task, "env_seed": plan.env_seed,
+                             "rand_vec": plan.rand_vec, "camera": plan.camera, "context_steps": plan.takeover,
+                             "continuation_steps": plan.horizon, "steps_per_frame": plan.steps_per_frame,
+                             "num_frames": plan.num_frames, "expert_success_step": plan.expert_success}}
+    return {"index": job.index, "scenario": scenario, "continuations": continuations, "truths": truths}
+
+
+# ----------------------------------------------------------------------------------------------
+# Instruction swaps
+
+
+def swap_scenario(job: SwapJob) -> dict:
+    """An instruction about an object the scene does not show (another task's wording): nothing the agent
+    does can satisfy it, so every continuation's truth is a failure (``timeout``, at the last frame)."""
+    meta = job.scenario["metadata"]
+    here = TASKS[meta["task"]]
+    rng = _rng(job.seed, job.index, 0x5A9)
+    absent = [name for name, t in TASKS.items() if t.target not in here.objects and here.target not in t.objects]
+    if not job.truths or not absent:
+        return {"index": job.index, "spec": None, "instruction": None, "category": None, "truths": []}
+    other = absent[int(rng.integers(len(absent)))]
+    task = TASKS[other]
+    instruction = task.wordings[int(rng.integers(len(task.wordings)))]
+    spec = {"task": other, "kind": "absent_object", "object": task.target}
+    truths = []
+    for t in job.truths:
+        traits = {**t["traits"], "near_miss": False, "near_miss_frame": None}
+        traits["messiness"], traits["ambiguity"] = trait_scores("failure", traits)
+        truths.append({**t, "instruction": instruction, "instruction_spec": spec, "category": task.verb,
+                       "outcome": "failure", "failure_mode": "timeout", "event_frame": None, "event_step": None,
+                       "marker_s": round((t["num_frames"] - 1) / t["fps"], 6), "traits": traits,
+                       "original_instruction": t["instruction"], "original_outcome": t["outcome"]})
+    return {"index": job.index, "spec": spec, "instruction": instruction, "category": task.verb, "truths": truths}

@@ -1,0 +1,60 @@
+"""The world interface: BabyAI behind it writes what it wrote before; worlds are chosen by name."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import data.worlds.babyai.scenes as babyai_scenes
+from data.generate import generate_suite
+from data.worlds import WORLDS, load_world, world_of
+
+GOLDEN = Path(__file__).parent / "data" / "babyai_golden.json"
+
+
+def test_babyai_suite_is_what_the_generator_wrote_before_the_world_interface(tmp_path, monkeypatch):
+    """Recorded with the generator as it was before ``data.worlds`` (same seed, same arguments): every
+    JSONL file byte for byte (suite.json less its ``created_at``) and every video's frames as rendered."""
+    frames = {}
+    real = babyai_scenes.write_video
+
+    def capture(path, arr, fps=8.0):
+        arr = np.ascontiguousarray(arr)
+        frames[Path(path).name] = f"{hashlib.sha256(arr.tobytes()).hexdigest()} {arr.shape}"
+        return real(path, arr, fps=fps)
+
+    monkeypatch.setattr(babyai_scenes, "write_video", capture)
+    out = generate_suite(tmp_path / "s", scenarios=6, continuations_per_scenario=3, seed=5, workers=1, progress=False,
+                         agents=("expert", "noisy-0.2", "noisy-0.5", "distractor", "random", "ditherer", "quitter"))
+    files = {}
+    for p in sorted(out.glob("*.json*")):
+        b = p.read_bytes()
+        if p.name == "suite.json":
+            d = json.loads(b)
+            d.pop("created_at")
+            b = json.dumps(d, sort_keys=True).encode()
+        files[p.name] = hashlib.sha256(b).hexdigest()
+    golden = json.loads(GOLDEN.read_text())
+    assert files == golden["files"]
+    assert frames == golden["frames"]
+
+
+def test_worlds_load_by_name_and_share_one_interface():
+    for name in WORLDS:
+        world = load_world(name)
+        assert world.NAME == name
+        for attr in ("TASKS", "AGENTS", "DEFAULT_TASKS", "DEFAULT_AGENTS", "resolve_tasks", "check_agents",
+                     "check_options", "run_scenario", "swap_scenario", "describe"):
+            assert hasattr(world, attr), (name, attr)
+        assert set(world.DEFAULT_AGENTS) <= set(world.AGENTS)
+        assert world.resolve_tasks(world.DEFAULT_TASKS)
+    with pytest.raises(ValueError, match="babyai, metaworld"):
+        load_world("minecraft")
+
+
+def test_a_suite_names_its_world():
+    assert world_of({"generator": "data.generate.generate_suite"}) == "babyai"  # suites from before worlds
+    assert world_of({"generator": "data.generate.generate_suite", "world": "metaworld"}) == "metaworld"
+    assert world_of({"tool": "someone else's"}) is None and world_of(None) is None
