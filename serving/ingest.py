@@ -238,12 +238,17 @@ def upsert_suite_annotations(suite: Suite, annotations: list, durations: dict[st
     if problems:
         raise ValueError("labels refused before they reach the suite: " + "; ".join(str(p) for p in problems[:5]))
     with folder_lock(suite.root, "ingest or webhook", wait=True):
-        current = Suite.load(suite.root)  # re-read under the lock: another writer may have appended
-        existing = [_row(a) for a in current.annotations]
-        result = upsert_annotations(existing, rows)
-        if result.added or result.replaced:
-            _append_history(suite.root / SUITE_HISTORY_FILE, result.replaced)
-            write_jsonl(suite.root / "annotations.jsonl", result.rows)
+        return upsert_loaded_suite(Suite.load(suite.root), rows)  # re-read under the lock: another writer may
+        #                                                             have appended
+
+
+def upsert_loaded_suite(current: Suite, rows: list[dict]) -> Upsert:
+    """Upsert checked annotation rows into ``current``, a suite just loaded by a caller that holds its folder's lock
+    (``folder_lock(root, ..., wait=True)``); writes ``annotations.jsonl`` (and the history) atomically."""
+    result = upsert_annotations([_row(a) for a in current.annotations], rows)
+    if result.added or result.replaced:
+        _append_history(current.root / SUITE_HISTORY_FILE, result.replaced)
+        write_jsonl(current.root / "annotations.jsonl", result.rows)
     return result
 
 
@@ -304,4 +309,4 @@ def format_ingest(result: dict, max_problems: int = 20) -> str:
 
 
 __all__ = ["Upsert", "append_annotations", "format_ingest", "ingest", "merge_labels", "read_labels",
-           "upsert_annotations", "upsert_suite_annotations"]
+           "upsert_annotations", "upsert_loaded_suite", "upsert_suite_annotations"]

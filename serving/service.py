@@ -61,7 +61,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from autorater.model import Autorater
 from autorater.predict import ClipInput, model_name, predict_clips, read_calibration, to_records
-from data.suite import SuiteFormatError, annotation_problems, record_to_dict
+from data.suite import Suite, SuiteFormatError, annotation_problems, record_to_dict
 from data.video import DEFAULT_LIMITS, DecodeTimeout, VideoError, VideoLimits, read_video, video_info
 from serving.labelstudio import FROM_NAME, TO_NAME, checked_fps, checked_frames, marker_region
 
@@ -440,30 +440,37 @@ def _predict_tasks(rater: _Rater, tasks: list[tuple], deadline: float) -> list[d
 
 def _record_annotation(suite_dir: Path, payload: dict, limits: VideoLimits = DEFAULT_LIMITS) -> dict:
     """Check a webhook's annotation field by field and bring the pool suite up to date with it (added, updated,
-    or already there); the row passes the suite's record checks first, so the suite still loads."""
-    from data.suite import Suite
-    from serving.ingest import upsert_suite_annotations
-    from serving.labelstudio import ExportProblem, annotation_from_result, task_timing
+    or already there); the row passes the suite's record checks first, so the suite still loads. One read of the
+    suite, under its folder's lock (Label Studio waits 1 s for a webhook's answer)."""
+    from serving.label import folder_lock
 
     task, ann = payload.get("task"), payload.get("annotation")
     if not isinstance(task, dict) or not isinstance(ann, dict) or not isinstance(task.get("data"), dict):
         raise HTTPException(422, "the webhook payload needs 'task' (with 'data') and 'annotation' objects")
     data = task["data"]
-    try:
-        suite = Suite.load(suite_dir)
-    except SuiteFormatError as err:
-        raise HTTPException(409, f"the pool suite does not load, so nothing was recorded: {str(err)[:500]} (fix: "
-                                 f"repair it; `autorater suite validate` lists every problem)") from None
+    for name, check in (("fps", checked_fps), ("frames", checked_frames)):
+        if data.get(name) is not None and check(data[name]) is None:
+            raise _field("webhook task", f"data.{name}", data[name], "must be a positive number within the video "
+                         "limits", "send the task as `autorater label` wrote it (the video's own fps and frames)")
+    with folder_lock(suite_dir, "ingest or webhook", wait=True):
+        try:
+            suite = Suite.load(suite_dir)
+        except SuiteFormatError as err:
+            raise HTTPException(409, f"the pool suite does not load, so nothing was recorded: {str(err)[:500]} "
+                                     f"(fix: repair it; `autorater suite validate` lists every problem)") from None
+        return _record_checked(suite, data, ann, limits)
+
+
+def _record_checked(suite: Suite, data: dict, ann: dict, limits: VideoLimits) -> dict:
+    from serving.ingest import upsert_loaded_suite
+    from serving.labelstudio import ExportProblem, annotation_from_result, task_timing
+
     cid = data.get("continuation_id")
     if not isinstance(cid, str) or cid not in suite.continuation_by_id:
         raise _field("webhook task", "data.continuation_id", cid, f"must name a continuation of suite {suite.root}",
                      "send tasks imported from the tasks.json of `autorater label`")
     if ann.get("was_cancelled") is True:
         return {"status": "ignored", "reason": "cancelled"}
-    for name, check in (("fps", checked_fps), ("frames", checked_frames)):
-        if data.get(name) is not None and check(data[name]) is None:
-            raise _field("webhook task", f"data.{name}", data[name], "must be a positive number within the video "
-                         "limits", "send the task as `autorater label` wrote it (the video's own fps and frames)")
     try:
         info = video_info(suite.video_path(cid), limits)
         known = {"fps": info.fps, "frames": info.num_frames}
@@ -478,15 +485,12 @@ def _record_annotation(suite_dir: Path, payload: dict, limits: VideoLimits = DEF
     label = annotation_from_result(ann, cid, fps, frames, where, problems)
     if label is None:
         raise HTTPException(422, "; ".join(str(p) for p in problems))
-    durations = {cid: info.duration_s} if info is not None else {cid: frames / fps} if frames else {}
+    duration = info.duration_s if info is not None else frames / fps if frames else None
     row = {k: v for k, v in record_to_dict(label).items() if not k.startswith("_")}
-    bad = annotation_problems(row, "webhook annotation", None, durations.get(cid), suite.continuation_by_id)
+    bad = annotation_problems(row, "webhook annotation", None, duration, suite.continuation_by_id)
     if bad:
         raise HTTPException(422, "; ".join(str(p) for p in bad))
-    try:
-        done = upsert_suite_annotations(suite, [row], durations)
-    except SuiteFormatError as err:
-        raise HTTPException(409, f"the pool suite does not load, so nothing was recorded: {str(err)[:500]}") from None
+    done = upsert_loaded_suite(suite, [row])
     status = "recorded" if done.added else "updated" if done.replaced else "stale" if done.stale else "duplicate"
     return {"status": status, "continuation_id": cid, "outcome": label.outcome, "marker_s": label.marker_s,
             "ls_annotation_id": row.get("ls_annotation_id"), **({"note": note} if note else {})}
