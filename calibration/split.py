@@ -122,6 +122,10 @@ class SplitCalibrator:
         target_agreement, confidence, min_references, max_marker_uncertainty_s, on_infeasible,
             start_errors: as ``SelectivePolicy`` (``min_references`` counts threshold-part references).
         scaling_share: share of the references that fit the scaler (two parameters need few).
+        min_per_class: the fewest gold successes, and gold failures, the scaling part needs to fit the
+            scaler; with fewer, the scores are left as they are (temperature 1, shift 0) rather than fitted
+            to one class (which sends every probability to 0 or 1). The rule reads the scaling part only, so
+            the guarantee stands.
         n_folds: folds of the cross-validated ECE.
         seed: seed of the split and of the folds.
 
@@ -129,6 +133,7 @@ class SplitCalibrator:
         scaler_: the ``TemperatureScaler`` fitted on the scaling part (the one to deploy).
         policy_: the ``SelectivePolicy`` certified on the threshold part.
         scaling_mask_: (n,) bool, True for the references of the scaling part.
+        scaler_fitted_: False when the scaling part held fewer than ``min_per_class`` of a class.
         calibration_: ``cross_validated_calibration`` of all the references, plus ``ece_threshold_part``
             and ``brier_threshold_part``: the deployed scaler on the part it never saw.
 
@@ -148,8 +153,8 @@ class SplitCalibrator:
 
     def __init__(self, target_agreement: float = 0.95, confidence: float = 0.9, scaling_share: float = 0.3,
                  min_references: int = 100, max_marker_uncertainty_s: float | None = None,
-                 on_infeasible: str = "route_all", start_errors: int | tuple[int, ...] = (2, 5), n_folds: int = 5,
-                 seed: int = 0):
+                 on_infeasible: str = "route_all", start_errors: int | tuple[int, ...] = (2, 5), min_per_class: int = 5,
+                 n_folds: int = 5, seed: int = 0):
         self.target_agreement = target_agreement
         self.confidence = confidence
         self.scaling_share = scaling_share
@@ -157,6 +162,7 @@ class SplitCalibrator:
         self.max_marker_uncertainty_s = max_marker_uncertainty_s
         self.on_infeasible = on_infeasible
         self.start_errors = start_errors
+        self.min_per_class = min_per_class
         self.n_folds = n_folds
         self.seed = seed
 
@@ -180,7 +186,9 @@ class SplitCalibrator:
         rng = np.random.default_rng(self.seed)
         scaling = group_split(groups, self.scaling_share, rng) if len(np.unique(groups)) >= 2 else np.ones(n, bool)
         self.scaling_mask_ = scaling
-        self.scaler_ = TemperatureScaler().fit(logits[scaling], y[scaling])
+        self.scaler_fitted_ = min(int(y[scaling].sum()), int((1 - y[scaling]).sum())) >= self.min_per_class
+        self.scaler_ = TemperatureScaler().fit(logits[scaling], y[scaling]) if self.scaler_fitted_ else \
+            TemperatureScaler.from_dict({"temperature": 1.0, "bias": 0.0})
         self.policy_ = SelectivePolicy(self.target_agreement, self.confidence, self.min_references,
                                        self.max_marker_uncertainty_s, self.on_infeasible, self.start_errors)
         thresholds, planned = self._plan(logits[scaling], None if mu is None else mu[scaling], int((~scaling).sum()))
@@ -207,7 +215,11 @@ class SplitCalibrator:
         """How the references were used, JSON-able: ``split_method``, ``scaling_share``, ``split_seed``,
         ``n_references`` (all of them), ``n_scaling``, ``n_threshold``."""
         check_fitted(self, "scaling_mask_")
-        return {"split_method": "disjoint: scaler on the scaling part, thresholds on the threshold part",
+        method = "disjoint: scaler on the scaling part, thresholds on the threshold part"
+        if not self.scaler_fitted_:
+            method += (f" (scaler not fitted: fewer than {self.min_per_class} gold successes or failures in the "
+                       f"scaling part; scores left as they are)")
+        return {"split_method": method,
                 "scaling_share": self.scaling_share, "split_seed": self.seed, "n_references": self.scaling_mask_.size,
                 "n_scaling": int(self.scaling_mask_.sum()), "n_threshold": int((~self.scaling_mask_).sum())}
 

@@ -170,7 +170,9 @@ def format_calibration(result: CalibrationResult, per_category: bool = True) -> 
         table = "\n".join(line for line in table.splitlines() if not line.startswith("  "))
     lines = [table, "",
              f"temperature {r.temperature:.3f}, shift {r.bias:+.3f}, fitted on {r.n_scaling} of "
-             f"{c['n_references']} references (whole scenarios); the other {r.n_threshold} certify the thresholds",
+             f"{c['n_references']} references (whole scenarios); the other {r.n_threshold} certify the thresholds"
+             + (" (too few of a class among the first to fit a scaler: scores left as they are)"
+                if "not fitted" in r.split_method else ""),
              f"out of sample (cross-validated over {c.get('n_folds', 0)} scenario folds): ECE {_num(c['ece_before'])}"
              f" raw -> {_num(c['ece_cv'])} calibrated, Brier {_num(c['brier_before'])} -> {_num(c['brier_cv'])}; "
              f"the deployed scaler on the references it never saw: ECE {_num(c['ece_threshold_part'])}",

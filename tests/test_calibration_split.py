@@ -111,3 +111,14 @@ def test_the_record_stores_the_split_and_the_out_of_sample_ece_and_old_records_s
     (tmp_path / "old.json").write_text(json.dumps(old))
     legacy = CalibrationRecord.from_json(tmp_path / "old.json")
     assert legacy.split_method == "unrecorded" and legacy.ece_cv is None and legacy.reference_ids() == []
+
+
+def test_a_scaling_part_of_one_class_leaves_the_scores_as_they_are():
+    logit = np.linspace(-3, 3, 40)
+    y = (logit > 0).astype(int)
+    groups = np.where(logit > 0, 0, np.arange(40))  # every success in one scenario
+    fitted = SplitCalibrator(0.9, scaling_share=0.2, seed=1).fit(logit, y, groups)
+    assert y[fitted.scaling_mask_].max() == 0  # this draw put only failures in the scaling part
+    assert not fitted.scaler_fitted_ and "not fitted" in fitted.split_info()["split_method"]
+    np.testing.assert_allclose(fitted.predict_proba(logit), 1 / (1 + np.exp(-logit)))
+    assert SplitCalibrator(0.9).fit(*draw(np.random.default_rng(6), 400)).scaler_fitted_
