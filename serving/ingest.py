@@ -123,6 +123,18 @@ def upsert_annotations(existing: list[dict], incoming: list[dict]) -> Upsert:
     return out
 
 
+def remove_loaded_suite(current: Suite, ls_annotation_ids) -> list[dict]:
+    """Remove the labels of Label Studio annotations that were deleted there from ``current`` (a suite just loaded
+    by a caller that holds its folder's lock); the removed rows go to the history file. Returns them."""
+    gone = {str(i) for i in ls_annotation_ids}
+    rows = [_row(a) for a in current.annotations]
+    removed = [r for r in rows if r.get("ls_annotation_id") is not None and str(r["ls_annotation_id"]) in gone]
+    if removed:
+        _append_history(current.root / SUITE_HISTORY_FILE, removed)
+        write_jsonl(current.root / "annotations.jsonl", [r for r in rows if not any(r is x for x in removed)])
+    return removed
+
+
 def _append_history(path: Path, replaced: list[dict]) -> None:
     """Keep replaced labels (once each) in a history file beside the one they left."""
     if not replaced:
@@ -309,4 +321,4 @@ def format_ingest(result: dict, max_problems: int = 20) -> str:
 
 
 __all__ = ["Upsert", "append_annotations", "format_ingest", "ingest", "merge_labels", "read_labels",
-           "upsert_annotations", "upsert_loaded_suite", "upsert_suite_annotations"]
+           "remove_loaded_suite", "upsert_annotations", "upsert_loaded_suite", "upsert_suite_annotations"]

@@ -336,13 +336,13 @@ def create_app(model_dir: str | os.PathLike, media_root: str | os.PathLike, *, t
         if not isinstance(payload, dict) or not isinstance(payload.get("action"), str):
             raise HTTPException(422, "a Label Studio webhook is an object with an 'action' string (fix: point the "
                                      "project's webhook at /webhook with 'send payload' on)")
-        if payload["action"] not in ("ANNOTATION_CREATED", "ANNOTATION_UPDATED"):
+        if payload["action"] not in ("ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_DELETED"):
             return {"status": "ignored", "action": payload["action"][:100]}
         if suite is None:
             raise HTTPException(409, "this server records annotations only when started with --suite POOL_SUITE")
+        work = _delete_annotations if payload["action"] == "ANNOTATIONS_DELETED" else _record_annotation
         try:
-            return await asyncio.wait_for(asyncio.to_thread(_record_annotation, Path(suite), payload, video_limits),
-                                          timeout_s)
+            return await asyncio.wait_for(asyncio.to_thread(work, Path(suite), payload, video_limits), timeout_s)
         except asyncio.TimeoutError:
             raise HTTPException(504, f"recording the annotation took longer than {timeout_s:g} s") from None
 
@@ -459,6 +459,28 @@ def _record_annotation(suite_dir: Path, payload: dict, limits: VideoLimits = DEF
             raise HTTPException(409, f"the pool suite does not load, so nothing was recorded: {str(err)[:500]} "
                                      f"(fix: repair it; `autorater suite validate` lists every problem)") from None
         return _record_checked(suite, data, ann, limits)
+
+
+def _delete_annotations(suite_dir: Path, payload: dict, limits: VideoLimits = DEFAULT_LIMITS) -> dict:
+    """``ANNOTATIONS_DELETED``: the deleted annotations' labels leave the pool suite (kept in its history file), so
+    a label deleted in Label Studio is not silently kept for training."""
+    from serving.ingest import remove_loaded_suite
+    from serving.label import folder_lock
+
+    items = payload.get("annotations")
+    ok = isinstance(items, list) and 0 < len(items) <= 100_000 and all(
+        isinstance(a, dict) and isinstance(a.get("id"), (int, str)) and not isinstance(a.get("id"), bool)
+        for a in items)
+    if not ok:
+        raise _field("webhook", "annotations", items, "must be a list of objects with an 'id'",
+                     "send Label Studio's ANNOTATIONS_DELETED payload")
+    with folder_lock(suite_dir, "ingest or webhook", wait=True):
+        try:
+            suite = Suite.load(suite_dir)
+        except SuiteFormatError as err:
+            raise HTTPException(409, f"the pool suite does not load, so nothing was removed: {str(err)[:500]}") from None
+        removed = remove_loaded_suite(suite, [a["id"] for a in items])
+    return {"status": "deleted", "removed": len(removed)}
 
 
 def _record_checked(suite: Suite, data: dict, ann: dict, limits: VideoLimits) -> dict:

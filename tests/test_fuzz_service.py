@@ -27,7 +27,8 @@ WEIRD = [None, True, False, 0, -1, 1, 2 ** 70, -1e308, 1e308, 1e-320, float("nan
          "/data/local-files/?d=suite/videos/c2.mp4", "\u0000", "é\ud7ff", [], [1, 2], {}, {"a": [1, {"b": None}]},
          [[[[[[[[[[]]]]]]]]]], "<View/>"]
 CIDS = ["c1", "c2", "c3", "c4"]
-N_PER_KIND = {"rate": 120, "predict": 100, "webhook": 160, "setup": 30, "upload": 40, "raw": 60, "auth": 40, "paths": 30}
+N_PER_KIND = {"rate": 120, "predict": 100, "webhook": 160, "delete": 20, "setup": 30, "upload": 40, "raw": 60, "auth": 40,
+              "paths": 30}
 FUZZED = sum(N_PER_KIND.values())
 
 
@@ -119,6 +120,10 @@ def test_generated_requests_never_answer_500_and_the_suite_stays_whole(env, tmp_
         r = post("/webhook", _body(payload, rng), "webhook")
         if r.status_code == 201 and r.json().get("ls_annotation_id") is not None:
             recorded[(r.json()["continuation_id"], r.json()["ls_annotation_id"])] = r.json()["status"]
+    for _ in range(N_PER_KIND["delete"]):  # ids the webhook loop never used: nothing recorded may go
+        payload = {"action": "ANNOTATIONS_DELETED", "annotations": [{"id": 5000 + j} for j in range(rng.randint(1, 3))]}
+        post("/webhook", _body(_mutate(payload, rng, rng.randint(0, 2)) if rng.random() < 0.7 else payload, rng),
+             "delete")
     for _ in range(N_PER_KIND["setup"]):
         schema = rng.choice([labeling_config(), "<View>", "<a>" * 2000, "", "<!DOCTYPE x [<!ENTITY e SYSTEM "
                              "'file:///etc/passwd'>]><View>&e;</View>", labeling_config().replace("success", "yes")])

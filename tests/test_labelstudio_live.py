@@ -9,7 +9,8 @@ The test starts Label Studio on 127.0.0.1 (1-3 minutes), creates a project with 
 imports the tasks of ``autorater label`` with their predictions, connects ``autorater serve`` as its ML backend
 (basic auth with the token as the password, as Label Studio's connector sends it), asks it for predictions,
 points a webhook at ``/webhook`` and checks that an annotation made through Label Studio's API, then corrected,
-reaches the pool suite (the correction replacing the first label, which is kept in the history file).
+reaches the pool suite (the correction replacing the first label, which is kept in the history file), and that
+deleting it there removes it from the suite.
 
 Label Studio refuses ML backends and webhooks on loopback and private networks by default (SSRF protection):
 the test starts it with ``ML_BLOCK_LOCAL_IP=false`` and ``USE_DEFAULT_BANNED_SUBNETS=false``, as an operator
@@ -130,7 +131,8 @@ def test_label_studio_gets_predictions_and_its_annotations_reach_the_suite(live)
     # A webhook to /webhook with the bearer token; an annotation made through the API, then corrected.
     r = ls.post("/api/webhooks", json={"project": pid, "url": f"{live['serve']}/webhook", "send_payload": True,
                                        "send_for_all_actions": False, "actions": ["ANNOTATION_CREATED",
-                                                                                  "ANNOTATION_UPDATED"],
+                                                                                  "ANNOTATION_UPDATED",
+                                                                                  "ANNOTATIONS_DELETED"],
                                        "headers": {"Authorization": f"Bearer {TOKEN}"}, "is_active": True})
     assert r.status_code == 201, r.text
     task = ls.get("/api/tasks", params={"project": pid}).json()["tasks"][0]
@@ -149,6 +151,11 @@ def test_label_studio_gets_predictions_and_its_annotations_reach_the_suite(live)
     assert len([r for r in suite_rows(live["suite"].root) if r.get("ls_annotation_id") == ann_id]) == 1
     history = (live["suite"].root / "annotations_history.jsonl").read_text()
     assert '"failure"' in history
+    assert ls.delete(f"/api/annotations/{ann_id}").status_code == 204  # deleted there: it leaves the suite
+    start = time.monotonic()
+    while [r for r in suite_rows(live["suite"].root) if r.get("ls_annotation_id") == ann_id]:
+        assert time.monotonic() - start < 60, "the deleted annotation is still in the suite"
+        time.sleep(0.5)
 
 
 def _poll(suite_root: Path, ann_id: int, done, seconds: float = 60) -> dict:

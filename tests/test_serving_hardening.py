@@ -484,3 +484,26 @@ def test_a_stray_part_file_is_ignored_with_a_warning(env, tmp_path):
     with pytest.warns(UserWarning, match="part-x.jsonl"):
         summary = label_suite(env["model"], env["suite"], out, batch_size=2, resume=True)
     assert summary["continuations"] == 4
+
+
+def test_an_annotation_deleted_in_label_studio_leaves_the_suite_and_is_kept_in_history(pool):
+    client, root = pool["client"], pool["suite"].root
+    payload = webhook_payload(pool["suite"], "c2", "failure", 0.5, ann_id=777)
+    assert client.post("/webhook", json=payload).json()["status"] == "recorded"
+    r = client.post("/webhook", json={"action": "ANNOTATIONS_DELETED", "annotations": [{"id": 777}, {"id": 4242}],
+                                      "project": {"id": 1}})
+    assert r.status_code == 201 and r.json() == {"status": "deleted", "removed": 1}
+    assert [x for x in suite_rows(root) if x.get("ls_annotation_id") == 777] == []
+    assert '"ls_annotation_id": 777' in (root / SUITE_HISTORY_FILE).read_text()
+    for bad in ([{"id": [1]}], "777", [], None):
+        r = client.post("/webhook", json={"action": "ANNOTATIONS_DELETED", "annotations": bad})
+        assert r.status_code == 422
+    _finite_and_loads(root)
+
+
+def test_a_suite_broken_by_hand_answers_409_not_500(pool):
+    path = pool["suite"].root / "annotations.jsonl"
+    path.write_text(path.read_text() + '{"continuation_id": "c1", "annotator_id": "x", "outcome": "success", '
+                                       '"marker_s": NaN}\n')
+    r = pool["client"].post("/webhook", json=webhook_payload(pool["suite"], "c1"))
+    assert r.status_code == 409 and "does not load" in r.json()["detail"] and "marker_s" in r.json()["detail"]
