@@ -9,8 +9,9 @@ Endpoints (FastAPI; the OpenAPI schema is at ``/openapi.json``, the docs at ``/d
   config has what the predictions need), ``POST /predict`` (tasks in, whose ``data`` holds ``video`` (a
   path relative to the media root, or a ``/data/local-files/?d=...`` URL under it), ``instruction`` and
   ``fps``; ``{"results": [...], "model_version"}`` out, each prediction as in the import file of
-  ``autorater label``) and ``POST /webhook`` (an annotation created or updated: checked and appended to
-  the pool suite's ``annotations.jsonl``, ready for the next round; needs ``--suite``).
+  ``autorater label``) and ``POST /webhook`` (an annotation created or updated: checked and added to the
+  pool suite's ``annotations.jsonl``, or replacing its earlier version there; deleted: removed; the rows
+  replaced or removed are kept in ``annotations_history.jsonl``; needs ``--suite``).
 
 Every request is validated, and refused with a 4xx that says what to fix (never a 500):
 
