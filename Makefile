@@ -7,7 +7,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test test-all bench bench-quality bench-labelling bench-active clean
+.PHONY: demo demo-metaworld test test-all bench bench-quality bench-labelling bench-active clean
 
 $(STAMP): pyproject.toml
 	@# Meta-World renders headless through OSMesa: install it only where it is missing
@@ -20,6 +20,9 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)  ## the main job, end to end, on embedded defaults
 	$(BIN)/autorater demo
+
+demo-metaworld: $(STAMP)  ## the main job on Meta-World (3-D robot video rendered headless)
+	$(BIN)/autorater demo --world metaworld
 
 test: $(STAMP)  ## the fast test suite (what CI runs)
 	$(BIN)/python -m pytest

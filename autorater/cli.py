@@ -349,7 +349,9 @@ def cmd_serve(args) -> int:
 def cmd_demo(args) -> int:
     from autorater.demo import run_demo
 
-    return run_demo(Path(args.out), quick=args.quick)
+    default = "demo-out" if args.world == "babyai" else f"demo-out-{args.world}"
+    out = Path(args.out if args.out is not None else default)
+    return run_demo(out, quick=args.quick, world=args.world)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -571,7 +573,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("demo", help="the end-to-end main job on embedded defaults")
-    p.add_argument("--out", default="demo-out", help="working folder (suites, models, MLflow store)")
+    p.add_argument("--out", default=None,
+                   help="working folder (suites, models, MLflow store); default demo-out (demo-out-metaworld)")
+    p.add_argument("--world", choices=["babyai", "metaworld"], default="babyai", help="the world of the suites")
     p.add_argument("--quick", action="store_true", help="a smaller, faster run")
     p.set_defaults(func=cmd_demo)
     return parser

@@ -1,7 +1,7 @@
 """``autorater demo``: the main job end to end on embedded defaults (local files, SQLite, nothing to start).
 
-Steps: generate a training suite, a suite of 300 gold reference episodes and a new suite version
-(synthetic BabyAI STS), describe them, train the autorater (tracked in MLflow, registered, promoted to
+Steps: generate a training suite, a suite of gold reference episodes and a new suite version
+(synthetic STS on BabyAI, or on Meta-World with ``world="metaworld"``), describe them, train the autorater (tracked in MLflow, registered, promoted to
 champion), calibrate it on the reference episodes (temperature, selective policy, agreement with the
 annotators), label the new version
 (auto-labels plus a human queue and an audit slice in Label Studio's format), let the simulated
@@ -23,7 +23,12 @@ def _step(title: str) -> float:
     return time.time()
 
 
-def run_demo(out: Path, quick: bool = False) -> int:
+# (scenarios, continuations per scenario) of the training, reference and new-version suites, per world
+_SIZES = {("babyai", False): ((600, 2), (150, 2), (40, 10)), ("babyai", True): ((60, 2), (30, 2), (10, 10)),
+          ("metaworld", False): ((200, 5), (60, 5), (20, 10)), ("metaworld", True): ((24, 5), (12, 5), (4, 10))}
+
+
+def run_demo(out: Path, quick: bool = False, world: str = "babyai") -> int:
     import torch
 
     from data.generate import generate_suite
@@ -44,21 +49,21 @@ def run_demo(out: Path, quick: bool = False) -> int:
 
     torch.set_num_threads(2)
     out.mkdir(parents=True, exist_ok=True)
-    n_train, n_ref, n_new = (60, 30, 10) if quick else (600, 150, 40)
+    (n_train, k_train), (n_ref, k_ref), (n_new, k_new) = _SIZES[world, quick]
     started = time.time()
 
-    t = _step(f"1. generate a training suite ({n_train} scenarios x 2 continuations), a reference suite ({n_ref} "
-              f"scenarios x 2, every continuation a gold reference) and a new suite version ({n_new} scenarios x 10 "
-              f"continuations: every agent twice per scenario)")
+    t = _step(f"1. generate {world} suites: a training suite ({n_train} scenarios x {k_train} continuations), a "
+              f"reference suite ({n_ref} scenarios x {k_ref}, every continuation a gold reference) and a new suite "
+              f"version ({n_new} scenarios x {k_new} continuations: every agent twice per scenario)")
     train_dir, ref_dir, new_dir = out / "suite-train", out / "suite-references", out / "suite-v2"
     # the training suite needs no references of its own: the model is calibrated on the reference suite, and
     # references would be left out of training (wasting 15% of its labelled continuations)
-    for path, scenarios, per, seed, version, share in ((train_dir, n_train, 2, 1, "v1", 0.0),
-                                                       (ref_dir, n_ref, 2, 4, "v1-references", 1.0),
-                                                       (new_dir, n_new, 10, 2, "v2", 0.15)):
+    for path, scenarios, per, seed, version, share in ((train_dir, n_train, k_train, 1, "v1", 0.0),
+                                                       (ref_dir, n_ref, k_ref, 4, "v1-references", 1.0),
+                                                       (new_dir, n_new, k_new, 2, "v2", 0.15)):
         if not (path / "suite.json").exists():
-            generate_suite(path, scenarios=scenarios, continuations_per_scenario=per, seed=seed, version=version,
-                           reference_share=share)
+            generate_suite(path, world=world, scenarios=scenarios, continuations_per_scenario=per, seed=seed,
+                           version=version, reference_share=share)
     train_suite, ref_suite, new_suite = Suite.load(train_dir), Suite.load(ref_dir), Suite.load(new_dir)
     print(format_stats(suite_stats(train_suite)))
     print(f"({time.time() - t:.0f} s)")

@@ -12,7 +12,7 @@ from data.suite import Suite, validate_suite
 from data.video import read_video
 from data.worlds import load_world
 from data.worlds.metaworld import check_options
-from data.worlds.metaworld.scenes import _play, plan_scenario
+from data.worlds.metaworld.scenes import _other_task_outcomes, _plan_of, _play, plan_scenario
 from data.worlds.metaworld.sim import Judge, WrongTarget, environment, render, reset
 from data.worlds.metaworld.tasks import MT10, TASKS
 from suite_schema import independent_problems
@@ -133,9 +133,35 @@ def test_swapped_instruction_names_an_object_the_scene_lacks(suite_dir, tmp_path
     swapped = Suite.load(out)
     for s in swapped.scenarios:
         task, other = TASKS[s.metadata["task"]], TASKS[s.metadata["instruction_spec"]["task"]]
+        assert s.metadata["instruction_spec"]["kind"] == "absent_object"  # none of these tasks shares its scene
         assert s.instruction in other.wordings and other.target not in task.objects
     assert all(t["outcome"] == "failure" and t["original_instruction"] != t["instruction"] for t in load_truth(out))
     assert len(swapped.references) == len(swapped.continuations) == 9
+
+
+def test_shared_scene_swaps_are_judged_by_the_other_tasks_own_rule(tmp_path):
+    suite = generate_suite(tmp_path / "faucet", world="metaworld", tasks=["faucet-open-v3"], scenarios=2,
+                           continuations_per_scenario=2, agents=["expert", "noisy-0.5"], seed=4, image_size=32,
+                           workers=1, progress=False)
+    truths = load_truth(suite)
+    scenario = Suite.load(suite).scenarios[0]
+    plan = _plan_of({"scenario_id": scenario.scenario_id, "instruction": scenario.instruction,
+                     "metadata": scenario.metadata})
+    mine = [t for t in truths if t["scenario_id"] == scenario.scenario_id]
+    # judged through the copied physics state by its own task's rule, a continuation gets its own truth back
+    again = _other_task_outcomes(plan, mine, "faucet-open-v3")
+    assert [(o.outcome, o.event_step) for o in again] == [(t["outcome"], t["event_step"]) for t in mine]
+    # the expert turned the faucet on: under "turn the faucet off" it failed
+    closed = _other_task_outcomes(plan, mine, "faucet-close-v3")
+    assert all(o.outcome == "failure" for o, t in zip(closed, mine) if t["agent"] == "expert")
+    kinds = set()
+    for seed in range(6):
+        out = swap_instructions(suite, tmp_path / f"swapped-{seed}", seed=seed)
+        for s in Suite.load(out).scenarios:
+            kinds.add(s.metadata["instruction_spec"]["kind"])
+            if s.metadata["instruction_spec"]["kind"] == "shared_scene":
+                assert s.metadata["instruction_spec"]["task"] == "faucet-close-v3" and s.category == "turn"
+    assert kinds == {"shared_scene", "absent_object"}
 
 
 def test_options_and_names_are_checked_with_the_allowed_values():

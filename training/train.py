@@ -31,6 +31,7 @@ from autorater.predict import real_length
 from calibration import marker_metrics, outcome_metrics
 from data.splits import split_groups
 from data.suite import Suite
+from data.worlds import world_of
 from training.augment import (contradicts, mirror, mirror_words, random_permutation, recolour, recolour_one_word,
                               recolour_words, relax_words)
 from training.cache import CachedClips, FeatureCache
@@ -555,9 +556,9 @@ def top_down(suites: Sequence[Suite]) -> bool:
 
 
 def generated(suites: Sequence[Suite]) -> bool:
-    """Whether every suite comes from this package's generator (MiniGrid's renderer and palette)."""
-    return bool(suites) and all((s.info.source or {}).get("generator") == "data.generate.generate_suite"
-                                for s in suites)
+    """Whether every suite declares the generator's BabyAI world (MiniGrid's renderer and palette), which the
+    BabyAI-only augmentations (recolour, relax) assume."""
+    return bool(suites) and all(world_of(s.info.source) == "babyai" for s in suites)
 
 
 def trainable_parameters(model: Autorater, train_only: Sequence[str]) -> list[torch.nn.Parameter]:

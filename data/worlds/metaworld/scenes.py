@@ -32,8 +32,9 @@ import numpy as np
 from data.annotators import trait_scores
 from data.video import write_video
 from data.worlds import ScenarioJob, SwapJob
-from data.worlds.metaworld.sim import Judge, environment, expert_policy, make_agent, render, reset
-from data.worlds.metaworld.tasks import TASKS
+from data.worlds.metaworld.sim import (Judge, environment, expert_action, expert_policy, judge_other_task, make_agent,
+                                      render, reset)
+from data.worlds.metaworld.tasks import SHARED_SCENES, TASKS
 
 __all__ = ["run_scenario", "swap_scenario", "plan_scenario"]
 
@@ -83,7 +84,7 @@ def plan_scenario(index: int, task: str, seed: int, options: dict) -> Plan:
         rand_vec = [float(v) for v in env._last_rand_vec]
         judge, expert, info = Judge(task, obs, 0), expert_policy(task), {}
         for step in range(1, MAX_EXPERT_STEPS + 1):
-            obs, _, _, _, info = env.step(_act(expert, obs))
+            obs, _, _, _, info = env.step(expert_action(expert, obs))
             judge.after(step, obs, info)
             if judge.event is not None:
                 break
@@ -102,23 +103,21 @@ def plan_scenario(index: int, task: str, seed: int, options: dict) -> Plan:
                        f"(scenario {index}); leave this task out with --tasks")
 
 
-def _act(policy, obs) -> np.ndarray:
-    from data.worlds.metaworld.sim import _expert_action
-
-    return _expert_action(policy, obs)
-
-
 def _play(plan: Plan, agent: str, rng: np.random.Generator, image_size: int, draw: bool,
-          context_frames: list | None) -> tuple[list, dict]:
-    """Play one continuation from the start (context included); frames only when ``draw``."""
+          context_frames: list | None, observe=None) -> tuple[list, dict]:
+    """Play one continuation from the start (context included); frames only when ``draw``; ``observe(step,
+    env, action)`` is called after every control step."""
     env, spf = environment(plan.task, image_size), plan.steps_per_frame
     obs = reset(env, rand_vec=plan.rand_vec)
     judge, expert = Judge(plan.task, obs, plan.takeover), expert_policy(plan.task)
     own_context = draw and context_frames is None
     frames = [render(env, plan.camera)] if own_context else []
     for step in range(1, plan.takeover + 1):
-        obs, _, _, _, info = env.step(_act(expert, obs))
+        action = expert_action(expert, obs)
+        obs, _, _, _, info = env.step(action)
         judge.after(step, obs, info)
+        if observe is not None:
+            observe(step, env, action)
         if own_context and step % spf == 0:
             frames.append(render(env, plan.camera))
     if judge.event is not None:
@@ -131,9 +130,11 @@ def _play(plan: Plan, agent: str, rng: np.random.Generator, image_size: int, dra
         action = np.clip(np.asarray(player.act(obs, step), dtype=np.float64), -1.0, 1.0)
         if judge.event is None:
             before += 1
-            off += float(np.linalg.norm(action[:3] - _act(expert, obs)[:3])) > OFF_EXPERT
+            off += float(np.linalg.norm(action[:3] - expert_action(expert, obs)[:3])) > OFF_EXPERT
         obs, _, _, _, info = env.step(action)
         judge.after(step, obs, info)
+        if observe is not None:
+            observe(step, env, action)
         distance = info.get("obj_to_target")
         if judge.event is None and distance is not None and distance < best:
             best, best_step = float(distance), step
@@ -189,7 +190,8 @@ def run_scenario(job: ScenarioJob) -> dict:
                 "metadata": {"world": "metaworld", "task": plan.task, "env_seed": plan.env_seed,
                              "rand_vec": plan.rand_vec, "camera": plan.camera, "context_steps": plan.takeover,
                              "continuation_steps": plan.horizon, "steps_per_frame": plan.steps_per_frame,
-                             "num_frames": plan.num_frames, "expert_success_step": plan.expert_success}}
+                             "num_frames": plan.num_frames, "expert_success_step": plan.expert_success,
+                             "success_distance": plan.success_distance}}
     return {"index": job.index, "scenario": scenario, "continuations": continuations, "truths": truths}
 
 
@@ -197,25 +199,81 @@ def run_scenario(job: ScenarioJob) -> dict:
 # Instruction swaps
 
 
+def _plan_of(scenario: dict) -> Plan:
+    """The plan a scenario record was generated from (its metadata holds it)."""
+    meta = scenario["metadata"]
+    index = int(scenario["scenario_id"][1:])
+    return Plan(index, meta["task"], meta["env_seed"], meta["rand_vec"], scenario["instruction"], meta["camera"],
+                meta["context_steps"], meta["expert_success_step"], meta.get("success_distance"),
+                meta["steps_per_frame"], meta["continuation_steps"])
+
+
+def _other_task_outcomes(plan: Plan, truths: list[dict], other: str) -> list | None:
+    """Each continuation judged by ``other``'s success rule (same scene), by replaying it in the simulator;
+    None when the replayed context already decides the other task."""
+    env_other = environment(other, 64)
+    outcomes = []
+    for t in truths:
+        judge = Judge(other, reset(env_other, rand_vec=plan.rand_vec), plan.takeover)
+
+        def observe(step, env, action, judge=judge):
+            judge_other_task(env, env_other, judge, step, action)
+
+        _play(plan, t["agent"], _rng(*t["agent_rng"]), 64, False, None, observe=observe)
+        event = judge.result()
+        if event.event_step is not None and event.event_step <= plan.takeover:
+            return None
+        outcomes.append(event)
+    return outcomes
+
+
+def _swapped(t: dict, instruction: str, spec: dict, category: str, outcome: str, mode: str | None,
+             event_step: int | None) -> dict:
+    spf = t["steps_per_frame"]
+    event_frame = None if event_step is None else math.ceil(event_step / spf)
+    marker_frame = t["num_frames"] - 1 if event_frame is None else event_frame
+    traits = {**t["traits"], "near_miss": False, "near_miss_frame": None}
+    traits["messiness"], traits["ambiguity"] = trait_scores(outcome, traits, t["takeover_frame"], event_frame,
+                                                            t["num_frames"])
+    return {**t, "instruction": instruction, "instruction_spec": spec, "category": category, "outcome": outcome,
+            "failure_mode": mode, "event_frame": event_frame, "event_step": event_step,
+            "marker_s": round(marker_frame / t["fps"], 6), "traits": traits,
+            "original_instruction": t["instruction"], "original_outcome": t["outcome"]}
+
+
 def swap_scenario(job: SwapJob) -> dict:
-    """An instruction about an object the scene does not show (another task's wording): nothing the agent
-    does can satisfy it, so every continuation's truth is a failure (``timeout``, at the last frame)."""
+    """Another instruction for one scenario, and the truth of every continuation under it:
+
+    - where the scene is shared with another task (``SHARED_SCENES``; about half of those scenarios), that
+      task's wording, judged by the simulator with that task's own success rule on the replayed
+      continuation (left out when the replayed context already decides it);
+    - otherwise an instruction about an object the scene does not show (another task's wording): nothing
+      the agent does can satisfy it, so every continuation is a failure (``timeout``, at the last frame).
+    """
     meta = job.scenario["metadata"]
     here = TASKS[meta["task"]]
     rng = _rng(job.seed, job.index, 0x5A9)
+    none = {"index": job.index, "spec": None, "instruction": None, "category": None, "truths": []}
+    if not job.truths:
+        return none
+    siblings = list(SHARED_SCENES.get(meta["task"], ()))
+    if siblings and rng.random() < 0.5:
+        other = siblings[int(rng.integers(len(siblings)))]
+        task = TASKS[other]
+        instruction = task.wordings[int(rng.integers(len(task.wordings)))]
+        outcomes = _other_task_outcomes(_plan_of(job.scenario), job.truths, other)
+        if outcomes is not None:
+            spec = {"task": other, "kind": "shared_scene", "object": task.target}
+            truths = [_swapped(t, instruction, spec, task.verb, o.outcome, o.failure_mode, o.event_step)
+                      for t, o in zip(job.truths, outcomes)]
+            return {"index": job.index, "spec": spec, "instruction": instruction, "category": task.verb,
+                    "truths": truths}
     absent = [name for name, t in TASKS.items() if t.target not in here.objects and here.target not in t.objects]
-    if not job.truths or not absent:
-        return {"index": job.index, "spec": None, "instruction": None, "category": None, "truths": []}
+    if not absent:
+        return none
     other = absent[int(rng.integers(len(absent)))]
     task = TASKS[other]
     instruction = task.wordings[int(rng.integers(len(task.wordings)))]
     spec = {"task": other, "kind": "absent_object", "object": task.target}
-    truths = []
-    for t in job.truths:
-        traits = {**t["traits"], "near_miss": False, "near_miss_frame": None}
-        traits["messiness"], traits["ambiguity"] = trait_scores("failure", traits)
-        truths.append({**t, "instruction": instruction, "instruction_spec": spec, "category": task.verb,
-                       "outcome": "failure", "failure_mode": "timeout", "event_frame": None, "event_step": None,
-                       "marker_s": round((t["num_frames"] - 1) / t["fps"], 6), "traits": traits,
-                       "original_instruction": t["instruction"], "original_outcome": t["outcome"]})
+    truths = [_swapped(t, instruction, spec, task.verb, "failure", "timeout", None) for t in job.truths]
     return {"index": job.index, "spec": spec, "instruction": instruction, "category": task.verb, "truths": truths}

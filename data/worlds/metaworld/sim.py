@@ -24,7 +24,8 @@ import numpy as np
 
 from data.worlds.metaworld.tasks import TASKS
 
-__all__ = ["environment", "reset", "render", "make_agent", "Judge", "Outcome", "expert_policy", "ensure_gl"]
+__all__ = ["environment", "reset", "render", "make_agent", "Judge", "Outcome", "expert_policy", "expert_action",
+           "ensure_gl", "judge_other_task"]
 
 _GL_HELP = ("Meta-World renders through MuJoCo without a display: install OSMesa (Debian/Ubuntu: "
             "`apt-get install libosmesa6`) and keep MUJOCO_GL=osmesa PYOPENGL_PLATFORM=osmesa (set by default)")
@@ -110,7 +111,8 @@ def expert_policy(task: str):
     return getattr(policies, names.get(name, name))()
 
 
-def _expert_action(policy, obs) -> np.ndarray:
+def expert_action(policy, obs) -> np.ndarray:
+    """The scripted policy's action for ``obs``, clipped to [-1, 1]."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return np.clip(policy.get_action(obs), -1.0, 1.0)
@@ -123,7 +125,7 @@ class Agent:
         self.expert, self.rng = expert_policy(task), rng
 
     def act(self, obs: np.ndarray, step: int) -> np.ndarray:
-        return _expert_action(self.expert, obs)
+        return expert_action(self.expert, obs)
 
 
 class Noisy(Agent):
@@ -234,3 +236,16 @@ class Judge:
 
     def result(self) -> Outcome:
         return self.event or Outcome("failure", "timeout", None)
+
+
+def judge_other_task(env, other, judge: "Judge", step: int, action: np.ndarray) -> None:
+    """Feed ``judge`` (of the task of environment ``other``, same scene) the state ``env`` is in: the physics
+    state is copied into ``other`` and judged by ``other``'s own success rule (``evaluate_state``)."""
+    import mujoco
+
+    for name in ("qpos", "qvel", "mocap_pos", "mocap_quat"):
+        getattr(other.data, name)[:] = getattr(env.data, name)
+    mujoco.mj_forward(other.model, other.data)
+    obs = other._get_obs()
+    _, info = other.evaluate_state(obs, action)
+    judge.after(step, obs, info)
