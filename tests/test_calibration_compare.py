@@ -5,6 +5,7 @@ import pytest
 
 from calibration import outcome_metrics
 from calibration.compare import paired_comparison
+from blas_threads import one_blas_thread  # noqa: F401 - autouse fixture
 
 
 def labels(rng, y, error_rate):

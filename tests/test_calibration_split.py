@@ -7,6 +7,7 @@ import pytest
 
 from calibration import CalibrationRecord, SelectivePolicy, SplitCalibrator, TemperatureScaler
 from calibration.split import cross_validated_calibration, group_split
+from blas_threads import one_blas_thread  # noqa: F401 - autouse fixture
 
 
 def draw(rng, n, kind="overconfident"):
