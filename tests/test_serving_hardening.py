@@ -434,6 +434,24 @@ def test_nan_weights_are_refused_at_save_and_at_load(model_dir):
         model.save_pretrained(model_dir / "again")
 
 
+def test_serve_and_label_resume_refuse_a_nan_model_with_a_clear_error(env, tmp_path, capsys):
+    from safetensors.torch import load_file, save_file
+
+    from autorater import cli
+
+    folder = tmp_path / "nan-model"
+    shutil.copytree(env["model"], folder)
+    state = load_file(str(folder / "model.safetensors"))
+    name = sorted(k for k, v in state.items() if v.is_floating_point())[0]
+    state[name] = torch.full_like(state[name], float("nan"))
+    save_file(state, str(folder / "model.safetensors"), metadata={"format": "autorater"})
+    with pytest.raises(ValueError, match="non-finite"):
+        create_app(folder, env["media"])
+    args = ["label", "--model", str(folder), "--suite", str(env["suite"].root), "--out", str(tmp_path / "labels")]
+    assert cli.main(args) == 2 and cli.main(args + ["--resume"]) == 2
+    assert "non-finite" in capsys.readouterr().err
+
+
 def test_a_huge_config_is_refused_before_it_allocates(model_dir):
     import resource
 
