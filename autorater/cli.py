@@ -339,7 +339,7 @@ def cmd_serve(args) -> int:
     _threads()
     _, model_dir = _load_model(args.model, args.tracking_uri, args.workdir, load=False)
     app = create_app(model_dir, args.media_root, token=token, suite=args.suite, timeout_s=args.timeout_s,
-                     max_upload_bytes=int(args.max_upload_mb * 2 ** 20))
+                     max_upload_bytes=int(args.max_upload_mb * 2 ** 20), max_decodes=args.max_decodes)
     print(f"serving {model_dir} on http://{args.host}:{args.port} (media root {args.media_root}; "
           f"{'bearer token required' if token else 'no auth'}; OpenAPI at /docs)")
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
@@ -567,8 +567,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--token", help="bearer token required on every request (or set AUTORATER_TOKEN)")
     p.add_argument("--allow-unauthenticated", action="store_true",
                    help="bind beyond loopback without a token (only behind an authenticating proxy)")
-    p.add_argument("--timeout-s", type=float, default=120.0, help="per-request rating time limit")
+    p.add_argument("--timeout-s", type=float, default=90.0,
+                   help="one deadline per request, in seconds (Label Studio waits 100 s for /predict)")
     p.add_argument("--max-upload-mb", type=float, default=64.0)
+    p.add_argument("--max-decodes", type=int, default=2, help="ratings at once; more are answered 503")
     model_args(p)
     p.set_defaults(func=cmd_serve)
 
