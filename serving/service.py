@@ -165,7 +165,7 @@ class RequestGuard:
         upload = scope.get("path", "").endswith(self.upload_paths)
         limit = self.upload_limit + 65536 if upload else self.json_limit
         length = headers.get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > limit):
+        if length is not None and (not length.isdigit() or len(length) > 18 or int(length) > limit):
             return await _send_json(send, 413, f"request body too large (limit {limit} bytes)")
         seen = 0
 

@@ -192,6 +192,7 @@ def test_a_body_over_the_limit_is_refused_while_it_streams(env):
         status, asked = _asgi(app, "POST", path, [(b"content-type", ctype), (b"content-length", b"300000000")], chunk)
         assert status == 413 and asked == 0
     assert _asgi(app, "POST", "/webhook", [(b"content-length", b"12abc")], [b"{}"])[0] == 413
+    assert _asgi(app, "POST", "/webhook", [(b"content-length", b"9" * 5000)], [b"{}"])[0] == 413
 
 
 def test_docs_and_the_schema_are_behind_the_token_and_basic_auth_with_the_token_works(env):
