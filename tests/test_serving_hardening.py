@@ -279,7 +279,7 @@ def test_many_slow_requests_never_500_and_the_service_recovers_at_once(env):
         t.start()
     for t in threads:
         t.join()
-    assert len(codes) == 24 and set(codes) <= {200, 503, 504} and 503 in codes
+    assert len(codes) == 24 and set(codes) <= {200, 503, 504} and set(codes) & {503, 504}
     healthy = TestClient(create_app(env["model"], env["media"], timeout_s=30, max_decodes=1))
     assert healthy.post("/v1/rate", json={"video": "suite/videos/c1.mp4", "instruction": "go"}).status_code == 200
     # The slot of the timed-out work comes back once that work stops (it checks its deadline), not 9 s later.
