@@ -140,7 +140,8 @@ class ItemResponseModel:
         a = np.searchsorted(self.agents_, agents)
         known_a = (a < len(self.agents_)) & (self.agents_[np.minimum(a, len(self.agents_) - 1)] == agents)
         if not known_a.all():
-            raise ValueError(f"unknown agents {sorted(set(agents[~known_a]))[:3]}: fit the model on labels of them first")
+            raise ValueError(f"unknown agents {sorted(set(agents[~known_a]))[:3]}: fit the model on labels of them "
+                             "first")
         s = np.minimum(np.searchsorted(self.scenarios_, scenarios), len(self.scenarios_) - 1)
         known_s = self.scenarios_[s] == scenarios
         theta = self.ability_[a]

@@ -273,18 +273,18 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
     gold = gold_table(refs, "references")
     pred = {k: {r["continuation_id"]: r["outcome"] == "success" for r in v if "outcome" in r} for k, v in rows.items()}
     ids = [i for i in gold.index if i in judged and i in pred["champion"] and i in pred["challenger"]]
-    comparison = paired_comparison([gold.at[i, "outcome"] == "success" for i in ids], [pred["champion"][i] for i in ids],
-                                   [pred["challenger"][i] for i in ids], groups=[refs.get(i).scenario_id for i in ids],
-                                   level=level, margin=margin, seed=seed)
+    comparison = paired_comparison([gold.at[i, "outcome"] == "success" for i in ids],
+                                   [pred["champion"][i] for i in ids], [pred["challenger"][i] for i in ids],
+                                   groups=[refs.get(i).scenario_id for i in ids], level=level, margin=margin, seed=seed)
     promoted = comparison["better"]
     result.update(references=f"{refs.info.name}@{refs.info.version}", n_references=len(ids),
                   training_examples=fit.n_train + fit.n_val, ba_champion=comparison["ba_a"],
                   ba_challenger=comparison["ba_b"], ba_gain=comparison["difference"], ba_gain_ci=comparison["ci"],
                   level=level, margin=margin, mcnemar_p=comparison["mcnemar_p"], challenger_version=version,
                   challenger_run=run_id, promoted=promoted,
-                  rule=f"promote only if the {level:.0%} paired-bootstrap interval (over scenarios) of the challenger's "
-                       f"gain in balanced accuracy, on references neither model was calibrated on, lies above "
-                       f"{margin}")
+                  rule=f"promote only if the {level:.0%} paired-bootstrap interval (over scenarios) of the "
+                       f"challenger's gain in balanced accuracy, on references neither model was calibrated on, "
+                       f"lies above {margin}")
     log_evaluation(tracking_uri, run_id, report, prefix="round")
     numbers = {"ba_champion": comparison["ba_a"], "ba_challenger": comparison["ba_b"],
                "difference": comparison["difference"], "ci_low": comparison["ci"][0], "ci_high": comparison["ci"][1],

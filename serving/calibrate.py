@@ -81,7 +81,8 @@ def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target
     predicted = (p >= 0.5).astype(int)
     calibrated_marker = marker.transform(pred_marker, predicted)
     split = {**fitted.split_info(), **fitted.calibration_,
-             "scaling_ids": [i for i, m in zip(ids, part) if m], "threshold_ids": [i for i, m in zip(ids, part) if not m]}
+             "scaling_ids": [i for i, m in zip(ids, part) if m],
+             "threshold_ids": [i for i, m in zip(ids, part) if not m]}
     record = CalibrationRecord.from_fitted(scaler, policy, logits, suite.info.name, suite.info.version, marker, split)
     record.to_json(model_dir / "calibration.json")
 

@@ -402,8 +402,8 @@ def corrected_consistency(groups: list[list[int]], counts: dict | None, rng: np.
     boot_se = rng.binomial(counts["pos"], se, n_boot) / counts["pos"]
     boot_sp = rng.binomial(counts["neg"], sp, n_boot) / counts["neg"]
     ok = boot_se + boot_sp - 1 > 0.05
-    boot_true = np.clip(np.linalg.solve(_pair_confusion(boot_se[ok], boot_sp[ok]), boot_observed[ok][..., None])[..., 0],
-                        0, None)
+    solved = np.linalg.solve(_pair_confusion(boot_se[ok], boot_sp[ok]), boot_observed[ok][..., None])  # (b, 3, 1)
+    boot_true = np.clip(solved[..., 0], 0, None)
     boot = np.clip((boot_true[:, 0] + boot_true[:, 1]) / np.maximum(boot_true.sum(1), 1e-12), 0, 1)
     return {"consistency": estimate, "ci": [float(v) for v in np.percentile(boot, [tail, 100 - tail])],
             "labelled": labelled, "method": f"corrected by the labels' error on gold references (sensitivity "
@@ -586,7 +586,8 @@ def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool =
 MIN_SOURCE_REFERENCES = 5  # gold successes, and gold failures, a label source needs to have its own error rates
 
 
-def ability_and_difficulty(rows: list[dict], gold: dict[str, str] | None, model: str = "1pl") -> tuple[dict, dict, dict]:
+def ability_and_difficulty(rows: list[dict], gold: dict[str, str] | None,
+                           model: str = "1pl") -> tuple[dict, dict, dict]:
     """Agent ability and scenario difficulty from the final labels by ``calibration.ItemResponseModel``.
 
     A reference continuation counts with its gold outcome (sensitivity and specificity 1). Every other
@@ -790,8 +791,8 @@ def leaderboard_figures(board: dict) -> dict[str, str]:
     for i, a in enumerate(agents):
         v = board["agents"][a]
         if v.get("ability") is not None:
-            ax.errorbar(v["ability"], i, xerr=[[v["ability"] - v["ability_ci"][0]], [v["ability_ci"][1] - v["ability"]]],
-                        fmt="o", capsize=4, color="C1")
+            xerr = [[v["ability"] - v["ability_ci"][0]], [v["ability_ci"][1] - v["ability"]]]
+            ax.errorbar(v["ability"], i, xerr=xerr, fmt="o", capsize=4, color="C1")
     ax.axvline(0, color="grey", lw=0.5)
     ax.set(yticks=range(len(agents)), yticklabels=agents, xlabel="ability (log-odds of success on an average "
            "scenario, 95% interval)", title="Agent ability (item-response model)")

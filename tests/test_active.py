@@ -192,7 +192,7 @@ def test_a_better_challenger_is_promoted(env, tmp_path):
     metrics = _client(env["uri"]).get_run(result["challenger_run"]).data.metrics  # MLflow holds the comparison
     assert metrics["round.comparison.difference"] == pytest.approx(result["ba_gain"])
     assert metrics["round.comparison.ci_low"] == pytest.approx(result["ba_gain_ci"][0])
-    assert {"round.comparison.ba_champion", "round.comparison.ba_challenger", "round.comparison.ci_high"} <= set(metrics)
+    assert {f"round.comparison.{k}" for k in ("ba_champion", "ba_challenger", "ci_high")} <= set(metrics)
     calibrated = set(json.loads((tmp_path / "round" / "challenger" / "calibration.json").read_text())["scaling_ids"])
     assert calibrated and not calibrated & set(result["references_split"]["judge_ids"])
 

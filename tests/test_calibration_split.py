@@ -99,7 +99,8 @@ def test_the_record_stores_the_split_and_the_out_of_sample_ece_and_old_records_s
                                                                     if not m]})
     record.to_json(tmp_path / "calibration.json")
     loaded = CalibrationRecord.from_json(tmp_path / "calibration.json")
-    assert loaded.split_method.startswith("disjoint") and loaded.n_scaling + loaded.n_threshold == 400 == loaded.n_references
+    assert loaded.split_method.startswith("disjoint")
+    assert loaded.n_scaling + loaded.n_threshold == 400 == loaded.n_references
     assert loaded.ece_cv == pytest.approx(fitted.calibration_["ece_cv"])
     assert set(loaded.reference_ids()) == set(ids)
     np.testing.assert_array_equal(loaded.policy().decide(loaded.scaler().predict_proba(logit)), fitted.decide(logit))
