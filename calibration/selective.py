@@ -75,6 +75,9 @@ class SelectivePolicy:
     most ``(1 - confidence) / m``, so all of them together at most ``1 - confidence``.)
     Stopping at the first failure makes the procedure conservative: one early error ends the
     path, and with a few hundred references expect well under the best possible coverage.
+    With a path and starts fixed before these references are seen (``fit(thresholds=...,
+    planned_counts=...)``, as ``SplitCalibrator`` runs it from a disjoint part of the references),
+    assumptions (2) and (3) are not needed: each point's test is then exact whatever the scores.
 
     Compared with MAPIE's ``BinaryClassificationController``: the same Learn-then-Test recipe (a
     p-value per candidate threshold from a conditional empirical risk and its effective sample
