@@ -39,6 +39,13 @@ def test_calibrate_writes_calibration_json_report_and_plots(env, capsys):
     record = CalibrationRecord.from_json(env["model"] / "calibration.json")
     assert record.temperature > 0 and record.n_references == 12
     assert record.reference_suite == "learnable" and record.target_agreement == 0.95
+    # the scaler and the thresholds saw disjoint references, whole scenarios apart
+    scaling, threshold = set(record.scaling_ids), set(record.threshold_ids)
+    assert scaling and threshold and not scaling & threshold
+    assert scaling | threshold == {r.continuation_id for r in env["suite"].references}
+    scenario = {c.continuation_id: c.scenario_id for c in env["suite"].continuations}
+    assert not {scenario[i] for i in scaling} & {scenario[i] for i in threshold}
+    assert record.split_method.startswith("disjoint") and record.n_folds >= 2
     # 12 references cannot certify 0.95 agreement at 90% confidence: an honest refusal, everything to humans.
     assert not record.feasible
     out = capsys.readouterr().out
