@@ -180,9 +180,9 @@ def combine(runs: dict[str, dict]) -> dict:
 
 def plot(curves: dict, path: Path, runs: dict | None = None, random_rounds: int = 0) -> None:
     """BA against human labels, a line per strategy; with ``runs`` (combine), each run's curve faintly behind."""
-    from calibration.plots import _figure
+    from calibration.plots import new_figure
 
-    f = _figure(6, 4)
+    f = new_figure(6, 4)
     ax = f.subplots()
     for i, (name, curve) in enumerate(curves.items()):
         colour = f"C{i}"
@@ -263,10 +263,10 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from autorater.config import PRESETS
+    from data.files import write_text_atomic
     from data.generate import generate_suite
     from data.suite import Suite
     from data.video import video_info
-    from serving.label import _write_atomic
     from training.train import TrainConfig
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def save(name: str, curve: list[dict]) -> None:
         curves[name] = curve
-        _write_atomic(progress, json.dumps({"settings": settings, "curves": curves}) + "\n")
+        write_text_atomic(progress, json.dumps({"settings": settings, "curves": curves}) + "\n")
 
     trained: dict = {}
     for s in args.strategies.split(","):

@@ -8,7 +8,7 @@ import krippendorff
 import numpy as np
 
 from ._checks import as_binary, as_float, as_probs, same_length
-from .metrics import _outcome_metrics, bootstrap_ci, marker_metrics
+from .metrics import bootstrap_ci, marker_metrics, outcome_metrics_unchecked
 
 _COLUMNS = ("continuation_id", "annotator_id", "outcome", "marker_s")
 _OUTCOMES = {1: 1, 0: 0, "success": 1, "failure": 0}
@@ -162,12 +162,12 @@ def _breakdown(y_true, y_rater, groups, categories, boot: dict) -> dict:
 def _with_ci(y_true, y_rater, groups, boot: dict) -> dict:
     """``outcome_metrics`` plus bootstrap intervals (scenarios resampled) of ``_CI_METRICS``."""
     y_true, y_rater = as_binary(y_true, "y_true"), as_binary(y_rater, "rater outcomes")
-    metrics = _outcome_metrics(y_true, y_rater)
+    metrics = outcome_metrics_unchecked(y_true, y_rater)
     if metrics["n"] == 0:
         return {**metrics, "ci": {m: [None, None] for m in _CI_METRICS}}
 
     def statistic(t, r):
-        values = _outcome_metrics(t, r)
+        values = outcome_metrics_unchecked(t, r)
         return [values[m] for m in _CI_METRICS]
 
     _, lo, hi = bootstrap_ci(statistic, y_true, y_rater, groups=groups, **boot)

@@ -33,11 +33,16 @@ def outcome_metrics(y_true, y_pred) -> dict:
     """
     y_true, y_pred = as_binary(y_true, "y_true"), as_binary(y_pred, "y_pred")
     same_length(y_true=y_true, y_pred=y_pred)
-    return _outcome_metrics(y_true, y_pred)
+    return outcome_metrics_unchecked(y_true, y_pred)
 
 
-def _outcome_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict:
-    """``outcome_metrics`` of checked 0/1 int arrays, from the confusion counts (fast: bootstrap loops)."""
+def outcome_metrics_unchecked(y_true: np.ndarray, y_pred: np.ndarray) -> dict:
+    """``outcome_metrics`` without the checks, for arrays already checked (fast: bootstrap loops).
+
+    Args:
+        y_true: (n,) int array of 0/1, as ``as_binary`` returns it.
+        y_pred: (n,) int array of 0/1, same length.
+    """
     tn, fp, fn, tp = np.bincount(2 * y_true + y_pred, minlength=4).tolist()
     n = tn + fp + fn + tp
     if n == 0:

@@ -6,8 +6,18 @@ from __future__ import annotations
 from .metrics import expected_calibration_error, reliability_curve
 
 
-def _figure(width: float, height: float):
-    """A matplotlib Figure attached to an Agg canvas."""
+def new_figure(width: float, height: float):
+    """A matplotlib ``Figure`` attached to an Agg canvas, laid out "constrained": draw without pyplot.
+
+    Args:
+        width: inches.
+        height: inches.
+
+    Example:
+        >>> figure = new_figure(6, 4)
+        >>> ax = figure.subplots()
+        >>> figure.savefig("plot.png", dpi=120)  # doctest: +SKIP
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -26,7 +36,7 @@ def plot_reliability(p_before, p_after, y, path, n_bins: int = 10) -> None:
         path: PNG file to write.
         n_bins: number of equal-width bins.
     """
-    figure = _figure(5, 5)
+    figure = new_figure(5, 5)
     ax = figure.subplots()
     ax.plot([0, 1], [0, 1], color="grey", linestyle="--", label="perfectly calibrated")
     for name, p in (("before", p_before), ("after", p_after)):
@@ -48,7 +58,7 @@ def plot_risk_coverage(curve: dict, operating_point, path) -> None:
             ``(policy.expected_coverage_, 1 - policy.empirical_agreement_)``, or None.
         path: PNG file to write.
     """
-    figure = _figure(6, 4.5)
+    figure = new_figure(6, 4.5)
     ax = figure.subplots()
     ax.plot(curve["coverage"], curve["error"], label="error on references")
     ax.plot(curve["coverage"], curve["error_upper_bound"], linestyle=":", label="upper confidence bound")
@@ -71,7 +81,7 @@ def plot_agreement_table(report: dict, path) -> None:
     """
     rows = report["rows"]
     labels = [row["name"] for row in rows]
-    figure = _figure(10, 1 + 0.4 * len(rows))
+    figure = new_figure(10, 1 + 0.4 * len(rows))
     axes = figure.subplots(1, 2, sharey=True)
     for ax, metric in zip(axes, ("balanced_accuracy", "cohen_kappa")):
         for i, row in enumerate(rows):

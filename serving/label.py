@@ -71,11 +71,6 @@ def _sha1_file(path: Path) -> str | None:
     return h.hexdigest()
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write a file so that a crash leaves either the old file or the new one, never a part (data.files)."""
-    write_text_atomic(path, text)
-
-
 @contextlib.contextmanager
 def folder_lock(folder: Path, what: str, wait: bool = False):
     """An exclusive lock on ``folder`` (``.lock`` inside it) while one writer works there.
@@ -95,16 +90,9 @@ def folder_lock(folder: Path, what: str, wait: bool = False):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _jsonl(rows) -> str:
-    return jsonl_text(rows)
-
-
 def read_jsonl_rows(path: Path) -> list[dict]:
     """The JSON objects of a JSON Lines file the product wrote (one per non-empty line)."""
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-_read_jsonl = read_jsonl_rows  # the older private name, still used by serving.leaderboard
 
 
 def audit_draw(continuation_id: str, seed: int, method: str = "blake2b") -> float:
@@ -150,7 +138,7 @@ def _open_job(out: Path, spec: dict, resume: bool) -> bool:
                                 f"pass --resume to finish it, or choose another --out")
         return finished
     (out / PARTS_DIR).mkdir(parents=True, exist_ok=True)
-    _write_atomic(job_path, json.dumps(spec, indent=1) + "\n")
+    write_text_atomic(job_path, json.dumps(spec, indent=1) + "\n")
     return False
 
 
@@ -192,7 +180,7 @@ def _rate_batches(model: Autorater, suite: Suite, out: Path, batches: list[list[
                 nxt = todo[i + ahead]
                 pending[nxt] = pool.submit(_decode_batch, suite, batches[nxt], cfg.num_frames, cfg.image_size)
             rows = _rows_for_batch(model, batches[k], pending.pop(k).result(), calibration, name)
-            _write_atomic(out / PARTS_DIR / f"part-{k:05d}.jsonl", _jsonl(rows))
+            write_text_atomic(out / PARTS_DIR / f"part-{k:05d}.jsonl", jsonl_text(rows))
             if bar is not None:
                 bar.update(len(batches[k]))
 
@@ -214,7 +202,7 @@ class _RayRater:
         for ids_json in batch["ids"]:
             ids = json.loads(ids_json)
             decoded = _decode_batch(self.suite, ids, cfg.num_frames, cfg.image_size)
-            texts.append(_jsonl(_rows_for_batch(self.model, ids, decoded, self.calibration, self.name)))
+            texts.append(jsonl_text(_rows_for_batch(self.model, ids, decoded, self.calibration, self.name)))
         return {"k": np.asarray(batch["k"]), "text": np.asarray(texts, dtype=object)}
 
 
@@ -238,7 +226,7 @@ def _rate_batches_ray(model_dir: Path, suite: Suite, out: Path, batches: list[li
                                              1))
     for row in ds.iter_rows():
         k = int(row["k"])
-        _write_atomic(out / PARTS_DIR / f"part-{k:05d}.jsonl", row["text"])
+        write_text_atomic(out / PARTS_DIR / f"part-{k:05d}.jsonl", row["text"])
         if bar is not None:
             bar.update(len(batches[k]))
 
@@ -378,7 +366,7 @@ def _label_locked(model_dir: Path, suite: Suite, out: Path, spec: dict, resume: 
             if bar is not None:
                 bar.close()
 
-    rows = [r for k in range(len(batches)) for r in _read_jsonl(out / PARTS_DIR / f"part-{k:05d}.jsonl")]
+    rows = [r for k in range(len(batches)) for r in read_jsonl_rows(out / PARTS_DIR / f"part-{k:05d}.jsonl")]
     if [r["continuation_id"] for r in rows] != ids:  # cannot happen with whole part files; say so if it does
         raise LabelJobError(f"the part files in {out / PARTS_DIR} do not cover the suite exactly once; "
                             f"delete {out} and label again")
@@ -386,7 +374,7 @@ def _label_locked(model_dir: Path, suite: Suite, out: Path, spec: dict, resume: 
     errors = [{"continuation_id": r["continuation_id"], "video": suite.get(r["continuation_id"]).video,
                "error": r["error"], "fix": "re-encode the video (H.264 mp4) or re-record it; it was sent to humans"}
               for r in labels if "error" in r]
-    _write_atomic(out / ERRORS_FILE, _jsonl(errors))
+    write_text_atomic(out / ERRORS_FILE, jsonl_text(errors))
     tasks = write_labelstudio_files(out / "labelstudio", suite, labels, video_url_prefix=video_url_prefix)
     n_auto = sum(r["decision"] == "auto" for r in labels)
     summary = {"suite": f"{suite.info.name}@{suite.info.version}", "model": spec["model_name"],
@@ -397,8 +385,8 @@ def _label_locked(model_dir: Path, suite: Suite, out: Path, spec: dict, resume: 
                            for k in sorted({r["reason"] for r in labels if "reason" in r})},
                **info, "rated_this_run": sum(len(batches[k]) for k in todo),
                "wall_s_this_run": round(time.time() - started, 2)}
-    _write_atomic(out / SUMMARY_FILE, json.dumps(summary, indent=1, default=_json_default) + "\n")
-    _write_atomic(out / LABELS_FILE, _jsonl(labels))  # last: its presence marks the job finished
+    write_text_atomic(out / SUMMARY_FILE, json.dumps(summary, indent=1, default=_json_default) + "\n")
+    write_text_atomic(out / LABELS_FILE, jsonl_text(labels))  # last: its presence marks the job finished
     return summary
 
 
@@ -434,4 +422,4 @@ def format_summary(summary: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["LabelJobError", "audit_draw", "folder_lock", "format_summary", "job_spec", "label_suite"]
+__all__ = ["LabelJobError", "audit_draw", "folder_lock", "format_summary", "job_spec", "label_suite", "read_jsonl_rows"]

@@ -66,8 +66,9 @@ import numpy as np
 from scipy import stats
 
 from calibration.metrics import rank_metrics
+from data.files import write_text_atomic
 from data.suite import Suite
-from serving.label import JOB_FILE, LABELS_FILE, _read_jsonl, _write_atomic
+from serving.label import JOB_FILE, LABELS_FILE, read_jsonl_rows
 
 Z95 = float(stats.norm.ppf(0.975))
 
@@ -509,7 +510,7 @@ def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool =
         raise FileNotFoundError(f"{labels_dir} has no {LABELS_FILE}: pass a folder written by `autorater label`")
     job = json.loads((labels_dir / JOB_FILE).read_text(encoding="utf-8"))
     suite = Suite.load(job["suite"])
-    rows = _read_jsonl(labels_dir / LABELS_FILE)
+    rows = read_jsonl_rows(labels_dir / LABELS_FILE)
     rng = np.random.default_rng(seed)
     gold = {r.continuation_id: r.outcome for r in suite.references} if use_references else None
     for r in rows:
@@ -745,11 +746,11 @@ def _png(figure) -> str:
 
 def leaderboard_figures(board: dict) -> dict[str, str]:
     """Base64 PNGs: the ranking with intervals, time-to-success CDFs, consistency and difficulty."""
-    from calibration.plots import _figure
+    from calibration.plots import new_figure
 
     figs = {}
     agents = board["ranking"][::-1]
-    f = _figure(6, 0.5 * len(agents) + 1.5)
+    f = new_figure(6, 0.5 * len(agents) + 1.5)
     ax = f.subplots()
     for i, a in enumerate(agents):
         v = board["agents"][a]
@@ -764,7 +765,7 @@ def leaderboard_figures(board: dict) -> dict[str, str]:
         ax.legend(loc="lower right")
     figs["leaderboard"] = _png(f)
 
-    f = _figure(6, 4)
+    f = new_figure(6, 4)
     ax = f.subplots()
     for a in board["ranking"]:
         t = board["agents"][a]["time_to_success_s"]
@@ -776,7 +777,7 @@ def leaderboard_figures(board: dict) -> dict[str, str]:
     ax.legend(fontsize=8)
     figs["time_to_completion"] = _png(f)
 
-    f = _figure(6, 4)
+    f = new_figure(6, 4)
     ax = f.subplots()
     shares = [board["agents"][a]["scenario_success_shares"] for a in board["ranking"]]
     if any(shares):
@@ -786,7 +787,7 @@ def leaderboard_figures(board: dict) -> dict[str, str]:
            title="Consistency across continuations")
     figs["consistency"] = _png(f)
 
-    f = _figure(6, 0.5 * len(agents) + 1.5)
+    f = new_figure(6, 0.5 * len(agents) + 1.5)
     ax = f.subplots()
     for i, a in enumerate(agents):
         v = board["agents"][a]
@@ -798,7 +799,7 @@ def leaderboard_figures(board: dict) -> dict[str, str]:
            "scenario, 95% interval)", title="Agent ability (item-response model)")
     figs["ability"] = _png(f)
 
-    f = _figure(6, 4)
+    f = new_figure(6, 4)
     ax = f.subplots()
     cats = sorted({s["category"] for s in board["scenarios"].values() if s.get("difficulty") is not None})
     for i, cat in enumerate(cats):
@@ -818,7 +819,7 @@ def leaderboard_figures(board: dict) -> dict[str, str]:
     ax.set_xticklabels(cats, rotation=30, ha="right", fontsize=8)
     figs["difficulty_by_category"] = _png(f)
 
-    f = _figure(6, 4)
+    f = new_figure(6, 4)
     ax = f.subplots()
     rates = [s["success_rate"] for s in board["scenarios"].values() if s["success_rate"] is not None]
     ax.hist(rates, bins=np.linspace(0, 1, 11), color="C2")
@@ -881,8 +882,8 @@ consistency are corrected the same way (marker lag per source; label noise).</p>
 <img src="data:image/png;base64,{figs['difficulty']}">
 </body></html>
 """
-    _write_atomic(out_html, page)
-    _write_atomic(out_html.with_suffix(".json"), json.dumps(board, indent=1) + "\n")
+    write_text_atomic(out_html, page)
+    write_text_atomic(out_html.with_suffix(".json"), json.dumps(board, indent=1) + "\n")
     return out_html
 
 

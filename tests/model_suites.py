@@ -143,7 +143,7 @@ def fresh_tracking_uri(tmp_path_factory, folder: Path) -> str:
 
     template = tmp_path_factory.getbasetemp() / "mlflow-template"
     if not (template / "mlflow.db").exists():
-        tracking._client(tracking.default_tracking_uri(template))
+        tracking.mlflow_client(tracking.default_tracking_uri(template))
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copy(template / "mlflow.db", folder / "mlflow.db")
     return tracking.default_tracking_uri(folder)

@@ -124,7 +124,7 @@ def _answer(env, tasks, flip: bool):
 def test_a_round_never_promotes_a_worse_challenger(env, tmp_path):
     import shutil
 
-    from training.tracking import _client
+    from training.tracking import mlflow_client
 
     pool_dir = tmp_path / "pool"
     shutil.copytree(env["pool"].root, pool_dir)
@@ -134,7 +134,7 @@ def test_a_round_never_promotes_a_worse_challenger(env, tmp_path):
     tasks = json.loads((out / "labelstudio" / "tasks.json").read_text())
     export = tmp_path / "export.json"
     export.write_text(json.dumps(_answer(env, tasks, flip=True)))  # annotators who say the opposite
-    before = _client(env["uri"]).get_model_version_by_alias("autorater", "champion").version
+    before = mlflow_client(env["uri"]).get_model_version_by_alias("autorater", "champion").version
     result = run_round(env["root"] / "champion", pool_dir, tmp_path / "round", env["uri"], export=export,
                        tasks_file=out / "labelstudio" / "tasks.json", finetune=False,
                        cache_dir=str(env["root"] / "cache"), train_config=TrainConfig(**RECIPE))
@@ -144,13 +144,13 @@ def test_a_round_never_promotes_a_worse_challenger(env, tmp_path):
     assert not result["promoted"] and result["ba_gain_ci"][1] is not None
     split = result["references_split"]
     assert split["n_calibrate"] + split["n_judge"] == 8 and result["n_references"] == split["n_judge"]
-    after = _client(env["uri"]).get_model_version_by_alias("autorater", "champion").version
+    after = mlflow_client(env["uri"]).get_model_version_by_alias("autorater", "champion").version
     assert (str(after) == str(result["challenger_version"])) == result["promoted"]
     if not result["promoted"]:
         assert after == before
     saved = json.loads((tmp_path / "round" / "round.json").read_text())
     assert saved["ba_champion"] == result["ba_champion"] and "rule" in saved
-    tags = _client(env["uri"]).get_run(result["challenger_run"]).data.tags
+    tags = mlflow_client(env["uri"]).get_run(result["challenger_run"]).data.tags
     assert tags["active.promoted"] == str(result["promoted"]).lower()
 
 
@@ -172,7 +172,7 @@ def test_a_better_challenger_is_promoted(env, tmp_path):
 
     from autorater.config import PRESETS
     from autorater.model import Autorater
-    from training.tracking import _client
+    from training.tracking import mlflow_client
 
     pool_dir = tmp_path / "pool"
     shutil.copytree(env["pool"].root, pool_dir)
@@ -187,9 +187,9 @@ def test_a_better_challenger_is_promoted(env, tmp_path):
                        references_dir=env["judge"].root)
     assert result["ba_challenger"] > result["ba_champion"] and result["promoted"]
     assert result["ba_gain_ci"][0] > 0  # promoted on evidence: the whole interval above zero
-    alias = _client(env["uri"]).get_model_version_by_alias("autorater", "champion").version
+    alias = mlflow_client(env["uri"]).get_model_version_by_alias("autorater", "champion").version
     assert str(alias) == str(result["challenger_version"])
-    metrics = _client(env["uri"]).get_run(result["challenger_run"]).data.metrics  # MLflow holds the comparison
+    metrics = mlflow_client(env["uri"]).get_run(result["challenger_run"]).data.metrics  # MLflow holds the comparison
     assert metrics["round.comparison.difference"] == pytest.approx(result["ba_gain"])
     assert metrics["round.comparison.ci_low"] == pytest.approx(result["ba_gain_ci"][0])
     assert {f"round.comparison.{k}" for k in ("ba_champion", "ba_challenger", "ci_high")} <= set(metrics)

@@ -64,7 +64,7 @@ def test_default_tracking_uri_is_an_absolute_sqlite_path(tmp_path):
 
 
 def test_tracked_training_logs_params_epoch_metrics_and_registers_a_version(env):
-    client, tracked = tracking._client(env["uri"]), env["tracked"]
+    client, tracked = tracking.mlflow_client(env["uri"]), env["tracked"]
     run = client.get_run(tracked.run_id)
     assert run.info.status == "FINISHED" and run.info.run_name == "first"
     params = run.data.params
@@ -92,7 +92,7 @@ def test_metadata_names_the_registered_version_and_keeps_its_keys(env):
     assert meta["registered_name"] == "autorater" and meta["registered_version"] == env["tracked"].version
     assert meta["mlflow_run_id"] == env["tracked"].run_id
     assert "train_config" in meta and "best" in meta  # written by train(), kept
-    client = tracking._client(env["uri"])
+    client = tracking.mlflow_client(env["uri"])
     logged = Path(client.download_artifacts(env["tracked"].run_id, "model/metadata.json", str(env["root"])))
     assert json.loads(logged.read_text())["registered_version"] == env["tracked"].version
 
@@ -107,7 +107,7 @@ def test_promote_sets_the_alias_and_the_champion_loads_with_identical_prediction
     assert second.version == env["tracked"].version + 1 and second.model_uri == f"models:/autorater/{version}"
     promoted = tracking.promote(uri)  # default: the latest version
     assert promoted["version"] == second.version and promoted["previous_version"] == first["version"]
-    client = tracking._client(uri)
+    client = tracking.mlflow_client(uri)
     assert int(client.get_model_version_by_alias("autorater", "champion").version) == second.version
 
     champion = tracking.champion_model_dir(uri, root / "champion")
@@ -139,7 +139,7 @@ def test_log_evaluation_keeps_only_finite_numbers_and_stores_the_report(env):
     report = {"outcome": {"balanced_accuracy": 0.75, "kappa": float("nan"), "n": 12, "ok": True},
               "per_agent": {"agent 1": {"rate": np.float64(0.5)}}, "curve": [0.1, 0.2], "suite": "tiny@v1"}
     assert tracking.log_evaluation(uri, run_id, report, prefix="eval.tiny") == run_id
-    client = tracking._client(uri)
+    client = tracking.mlflow_client(uri)
     metrics = client.get_run(run_id).data.metrics
     assert metrics["eval.tiny.outcome.balanced_accuracy"] == 0.75
     assert metrics["eval.tiny.outcome.n"] == 12 and metrics["eval.tiny.per_agent.agent 1.rate"] == 0.5
@@ -175,7 +175,7 @@ def test_a_failed_training_ends_its_run_failed(env, tmp_path):
         with tracking.TrainingRun(env["uri"], PRESETS["tiny"], env["tc"], [env["suite"]], run_name="broken") as run:
             run.log(1, {"train_loss": 1.0, "val_balanced_accuracy": float("nan")})
             raise RuntimeError("boom")
-    logged = tracking._client(env["uri"]).get_run(run.run_id)
+    logged = tracking.mlflow_client(env["uri"]).get_run(run.run_id)
     assert logged.info.status == "FAILED" and "boom" in logged.data.tags["error"]
     assert logged.data.metrics == {"train_loss": 1.0}
 

@@ -103,7 +103,7 @@ def _mlflow():
     return mlflow
 
 
-def _client(tracking_uri: str):
+def mlflow_client(tracking_uri: str):
     """An ``MlflowClient`` on ``tracking_uri`` (tracking and registry), creating a SQLite store next to its artifacts."""
     if not tracking_uri:
         raise ValueError("a tracking URI is needed (fix: pass --tracking-uri, e.g. sqlite:///runs/mlflow.db)")
@@ -122,7 +122,7 @@ def _client(tracking_uri: str):
     return MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
 
 
-def _experiment_id(client, name: str, tracking_uri: str) -> str:
+def ensure_experiment(client, name: str, tracking_uri: str) -> str:
     """The id of experiment ``name``, creating it with its artifacts in the store's artifact root."""
     from mlflow.exceptions import MlflowException
 
@@ -205,8 +205,11 @@ def _log_params(client, run_id: str, params: Mapping[str, Any]) -> None:
         client.log_batch(run_id, params=items[i:i + 100], synchronous=True)
 
 
-def _log_metrics(client, run_id: str, metrics: Mapping[str, Any], step: int = 0) -> dict[str, float]:
-    """Log the finite numbers of ``metrics``; return what was logged."""
+def log_run_metrics(client, run_id: str, metrics: Mapping[str, Any], step: int = 0) -> dict[str, float]:
+    """Log the finite numbers of ``metrics`` to run ``run_id`` at ``step``, in batches; return what was logged.
+
+    Keys are made MLflow-safe; NaN, infinities and non-numbers are left out.
+    """
     from mlflow.entities import Metric
 
     kept = {_key(k): f for k, v in metrics.items() if (f := _finite(v)) is not None}
@@ -315,8 +318,8 @@ class TrainingRun:
     def __enter__(self) -> "TrainingRun":
         from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-        self.client = _client(self.tracking_uri)
-        self.experiment_id = _experiment_id(self.client, self.experiment, self.tracking_uri)
+        self.client = mlflow_client(self.tracking_uri)
+        self.experiment_id = ensure_experiment(self.client, self.experiment, self.tracking_uri)
         tags = {**_context_tags(), KIND_TAG: self.kind, **{k: str(v) for k, v in self.tags.items()}}
         if self.parent_run_id:
             tags[MLFLOW_PARENT_RUN_ID] = self.parent_run_id
@@ -354,7 +357,7 @@ class TrainingRun:
         self.log_metrics({k: v for k, v in metrics.items() if k != "epoch"}, step=epoch)
 
     def log_metrics(self, metrics: Mapping[str, Any], step: int = 0) -> dict[str, float]:
-        return _log_metrics(self.client, self.run_id, metrics, step=step)
+        return log_run_metrics(self.client, self.run_id, metrics, step=step)
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         for k, v in tags.items():
@@ -509,7 +512,7 @@ def log_evaluation(tracking_uri: str, run_id: str | None, report: Mapping, prefi
     Returns:
         The run id.
     """
-    client = _client(tracking_uri)
+    client = mlflow_client(tracking_uri)
     metrics = flatten_metrics(report, prefix)
     text = json.dumps(report, indent=1, default=str)
     if run_id is None:
@@ -519,7 +522,7 @@ def log_evaluation(tracking_uri: str, run_id: str | None, report: Mapping, prefi
             run.client.log_text(run.run_id, text, f"evaluation/{_key(prefix)}.json")
         return run.run_id
     _existing_run(client, run_id, tracking_uri)
-    _log_metrics(client, run_id, metrics)
+    log_run_metrics(client, run_id, metrics)
     client.log_text(run_id, text, f"evaluation/{_key(prefix)}.json")
     for k, v in (tags or {}).items():
         client.set_tag(run_id, k, str(v))
@@ -547,7 +550,7 @@ def compare_runs(tracking_uri: str, experiment: str | None = None, metrics: Sequ
         ``status``, ``kind``, ``registered`` (``name@version`` or ""), ``params`` and ``metrics``
         (only the matching ones; missing ones absent).
     """
-    client = _client(tracking_uri)
+    client = mlflow_client(tracking_uri)
     if experiment is None:
         exps = {e.experiment_id: e.name for e in client.search_experiments()}
     else:
@@ -638,7 +641,7 @@ def promote(tracking_uri: str, name: str = DEFAULT_MODEL_NAME, version: int | st
         ``name``, ``alias``, ``version``, ``previous_version`` (None when the alias was unset),
         ``run_id``, ``source`` and ``uri`` (``models:/NAME@ALIAS``).
     """
-    client = _client(tracking_uri)
+    client = mlflow_client(tracking_uri)
     versions = {int(v.version): v for v in _versions(client, name)}
     if not versions:
         raise ValueError(f"registered model {name!r} has no versions (fix: train with --tracking-uri)")
@@ -705,7 +708,7 @@ def champion_model_dir(tracking_uri: str, dst: str | os.PathLike, name: str = DE
     dst = Path(dst)
     if not _is_empty_or_absent(dst):
         raise ValueError(f"{dst} exists and is not empty (fix: choose a new folder or remove it)")
-    client = _client(tracking_uri)
+    client = mlflow_client(tracking_uri)
     return _download(_model_version(client, name, alias=alias), dst)
 
 
@@ -732,7 +735,7 @@ def resolve_model_arg(arg: str | os.PathLike, tracking_uri: str | None, cache_di
                          f"models:/NAME/latest")
     if not tracking_uri:
         raise ValueError(f"{text} is a registry URI: pass --tracking-uri (the MLflow store that holds it)")
-    client = _client(tracking_uri)
+    client = mlflow_client(tracking_uri)
     name, alias, version = m["name"], m["alias"], m["version"]
     if version == "latest":
         versions = _versions(client, name)
@@ -752,7 +755,7 @@ def resolve_model_arg(arg: str | os.PathLike, tracking_uri: str | None, cache_di
 
 __all__ = [
     "DEFAULT_ALIAS", "DEFAULT_EXPERIMENT", "DEFAULT_MODEL_NAME", "KIND_TAG", "TrackedModel", "TrainingRun",
-    "artifact_root", "champion_model_dir", "compare_runs", "default_tracking_uri", "flatten_metrics",
-    "flatten_params", "format_runs_table", "log_evaluation", "promote", "redact_uri", "resolve_model_arg",
-    "track_training", "update_metadata",
+    "artifact_root", "champion_model_dir", "compare_runs", "default_tracking_uri", "ensure_experiment",
+    "flatten_metrics", "flatten_params", "format_runs_table", "log_evaluation", "log_run_metrics", "mlflow_client",
+    "promote", "redact_uri", "resolve_model_arg", "track_training", "update_metadata",
 ]

@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Sequence
 
 from autorater.config import AutoraterConfig
-from training.tracking import TrainingRun, _client, _experiment_id, _log_metrics, flatten_params, redact_uri
+from training.tracking import (TrainingRun, ensure_experiment, flatten_params, log_run_metrics, mlflow_client,
+                               redact_uri)
 from training.train import TrainConfig
 
 DEFAULT_TUNE_EXPERIMENT = "autorater-tune"
@@ -171,8 +172,8 @@ def _check_or_store_base(study, model_cfg: AutoraterConfig, train_cfg: TrainConf
 def _study_run(tracking_uri: str, experiment: str, study, storage: str, seed: int,
                model_cfg: AutoraterConfig, train_cfg: TrainConfig, suites: Sequence) -> str:
     """The study's parent MLflow run: found by study name and storage when resuming, else created."""
-    client = _client(tracking_uri)
-    exp_id = _experiment_id(client, experiment, tracking_uri)
+    client = mlflow_client(tracking_uri)
+    exp_id = ensure_experiment(client, experiment, tracking_uri)
     where = redact_uri(storage)
     found = client.search_runs([exp_id], filter_string=(
         f"tags.`autorater.kind` = 'study' and tags.`optuna.study_name` = '{study.study_name}' "
@@ -242,7 +243,7 @@ def _parent_callback(tracking_uri: str, parent_run_id: str):
     """After each trial: the study's value and best value so far on the parent run (step = trial number)."""
 
     def callback(study, frozen) -> None:
-        client = _client(tracking_uri)
+        client = mlflow_client(tracking_uri)
         metrics = {"trial_value": frozen.value}
         try:
             best = study.best_trial
@@ -252,7 +253,7 @@ def _parent_callback(tracking_uri: str, parent_run_id: str):
         except ValueError:  # no completed trial yet
             pass
         client.set_tag(parent_run_id, "n_trials", str(len(study.trials)))
-        _log_metrics(client, parent_run_id, metrics, step=frozen.number)
+        log_run_metrics(client, parent_run_id, metrics, step=frozen.number)
 
     return callback
 
@@ -309,7 +310,7 @@ def tune(suites: Sequence, base_model_config: AutoraterConfig, base_train_config
         status = "KILLED"
         raise
     finally:
-        _client(tracking_uri).set_terminated(parent, status=status)
+        mlflow_client(tracking_uri).set_terminated(parent, status=status)
     return study
 
 
