@@ -1,6 +1,15 @@
-"""autorater: a video-language model that says whether an agent succeeded at its instruction, and when."""
+"""autorater: a video-language model that says whether an agent succeeded at its instruction, and when.
+
+The prediction functions (``autorater.predict``) are imported on first use (PEP 562).
+"""
 
 from autorater.config import PRESETS, AutoraterConfig
 from autorater.model import Autorater, AutoraterOutput, Targets
+from data.lazy import lazy_exports
 
-__all__ = ["Autorater", "AutoraterConfig", "AutoraterOutput", "PRESETS", "Targets"]
+_predict, __getattr__ = lazy_exports(__name__, {
+    "autorater.predict": ["ClipInput", "iter_suite_predictions", "load_clip", "predict_clips", "predict_suite",
+                          "read_calibration"],
+})
+
+__all__ = ["Autorater", "AutoraterConfig", "AutoraterOutput", "PRESETS", "Targets", *_predict]

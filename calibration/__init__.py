@@ -19,7 +19,7 @@ from .metrics import (
     reliability_curve,
 )
 from .marker import MarkerOffset
-from .plots import plot_agreement_table, plot_reliability, plot_risk_coverage
+from .plots import new_figure, plot_agreement_table, plot_reliability, plot_risk_coverage
 from .report import CalibrationRecord
 from .selective import InsufficientReferencesError, SelectivePolicy
 from .split import SplitCalibrator, cross_validated_calibration
@@ -42,6 +42,7 @@ __all__ = [
     "failure_mode_metrics",
     "format_agreement_table",
     "marker_metrics",
+    "new_figure",
     "paired_comparison",
     "outcome_metrics",
     "plot_agreement_table",

@@ -1,18 +1,27 @@
-"""Suites: the format, video I/O, label tables, splits and (``data.generate``) the synthetic BabyAI suites.
+"""Suites: the format, video I/O, label tables, splits, simulated annotators and (``data.generate``) the
+suite generator over the worlds (``data.worlds``).
 
-The generator (minigrid) is imported from ``data.generate`` where it is used, not here.
+The worlds' simulators (minigrid, Meta-World and MuJoCo) are imported inside the worlds when a suite is
+generated, not here.
 """
 
+from data.annotators import simulate_annotations
+from data.files import json_text, jsonl_text, write_text_atomic
+from data.generate import generate_suite, swap_instructions
 from data.labels import (aggregate, annotator_accuracy, dawid_skene, fleiss_kappa, krippendorff_alpha,
                          label_table, majority_vote, marker_spread, reference_table)
 from data.splits import grouped_split, holdout_split, split_groups
+from data.stats import format_stats, suite_stats
 from data.suite import (Annotation, Continuation, Problem, Reference, Scenario, Suite, SuiteFormatError,
-                        SuiteInfo, validate_suite, write_jsonl)
-from data.video import Clip, VideoError, VideoInfo, read_video, video_info, write_video
+                        SuiteInfo, load_truth, validate_suite, write_jsonl)
+from data.video import Clip, DecodeTimeout, VideoError, VideoInfo, VideoLimits, read_video, video_info, write_video
+from data.worlds import WORLDS, load_world, world_of
 
 __all__ = [
-    "Annotation", "Clip", "Continuation", "Problem", "Reference", "Scenario", "Suite", "SuiteFormatError",
-    "SuiteInfo", "VideoError", "VideoInfo", "aggregate", "annotator_accuracy", "dawid_skene", "fleiss_kappa",
-    "grouped_split", "holdout_split", "split_groups", "krippendorff_alpha", "label_table", "majority_vote", "marker_spread",
-    "read_video", "reference_table", "validate_suite", "video_info", "write_jsonl", "write_video",
+    "WORLDS", "Annotation", "Clip", "Continuation", "DecodeTimeout", "Problem", "Reference", "Scenario", "Suite",
+    "SuiteFormatError", "SuiteInfo", "VideoError", "VideoInfo", "VideoLimits", "aggregate", "annotator_accuracy",
+    "dawid_skene", "fleiss_kappa", "format_stats", "generate_suite", "grouped_split", "holdout_split", "json_text",
+    "jsonl_text", "krippendorff_alpha", "label_table", "load_truth", "load_world", "majority_vote", "marker_spread",
+    "read_video", "reference_table", "simulate_annotations", "split_groups", "suite_stats", "swap_instructions",
+    "validate_suite", "video_info", "world_of", "write_jsonl", "write_text_atomic", "write_video",
 ]

@@ -1,1 +1,23 @@
-"""training."""
+"""Training: examples from suites, the feature cache, the training loop, baselines, evaluation, Optuna, MLflow.
+
+What it offers the layers above (serving and the CLI) is listed in ``__all__``. The names are imported on
+first use (PEP 562), so ``import training`` stays free of torch, MLflow and Optuna. The functions named
+like their modules (``train``, ``evaluate``, ``tune``) are imported from those modules:
+``from training.train import train``.
+"""
+
+from __future__ import annotations
+
+from data.lazy import lazy_exports
+
+_HOMES = {
+    "training.baselines": ["predict_cached"],
+    "training.cache": ["CachedClips", "FeatureCache"],
+    "training.dataset": ["Examples", "build_examples", "marker_indices", "suite_examples"],
+    "training.evaluate": ["format_failure_modes", "format_report", "gold_table"],
+    "training.tracking": ["TrackedModel", "TrainingRun", "champion_model_dir", "compare_runs", "default_tracking_uri",
+                          "format_runs_table", "log_evaluation", "promote", "resolve_model_arg", "track_training"],
+    "training.train": ["TrainConfig", "TrainResult", "load_config_file"],
+    "training.tune": ["default_storage", "trials_table", "write_best_config"],
+}
+__all__, __getattr__ = lazy_exports(__name__, _HOMES)

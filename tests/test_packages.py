@@ -1,0 +1,35 @@
+"""Each package exports on purpose (``__all__``), and importing one stays light (DESIGN.md section 2)."""
+
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+PACKAGES = ["autorater", "calibration", "data", "data.worlds", "data.worlds.babyai", "data.worlds.metaworld",
+            "serving", "training"]
+HEAVY = ["torch", "mlflow", "optuna", "ray", "metaworld", "mujoco", "minigrid", "fastapi", "matplotlib"]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_exported_name_resolves(package):
+    module = importlib.import_module(package)
+    assert module.__all__, f"{package} exports nothing"
+    missing = [name for name in module.__all__ if not hasattr(module, name)]
+    assert not missing, f"{package}.__all__ names what it does not have: {missing}"
+
+
+def test_importing_a_package_below_the_model_imports_no_heavy_library():
+    code = ("import json, sys, calibration, data, serving, training; "
+            f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == []
+
+
+def test_calibration_imports_none_of_the_other_packages():
+    code = ("import json, sys, calibration; "
+            "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'autorater', 'data', 'serving', "
+            "'training'})))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == []
