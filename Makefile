@@ -24,7 +24,8 @@ demo: $(STAMP)  ## the main job, end to end, on embedded defaults
 demo-metaworld: $(STAMP)  ## the main job on Meta-World (3-D robot video rendered headless)
 	$(BIN)/autorater demo --world metaworld
 
-test: $(STAMP)  ## the fast test suite (what CI runs)
+test: $(STAMP)  ## lint, then the fast test suite (what CI runs)
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
 test-all: $(STAMP)  ## every test, the slow ones too

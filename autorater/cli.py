@@ -101,7 +101,8 @@ def cmd_train(args) -> int:
 
 
 def _load_model(arg: str, tracking_uri: str | None, workdir: str, load: bool = True):
-    """(model or None, its local folder) for ``--model``: a folder, or a registry URI such as models:/autorater@champion."""
+    """(model or None, its local folder) for ``--model``: a folder, or a registry URI such as
+    models:/autorater@champion."""
     from autorater.model import Autorater
     from training.tracking import default_tracking_uri, resolve_model_arg
 
@@ -371,7 +372,8 @@ def build_parser() -> argparse.ArgumentParser:
     tasks_help = "\n".join(f"  {name} tasks (default {','.join(w.DEFAULT_TASKS)}): {', '.join(w.TASKS)}"
                            for name, w in worlds.items())
     p = suite.add_parser("generate", help="generate a synthetic STS-style suite (BabyAI or Meta-World)",
-                         description=f"{agents_help}\n{tasks_help}", formatter_class=argparse.RawDescriptionHelpFormatter)
+                         description=f"{agents_help}\n{tasks_help}",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="output suite folder")
     p.add_argument("--world", choices=list(WORLDS), default="babyai", help="which world records the videos")
     p.add_argument("--tasks", type=_csv, default=None,

@@ -1,9 +1,9 @@
 """``autorater demo``: the main job end to end on embedded defaults (local files, SQLite, nothing to start).
 
 Steps: generate a training suite, a suite of gold reference episodes and a new suite version
-(synthetic STS on BabyAI, or on Meta-World with ``world="metaworld"``), describe them, train the autorater (tracked in MLflow, registered, promoted to
-champion), calibrate it on the reference episodes (temperature, selective policy, agreement with the
-annotators), label the new version
+(synthetic STS on BabyAI, or on Meta-World with ``world="metaworld"``), describe them, train the autorater
+(tracked in MLflow, registered, promoted to champion), calibrate it on the reference episodes (temperature,
+selective policy, agreement with the annotators), label the new version
 (auto-labels plus a human queue and an audit slice in Label Studio's format), let the simulated
 annotators answer the queue (a Label Studio export), ingest their labels, print the agent
 leaderboard with its intervals, and evaluate the model on the new version against the simulator
@@ -31,21 +31,20 @@ _SIZES = {("babyai", False): ((600, 2), (150, 2), (40, 10)), ("babyai", True): (
 def run_demo(out: Path, quick: bool = False, world: str = "babyai") -> int:
     import torch
 
+    from autorater.config import PRESETS
+    from autorater.predict import read_calibration
     from data.generate import generate_suite
     from data.stats import format_stats, suite_stats
     from data.suite import Suite
-    from training.baselines import predict_cached, predict_majority, train_majority
-    from training.evaluate import evaluate, format_report
-    from training.tracking import default_tracking_uri, track_training
-    from training.train import TrainConfig
-    from autorater.config import PRESETS
-    from autorater.predict import read_calibration
     from serving.calibrate import calibrate_model, format_calibration
     from serving.ingest import format_ingest, ingest
     from serving.label import format_summary, label_suite
     from serving.leaderboard import format_leaderboard, leaderboard, write_report
     from serving.simulate import simulate_queue_export
-    from training.tracking import promote
+    from training.baselines import predict_cached, predict_majority, train_majority
+    from training.evaluate import evaluate, format_report
+    from training.tracking import default_tracking_uri, promote, track_training
+    from training.train import TrainConfig
 
     torch.set_num_threads(2)
     out.mkdir(parents=True, exist_ok=True)

@@ -9,10 +9,11 @@ sampled frames ending one after the marker (the human one, the simulator's event
 or a trained model's prediction), and a small model tells the clip's own instruction from another
 scenario's instruction *of the same category* ("pick up the red ball" vs "pick up the green key"):
 each frame becomes one position-aware embedding (its cells and their change, reduced per cell, one
-linear read-out of the grid, or ``--places k``: k learned places, ``PlacePool``); learned words (or MiniLM tokens) feed four slot queries, pooled into
-one query; the logit is the best frame's cosine, scaled. Split by scenario; prints validation
-accuracy overall and per category (chance 0.5) and writes JSON. (A per-cell dot product with a max
-over cells, the first design, did not even fit the training clips: position is the signal.)
+linear read-out of the grid, or ``--places k``: k learned places, ``PlacePool``); learned words (or MiniLM
+tokens) feed four slot queries, pooled into one query; the logit is the best frame's cosine, scaled. Split
+by scenario; prints validation accuracy overall and per category (chance 0.5) and writes JSON. (A per-cell
+dot product with a max over cells, the first design, did not even fit the training clips: position is the
+signal.)
 
 It answers the question the full model cannot: given *where* to look, are the features enough to
 tell *what* happened? (README, "Model quality".) It needs the quality benchmark's suites.

@@ -161,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     agree = routing["auto_agreement_with_truth"]
     rows = [(f"label end to end ({through['workers']} decoding threads)", f"{through['label_per_s']} cont./s"),
             ("decode only, same videos, model input size", f"{through['decode_only_per_s']} cont./s"),
-            (f"auto-labelled (human work saved), {through['continuations']} continuations", f"{routing['coverage']:.1%}"),
+            (f"auto-labelled (human work saved), {through['continuations']} continuations",
+             f"{routing['coverage']:.1%}"),
             ("auto-labelled part agreeing with the truth", "-" if agree is None else f"{agree:.3f}")]
     print(f"\n{'what':<58}{'value':>22}")
     for what, value in rows:
@@ -169,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nleaderboard against the truth over {args.repeats} audit draws ({board['references']} gold references; "
           f"pooled in {g['pooled_share']:.0%} of the draws)")
     print(f"{'estimate':<46}{'Spearman mean / min':>20}{'MMRV':>7}{'coverage':>10}{'width':>7}")
-    for name, res, key in (("the leaderboard's rate", g, "rate"), ("  each agent by its own references", g, "per_group"),
+    for name, res, key in (("the leaderboard's rate", g, "rate"),
+                           ("  each agent by its own references", g, "per_group"),
                            ("  plain share of the final labels", g, "labelled"),
                            ("  humans taken as the truth", h, "rate")):
         r = res[key]

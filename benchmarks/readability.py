@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         majority = max(np.mean(y == v) for v in set(y))
         results.append({"category": category, "offset": k, "clips": len(items), "majority": round(majority, 3),
                         "front_tile": round(float(per_tile[FRONT]), 3),
-                        "best_tile": [int(best[0]), int(best[1])], "best_tile_accuracy": round(float(per_tile.max()), 3),
+                        "best_tile": [int(best[0]), int(best[1])],
+                        "best_tile_accuracy": round(float(per_tile.max()), 3),
                         "whole_frame": round(decode_accuracy(x.reshape(len(x), -1), y, groups, args.seed), 3),
                         "per_tile": per_tile.round(3).tolist()})
 

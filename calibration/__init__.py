@@ -8,6 +8,7 @@ from .agreement import agreement_report, format_agreement_table
 from .compare import paired_comparison
 from .drift import drift_check
 from .irt import ItemResponseModel
+from .marker import MarkerOffset
 from .metrics import (
     bootstrap_ci,
     brier_score,
@@ -18,7 +19,6 @@ from .metrics import (
     rank_metrics,
     reliability_curve,
 )
-from .marker import MarkerOffset
 from .plots import new_figure, plot_agreement_table, plot_reliability, plot_risk_coverage
 from .report import CalibrationRecord
 from .selective import InsufficientReferencesError, SelectivePolicy

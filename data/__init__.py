@@ -8,12 +8,32 @@ generated, not here.
 from data.annotators import simulate_annotations
 from data.files import json_text, jsonl_text, write_text_atomic
 from data.generate import generate_suite, swap_instructions
-from data.labels import (aggregate, annotator_accuracy, dawid_skene, fleiss_kappa, krippendorff_alpha,
-                         label_table, majority_vote, marker_spread, reference_table)
+from data.labels import (
+    aggregate,
+    annotator_accuracy,
+    dawid_skene,
+    fleiss_kappa,
+    krippendorff_alpha,
+    label_table,
+    majority_vote,
+    marker_spread,
+    reference_table,
+)
 from data.splits import grouped_split, holdout_split, split_groups
 from data.stats import format_stats, suite_stats
-from data.suite import (Annotation, Continuation, Problem, Reference, Scenario, Suite, SuiteFormatError,
-                        SuiteInfo, load_truth, validate_suite, write_jsonl)
+from data.suite import (
+    Annotation,
+    Continuation,
+    Problem,
+    Reference,
+    Scenario,
+    Suite,
+    SuiteFormatError,
+    SuiteInfo,
+    load_truth,
+    validate_suite,
+    write_jsonl,
+)
 from data.video import Clip, DecodeTimeout, VideoError, VideoInfo, VideoLimits, read_video, video_info, write_video
 from data.worlds import WORLDS, load_world, world_of
 

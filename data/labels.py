@@ -74,7 +74,8 @@ def dawid_skene(table: pd.DataFrame, n_iter: int = 100, tol: float = 1e-6, prior
     for _ in range(n_iter):
         # M step: class prior and per-annotator sensitivity / specificity from soft labels t.
         ti = t[item_idx]
-        sens = (np.bincount(rater_idx, ti * v, len(raters)) + prior) / (np.bincount(rater_idx, ti, len(raters)) + 2 * prior)
+        sens = ((np.bincount(rater_idx, ti * v, len(raters)) + prior)
+                / (np.bincount(rater_idx, ti, len(raters)) + 2 * prior))
         spec = (np.bincount(rater_idx, (1 - ti) * (1 - v), len(raters)) + prior) / \
                (np.bincount(rater_idx, 1 - ti, len(raters)) + 2 * prior)
         pi = np.clip(t.mean(), 1e-3, 1 - 1e-3)

@@ -7,8 +7,15 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from data.labels import (annotator_accuracy, dawid_skene, fleiss_kappa, krippendorff_alpha, label_table,
-                         marker_spread, reference_table)
+from data.labels import (
+    annotator_accuracy,
+    dawid_skene,
+    fleiss_kappa,
+    krippendorff_alpha,
+    label_table,
+    marker_spread,
+    reference_table,
+)
 from data.suite import Suite
 
 

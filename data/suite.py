@@ -248,7 +248,8 @@ def annotation_problems(obj: Any, file: str = ANNOTATIONS_FILE, line: int | None
     if record is None:
         return problems
     if record.outcome not in OUTCOMES:
-        problems.append(Problem(file, line, f"outcome {record.outcome!r} is not allowed", "write \"success\" or \"failure\""))
+        problems.append(Problem(file, line, f"outcome {record.outcome!r} is not allowed",
+                                "write \"success\" or \"failure\""))
     if known_ids is not None and record.continuation_id not in set(known_ids):
         problems.append(Problem(file, line, f"unknown continuation_id {record.continuation_id[:80]!r}",
                                 f"add the continuation to {CONTINUATIONS_FILE} or correct the id"))

@@ -119,7 +119,8 @@ def probe(path: str | os.PathLike, limits: VideoLimits | None = DEFAULT_LIMITS) 
     except VideoError:
         raise
     except Exception as err:  # PyAV raises its own error classes for every kind of damage
-        raise VideoError(f"cannot decode video {path}: {str(err).splitlines()[0][:200] if str(err) else type(err).__name__}") from None
+        reason = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+        raise VideoError(f"cannot decode video {path}: {reason}") from None
     if limits is None:
         return width, height
     fix = "re-encode it smaller (e.g. ffmpeg -vf scale=-2:480), or shorter"

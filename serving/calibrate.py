@@ -26,10 +26,21 @@ import numpy as np
 
 from autorater.model import Autorater
 from autorater.predict import iter_suite_predictions, model_name
-from calibration import (CalibrationRecord, InsufficientReferencesError, MarkerOffset, SplitCalibrator,
-                         agreement_report, brier_score, drift_check, expected_calibration_error,
-                         format_agreement_table, marker_metrics, plot_agreement_table, plot_reliability,
-                         plot_risk_coverage)
+from calibration import (
+    CalibrationRecord,
+    InsufficientReferencesError,
+    MarkerOffset,
+    SplitCalibrator,
+    agreement_report,
+    brier_score,
+    drift_check,
+    expected_calibration_error,
+    format_agreement_table,
+    marker_metrics,
+    plot_agreement_table,
+    plot_reliability,
+    plot_risk_coverage,
+)
 from data.labels import label_table
 from data.suite import Suite
 

@@ -301,7 +301,8 @@ def _ingest_locked(labels_dir: Path, export: Path, append_to_suite: bool) -> dic
     waiting = sum(r["decision"] == "human" and r["label_source"] is None for r in merged)
     return {"export": str(export), "labels_read": len(new), "accepted": change.added, "updated": len(change.replaced),
             "stale": change.stale, "duplicates": change.duplicates,
-            "errors": sum(p.level == "error" for p in problems), "warnings": sum(p.level == "warning" for p in problems),
+            "errors": sum(p.level == "error" for p in problems),
+            "warnings": sum(p.level == "warning" for p in problems),
             "cancelled": cancelled, "appended_to_suite": appended, "human_labelled": sum(r["label_source"] == "human"
                                                                                         for r in merged),
             "waiting": waiting, "problems": [str(p) for p in problems]}

@@ -51,7 +51,7 @@ def labeling_config(timeline_height: int = 80) -> str:
     <Label value="failure" background="#d62728"/>
   </TimelineLabels>
 </View>
-"""
+"""  # noqa: E501 (the question is one line of the XML)
 
 
 def label_interface(config: str | None = None):
@@ -244,7 +244,8 @@ def parse_export(path: str | os.PathLike, known: dict[str, dict]) -> ParsedExpor
                                                  "export the project as JSON from Label Studio, unedited"))
             continue
         if note:
-            parsed.problems.append(ExportProblem("warning", where, note, "re-import the tasks written by `autorater label`"))
+            parsed.problems.append(ExportProblem("warning", where, note,
+                                                 "re-import the tasks written by `autorater label`"))
         by_annotator: dict[str, list[tuple[tuple, Annotation, str]]] = {}
         for ai, ann in enumerate(annotations):
             ann = ann if isinstance(ann, dict) else {"result": None}
@@ -399,5 +400,6 @@ def annotations_to_export(tasks: list[dict], annotations: list[Annotation], star
 
 __all__ = ["ExportProblem", "ParsedExport", "annotations_to_export", "annotator_id", "build_tasks", "checked_fps",
            "checked_frames", "frame_to_seconds", "task_timing",
-           "annotation_from_result", "label_interface", "labeling_config", "marker_region", "parse_export", "seconds_to_frame",
+           "annotation_from_result", "label_interface", "labeling_config", "marker_region", "parse_export",
+           "seconds_to_frame",
            "validate_tasks", "write_labelstudio_files"]

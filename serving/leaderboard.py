@@ -325,7 +325,8 @@ def _strata(rows: list[dict]) -> dict:
     auto = [r for r in rows if r["decision"] == "auto"]
     audited = [r for r in auto if r.get("audit") and r.get("human_outcome")]
     unaudited = [r for r in auto if not (r.get("audit") and r.get("human_outcome"))]
-    return {"human": np.array(human, float), "auto_model": np.array([r["model_outcome"] == "success" for r in unaudited], float),
+    return {"human": np.array(human, float),
+            "auto_model": np.array([r["model_outcome"] == "success" for r in unaudited], float),
             "audit_model": np.array([r["model_outcome"] == "success" for r in audited], float),
             "audit_human": np.array([r["human_outcome"] == "success" for r in audited], float)}
 
@@ -732,8 +733,8 @@ def format_leaderboard(board: dict) -> str:
         if t.get("ability", {}).get("n_agents"):
             lines.append(f"  abilities against the true rates: Spearman {t['ability']['spearman']:.3f}")
         if "per_group" in t:
-            lines.append(f"  each agent corrected by its own references instead: Spearman {t['per_group']['spearman']:.3f}"
-                         f", intervals cover {t['per_group']['coverage']:.0%}")
+            lines.append(f"  each agent corrected by its own references instead: "
+                         f"Spearman {t['per_group']['spearman']:.3f}, intervals cover {t['per_group']['coverage']:.0%}")
     lines.append("labels: the plain share of successes among the final labels (no correction, no interval)")
     return "\n".join(lines)
 

@@ -242,7 +242,8 @@ class _Rater:
                                      "if it does, report the model folder)")
         decision = "human"
         if self.record is not None and self.record.feasible:
-            decision = str(self.record.policy().decide([row["p_success"]], marker_uncertainty=[row["marker_spread_s"]])[0])
+            policy = self.record.policy()
+            decision = str(policy.decide([row["p_success"]], marker_uncertainty=[row["marker_spread_s"]])[0])
         return {**{k: row[k] for k in ("p_success", "outcome", "marker_s", "failure_mode", "model")},
                 "decision": decision, "duration_s": clip.duration_s, "fps": video.info.fps,
                 "frames": video.info.num_frames}
@@ -396,7 +397,8 @@ def _field(where: str, name: str, value, why: str, fix: str) -> HTTPException:
 
 
 def _number(where: str, name: str, value, low: float, high: float, fix: str) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and low <= value <= high
+    ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+          and low <= value <= high)
     if not ok:
         raise _field(where, name, value, f"must be a finite number in {low:g}..{high:g}", fix)
     return float(value)
@@ -421,7 +423,8 @@ def _check_task(media_root: Path, task: Any, i: int) -> tuple:
     fps = data.get("fps")
     if fps is not None and checked_fps(fps) is None:
         raise _field(where, "data.fps", fps, f"must be a number in {DEFAULT_LIMITS.min_fps:g}.."
-                                             f"{DEFAULT_LIMITS.max_fps:g}", "send the video's frame rate, or leave it out")
+                                             f"{DEFAULT_LIMITS.max_fps:g}",
+                     "send the video's frame rate, or leave it out")
     tid = task.get("id", i)
     tid = tid if isinstance(tid, (int, str)) and not isinstance(tid, bool) else i
     return str(tid)[:64], resolve_media(media_root, video), instruction, takeover, checked_fps(fps)
@@ -479,7 +482,8 @@ def _delete_annotations(suite_dir: Path, payload: dict, limits: VideoLimits = DE
         try:
             suite = Suite.load(suite_dir)
         except SuiteFormatError as err:
-            raise HTTPException(409, f"the pool suite does not load, so nothing was removed: {str(err)[:500]}") from None
+            raise HTTPException(409, f"the pool suite does not load, so nothing was removed: {str(err)[:500]}"
+                                ) from None
         removed = remove_loaded_suite(suite, [a["id"] for a in items])
     return {"status": "deleted", "removed": len(removed)}
 

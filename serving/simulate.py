@@ -22,7 +22,8 @@ from serving.labelstudio import TASKS_FILE, annotations_to_export
 
 def simulate_queue_export(labels_dir: str | os.PathLike, out: str | os.PathLike, annotators: int = 3,
                           seed: int = 0) -> int:
-    """Answer every task of ``labels_dir/labelstudio/tasks.json``; write the export to ``out``; return its task count."""
+    """Answer every task of ``labels_dir/labelstudio/tasks.json``; write the export to ``out``; return its task
+    count."""
     labels_dir = Path(labels_dir)
     job = json.loads((labels_dir / JOB_FILE).read_text(encoding="utf-8"))
     tasks = json.loads((labels_dir / "labelstudio" / TASKS_FILE).read_text(encoding="utf-8"))

@@ -25,7 +25,8 @@ GROUNDINGS = [{"architecture": "events"}, {**_T, "grounding": "film"},
               {**_T, "grounding": "cells", "frame_pool": True, "token_norm": True},
               {**_T, "grounding": "film", "cell_verify": True},
               {**_T, "grounding": "film", "cell_verify": True, "verify_words": True},
-              {**_T, "grounding": "film", "cell_verify": True, "verify_words": True, "verify_places": 2}]  # model options
+              {**_T, "grounding": "film", "cell_verify": True, "verify_words": True,
+               "verify_places": 2}]  # model options
 
 
 def tiny_preset(options: dict):

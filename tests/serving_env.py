@@ -33,7 +33,8 @@ def torch_threads(n: int):
 
 
 def make_env(root: Path, scenarios: int = 6, per_scenario: int = 6) -> dict:
-    """``suite`` (generated, with simulator truth; every agent at least once per scenario) and ``model`` (calibrated)."""
+    """``suite`` (generated, with simulator truth; every agent at least once per scenario) and ``model``
+    (calibrated)."""
     suite_dir = generate_suite(root / "suite", scenarios=scenarios, continuations_per_scenario=per_scenario, seed=7,
                                version="v2", workers=1, image_size=64)
     suite = Suite.load(suite_dir)

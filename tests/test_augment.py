@@ -7,8 +7,18 @@ import numpy as np
 import torch
 
 from autorater.encoders import PixelCells
-from training.augment import (PERMUTED, RENDER_COLOURS, contradicts, mirror, mirror_words, random_permutation,
-                              recolour, recolour_rgb, recolour_words, relax_words)
+from training.augment import (
+    PERMUTED,
+    RENDER_COLOURS,
+    contradicts,
+    mirror,
+    mirror_words,
+    random_permutation,
+    recolour,
+    recolour_rgb,
+    recolour_words,
+    relax_words,
+)
 
 
 def on_screen(name: str) -> torch.Tensor:

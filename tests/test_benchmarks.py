@@ -180,7 +180,9 @@ def test_an_interrupted_active_benchmark_resumes_to_the_same_curve_without_retra
         assert [p["labels"] for p in full] == [4, 7, 10]
         trained: dict = {}
         resumed = run_strategy(*args, trained=trained, done=saved[1])  # the crash came during round 2
-        same = lambda curve: [{k: v for k, v in p.items() if k != "train_s"} for p in curve]  # seconds vary
+        def same(curve):
+            return [{k: v for k, v in p.items() if k != "train_s"} for p in curve]  # seconds vary
+
         assert same(resumed) == same(full)  # same picks, same scores
         assert sum(model is not None for model, _, _ in trained.values()) == 2  # round 0 was not trained again
     finally:
@@ -206,7 +208,9 @@ def test_combining_seeds_averages_the_budgets_all_runs_reached_and_refuses_anoth
     from benchmarks.active import combine
 
     def run(seed, random, smart, **changes):
-        curve = lambda bas: [{"labels": 100 * (i + 1), "balanced_accuracy": b} for i, b in enumerate(bas)]
+        def curve(bas):
+            return [{"labels": 100 * (i + 1), "balanced_accuracy": b} for i, b in enumerate(bas)]
+
         return {"args": {"seed": seed, "start": 100, "budget": 100, "rounds": 2, "pool": "p", "test": "t",
                          **changes}, "curves": {"random": curve(random), "smart": curve(smart)}}
 

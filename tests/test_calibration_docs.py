@@ -4,7 +4,8 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("module", ["metrics", "temperature", "selective", "report", "marker", "split", "compare", "irt"])
+@pytest.mark.parametrize("module", ["metrics", "temperature", "selective", "report", "marker", "split", "compare",
+                                    "irt"])
 def test_docstring_examples_run(module):
     result = doctest.testmod(importlib.import_module(f"calibration.{module}"))
     assert result.failed == 0

@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
+from blas_threads import one_blas_thread  # noqa: F401 - autouse fixture
 from calibration import CalibrationRecord, SelectivePolicy, SplitCalibrator, TemperatureScaler
 from calibration.split import cross_validated_calibration, group_split
-from blas_threads import one_blas_thread  # noqa: F401 - autouse fixture
 
 
 def draw(rng, n, kind="overconfident"):

@@ -6,7 +6,7 @@ import torch
 
 from autorater.config import PRESETS
 from autorater.encoders import PixelCells
-from autorater.events import HalvesBagOfWords, WINDOW_S, active_frames, event_losses, first_events
+from autorater.events import WINDOW_S, HalvesBagOfWords, active_frames, event_losses, first_events
 from autorater.model import Autorater
 
 
@@ -113,9 +113,9 @@ def test_pixel_cells_read_each_cells_colour():
 
 
 def test_the_place_prior_centres_on_the_cell_that_changes_at_the_marker():
+    from training.cache import CachedClips
     from training.dataset import Examples
     from training.train import _Data, place_prior
-    from training.cache import CachedClips
 
     n, t, g = 6, 40, 5
     rng = np.random.default_rng(0)

@@ -15,7 +15,7 @@ import shutil
 
 import pytest
 
-from data.suite import SuiteFormatError, Suite, validate_suite
+from data.suite import Suite, SuiteFormatError, validate_suite
 from data.video import VideoError, read_video
 from serving.labelstudio import annotations_to_export, parse_export
 from tiny_suites import tiny_suite

@@ -27,8 +27,8 @@ WEIRD = [None, True, False, 0, -1, 1, 2 ** 70, -1e308, 1e308, 1e-320, float("nan
          "/data/local-files/?d=suite/videos/c2.mp4", "\u0000", "é\ud7ff", [], [1, 2], {}, {"a": [1, {"b": None}]},
          [[[[[[[[[[]]]]]]]]]], "<View/>"]
 CIDS = ["c1", "c2", "c3", "c4"]
-N_PER_KIND = {"rate": 120, "predict": 100, "webhook": 160, "delete": 20, "setup": 30, "upload": 40, "raw": 60, "auth": 40,
-              "paths": 30}
+N_PER_KIND = {"rate": 120, "predict": 100, "webhook": 160, "delete": 20, "setup": 30, "upload": 40, "raw": 60,
+              "auth": 40, "paths": 30}
 FUZZED = sum(N_PER_KIND.values())
 
 
@@ -147,7 +147,8 @@ def test_generated_requests_never_answer_500_and_the_suite_stays_whole(env, tmp_
         body = rng.choice([b"[" * 50_000, b"{" * 3 + b"}" * 3, bytes(rng.randrange(256) for _ in range(200)),
                            b'{"action": Infinity}', b"null", b'"str"', b"1e999999"])
         path = rng.choice(["/v1/rate", "/predict", "/webhook", "/setup"])
-        ctype = rng.choice(["application/json", "text/plain", "multipart/form-data", "application/x-www-form-urlencoded"])
+        ctype = rng.choice(["application/json", "text/plain", "multipart/form-data",
+                            "application/x-www-form-urlencoded"])
         r = client.post(path, content=body, headers={"content-type": ctype})
         _check(r, ("raw", path, body[:40]))
         sent += 1

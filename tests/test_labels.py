@@ -8,8 +8,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from data.labels import (COLUMNS, aggregate, annotator_accuracy, dawid_skene, fleiss_kappa, krippendorff_alpha,
-                         label_table, majority_vote, marker_spread, reference_table)
+from data.labels import (
+    COLUMNS,
+    aggregate,
+    annotator_accuracy,
+    dawid_skene,
+    fleiss_kappa,
+    krippendorff_alpha,
+    label_table,
+    majority_vote,
+    marker_spread,
+    reference_table,
+)
 from data.suite import Annotation, Reference
 
 S, F = "success", "failure"

@@ -67,13 +67,14 @@ def _wait(url: str, seconds: float, proc: subprocess.Popen, log: Path, **kwargs)
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
     if not Path(LS_BIN).is_file():
-        pytest.skip(f"Label Studio is not installed (set LABEL_STUDIO_BIN; see this module's docstring)")
+        pytest.skip("Label Studio is not installed (set LABEL_STUDIO_BIN; see this module's docstring)")
     root = tmp_path_factory.mktemp("ls-live")
     env = make_hardening_env(root)
     ls_port, port = _port(), _port()
     ls_env = {**os.environ, "ML_BLOCK_LOCAL_IP": "false", "USE_DEFAULT_BANNED_SUBNETS": "false",
               "LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED": "true",
-              "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(env["media"]), "LABEL_STUDIO_BASE_DATA_DIR": str(root / "ls")}
+              "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT": str(env["media"]),
+              "LABEL_STUDIO_BASE_DATA_DIR": str(root / "ls")}
     procs = []
     try:
         ls_log = root / "label-studio.log"
@@ -114,8 +115,9 @@ def test_label_studio_gets_predictions_and_its_annotations_reach_the_suite(live)
     assert r.json()["prediction_count"] == sum(len(t.get("predictions", [])) for t in tasks)
 
     # autorater serve as the project's ML backend, with Label Studio's basic auth.
-    r = ls.post("/api/ml", json={"url": live["serve"], "project": pid, "title": "autorater", "auth_method": "BASIC_AUTH",
-                                 "basic_auth_user": "label-studio", "basic_auth_pass": TOKEN})
+    r = ls.post("/api/ml", json={"url": live["serve"], "project": pid, "title": "autorater",
+                                 "auth_method": "BASIC_AUTH", "basic_auth_user": "label-studio",
+                                 "basic_auth_pass": TOKEN})
     assert r.status_code == 201 and r.json()["readable_state"] == "Connected", r.text
     model_version = r.json()["model_version"]
     r = ls.post("/api/dm/actions", params={"id": "retrieve_tasks_predictions", "project": pid},

@@ -105,7 +105,8 @@ def test_the_video_fps_wins_over_the_task_fps_in_a_webhook(pool):
 
 def test_webhook_bodies_that_are_not_json_nan_or_deeply_nested_answer_400(pool):
     client = pool["client"]
-    for body in (b"[" * 100_000 + b"]" * 100_000, b'{"action": NaN}', b"\xff\xfe", b"", b'{"action": "ANNOTATION_CREATED"'):
+    for body in (b"[" * 100_000 + b"]" * 100_000, b'{"action": NaN}', b"\xff\xfe", b"",
+                 b'{"action": "ANNOTATION_CREATED"'):
         r = client.post("/webhook", content=body, headers={"content-type": "application/json"})
         assert r.status_code == 400, (body[:20], r.status_code)
     assert client.post("/webhook", json=["ANNOTATION_CREATED"]).status_code == 422

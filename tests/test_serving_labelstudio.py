@@ -13,8 +13,16 @@ from data.suite import Annotation, Suite
 from data.video import video_info
 from serving.ingest import ingest
 from serving.label import label_suite
-from serving.labelstudio import (annotations_to_export, frame_to_seconds, label_interface, labeling_config,
-                                 marker_region, parse_export, seconds_to_frame, validate_tasks)
+from serving.labelstudio import (
+    annotations_to_export,
+    frame_to_seconds,
+    label_interface,
+    labeling_config,
+    marker_region,
+    parse_export,
+    seconds_to_frame,
+    validate_tasks,
+)
 from serving_env import make_env, torch_threads
 from tiny_suites import read_lines
 

@@ -10,9 +10,19 @@ import pytest
 from autorater import cli
 from data.suite import load_truth
 from serving.label import JOB_FILE, LABELS_FILE, job_spec
-from serving.leaderboard import (MIN_POOLED, error_counts, error_heterogeneity, format_leaderboard, group_estimates,
-                                 leaderboard, write_report,
-                                 rate_estimate, rate_pooled, rate_vs_gold, wilson_interval)
+from serving.leaderboard import (
+    MIN_POOLED,
+    error_counts,
+    error_heterogeneity,
+    format_leaderboard,
+    group_estimates,
+    leaderboard,
+    rate_estimate,
+    rate_pooled,
+    rate_vs_gold,
+    wilson_interval,
+    write_report,
+)
 from serving_env import make_env, torch_threads
 
 
@@ -171,7 +181,8 @@ def test_leaderboard_on_a_hand_made_table(board_env):
     board = leaderboard(board_env["labels"], with_truth=True, use_references=False)
     suite, truth = board_env["suite"], board_env["truth"]
     for agent, a in board["agents"].items():
-        outcomes = [truth[c.continuation_id]["outcome"] == "success" for c in suite.continuations if c.agent_id == agent]
+        outcomes = [truth[c.continuation_id]["outcome"] == "success"
+                    for c in suite.continuations if c.agent_id == agent]
         assert a["rate"] == pytest.approx(np.mean(outcomes)) and a["labelled_rate"] == pytest.approx(np.mean(outcomes))
         assert tuple(a["ci"]) == pytest.approx(wilson_interval(int(np.sum(outcomes)), len(outcomes)))
         assert a["n_human"] == len(outcomes) and a["n_auto"] == 0 and a["waiting"] == 0

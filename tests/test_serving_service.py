@@ -70,7 +70,8 @@ def test_bad_requests_get_clear_4xx(env):
     assert client.post("/v1/rate", json={"video": "suite/videos/none.mp4", "instruction": "x"}).status_code == 404
     assert client.post("/v1/rate", json={"video": env["video"]}).status_code == 422  # no instruction
     assert client.post("/v1/rate", json={"video": env["video"], "instruction": "x", "extra": 1}).status_code == 422
-    assert client.post("/v1/rate", json={"video": env["video"], "instruction": "x", "takeover_s": -1}).status_code == 422
+    bad = {"video": env["video"], "instruction": "x", "takeover_s": -1}
+    assert client.post("/v1/rate", json=bad).status_code == 422
     not_video = env["root"] / "text.mp4"
     not_video.write_text("this is not a video")
     r = client.post("/v1/rate", json={"video": "text.mp4", "instruction": "x"})

@@ -23,9 +23,9 @@ def _strict_json(text: str):
 def suite_dir(tmp_path):
     """5 continuations; c5 has no labels. h1 and h2 agree everywhere; h3 differs on c3 only, and is right there."""
     scenarios = [Scenario("s1", "go to the ball", "goto"), Scenario("s2", "pick up the key", "pickup")]
-    continuations = [Continuation("c1", "s1", "good", "videos/c1.mp4"), Continuation("c2", "s1", "bad", "videos/c2.mp4"),
-                     Continuation("c3", "s2", "good", "videos/c3.mp4"), Continuation("c4", "s2", "bad", "videos/c4.mp4"),
-                     Continuation("c5", "s2", "bad", "videos/c5.mp4")]
+    continuations = [Continuation(f"c{i}", scenario, agent, f"videos/c{i}.mp4")
+                     for i, scenario, agent in ((1, "s1", "good"), (2, "s1", "bad"), (3, "s2", "good"),
+                                                (4, "s2", "bad"), (5, "s2", "bad"))]
     labels = {"c1": [(S, 1.0), (S, 1.0), (S, 2.0)], "c2": [(F, 0.5), (F, None), (F, 0.5)],
               "c3": [(S, 2.0), (S, 4.0), (F, 1.0)], "c4": [(S, None), (S, None), (S, None)]}
     annotations = [Annotation(c, f"h{i + 1}", o, m) for c, rows in labels.items() for i, (o, m) in enumerate(rows)]

@@ -20,8 +20,8 @@ import pytest
 from autorater.config import PRESETS
 from autorater.model import Autorater
 from autorater.predict import predict_suite
-from training import tracking
 from model_suites import fresh_tracking_uri, make_tiny_suite
+from training import tracking
 from training.train import TrainConfig
 
 

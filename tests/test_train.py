@@ -20,8 +20,16 @@ from autorater.predict import predict_batch
 from data.splits import split_groups
 from data.suite import Suite
 from data.video import read_video
-from model_suites import (GROUNDINGS, grounding_id, bright_square_video, colour_suite, colour_video, learnable_suite,
-                          one_thread, tiny_preset)
+from model_suites import (
+    GROUNDINGS,
+    bright_square_video,
+    colour_suite,
+    colour_video,
+    grounding_id,
+    learnable_suite,
+    one_thread,
+    tiny_preset,
+)
 from training.cache import FeatureCache
 from training.dataset import build_examples
 from training.train import TrainConfig, predict_rows, prepare, run_epoch, train

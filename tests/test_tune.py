@@ -13,13 +13,22 @@ import math
 import optuna
 import pytest
 
-from autorater.config import PRESETS
 import training.tune
-from training import tracking
+from autorater.config import PRESETS
 from model_suites import fresh_tracking_uri, make_tiny_suite
+from training import tracking
 from training.train import TrainConfig, load_config_file
-from training.tune import (MARKER_PENALTY_CAP_S, MARKER_PENALTY_PER_S, best_configs, default_storage,
-                           objective_value, suggest, trials_table, tune, write_best_config)
+from training.tune import (
+    MARKER_PENALTY_CAP_S,
+    MARKER_PENALTY_PER_S,
+    best_configs,
+    default_storage,
+    objective_value,
+    suggest,
+    trials_table,
+    tune,
+    write_best_config,
+)
 
 
 @pytest.fixture(scope="module", autouse=True)

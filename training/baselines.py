@@ -24,7 +24,7 @@ from autorater.model import Autorater
 from data.suite import Suite
 from training.cache import CachedClips, FeatureCache
 from training.dataset import build_examples, suite_examples
-from training.train import TrainConfig, _Data, prepare, predict_rows, train
+from training.train import TrainConfig, _Data, predict_rows, prepare, train
 
 
 def predict_cached(model: Autorater, suite: Suite, cache_dir: str, last_frame_only: bool = False,

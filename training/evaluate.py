@@ -22,7 +22,6 @@ from data.labels import label_table, majority_vote, reference_table
 from data.suite import Suite, load_truth
 
 
-
 def gold_table(suite: Suite, gold: str = "references") -> pd.DataFrame:
     """Gold labels indexed by continuation_id (``outcome``, ``marker_s``): ``references`` or ``truth``."""
     if gold == "references":

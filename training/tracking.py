@@ -104,7 +104,8 @@ def _mlflow():
 
 
 def mlflow_client(tracking_uri: str):
-    """An ``MlflowClient`` on ``tracking_uri`` (tracking and registry), creating a SQLite store next to its artifacts."""
+    """An ``MlflowClient`` on ``tracking_uri`` (tracking and registry), creating a SQLite store next to its
+    artifacts."""
     if not tracking_uri:
         raise ValueError("a tracking URI is needed (fix: pass --tracking-uri, e.g. sqlite:///runs/mlflow.db)")
     _mlflow()

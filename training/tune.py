@@ -39,8 +39,7 @@ from pathlib import Path
 from typing import Sequence
 
 from autorater.config import AutoraterConfig
-from training.tracking import (TrainingRun, ensure_experiment, flatten_params, log_run_metrics, mlflow_client,
-                               redact_uri)
+from training.tracking import TrainingRun, ensure_experiment, flatten_params, log_run_metrics, mlflow_client, redact_uri
 from training.train import TrainConfig
 
 DEFAULT_TUNE_EXPERIMENT = "autorater-tune"

@@ -33,8 +33,20 @@ import numpy as np
 from data.annotators import trait_scores
 from data.video import write_video
 from data.worlds import ScenarioJob, SwapJob
-from data.worlds.babyai.sim import (AgentContext, Judge, RenderConfig, alternative_specs, describe, expert_solution,
-                                    instr_to_spec, make_env, make_policy, render_frame, replay, resolve_level)
+from data.worlds.babyai.sim import (
+    AgentContext,
+    Judge,
+    RenderConfig,
+    alternative_specs,
+    describe,
+    expert_solution,
+    instr_to_spec,
+    make_env,
+    make_policy,
+    render_frame,
+    replay,
+    resolve_level,
+)
 
 __all__ = ["run_scenario", "swap_scenario", "render_config", "seeded_rng"]
 

@@ -254,8 +254,8 @@ def alternative_specs(env, spec: dict, other_verbs: bool = False) -> list[dict]:
 
 def _new_bot(env, instr):
     """A BabyAIBot for ``instr`` from the env's *current* state (it reads ``env.instrs`` once)."""
-    from minigrid.utils.baby_ai_bot import BabyAIBot, DropSubgoal, GoNextToSubgoal
     from minigrid.envs.babyai.core.verifier import PutNextInstr
+    from minigrid.utils.baby_ai_bot import BabyAIBot, DropSubgoal, GoNextToSubgoal
 
     saved = env.instrs
     env.instrs = instr

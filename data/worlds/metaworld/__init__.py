@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from data.worlds.metaworld.tasks import HELD_OUT, MT10, TASKS as _TASK_TABLE
+from data.worlds.metaworld.tasks import HELD_OUT, MT10
+from data.worlds.metaworld.tasks import TASKS as _TASK_TABLE
 
 __all__ = ["NAME", "TASKS", "AGENTS", "DEFAULT_TASKS", "DEFAULT_AGENTS", "FAILURE_MODES", "CAMERAS", "MT10",
            "HELD_OUT", "resolve_tasks", "check_agents", "check_options", "run_scenario", "swap_scenario",

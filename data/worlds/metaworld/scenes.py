@@ -32,8 +32,16 @@ import numpy as np
 from data.annotators import trait_scores
 from data.video import write_video
 from data.worlds import ScenarioJob, SwapJob
-from data.worlds.metaworld.sim import (Judge, environment, expert_action, expert_policy, judge_other_task, make_agent,
-                                      render, reset)
+from data.worlds.metaworld.sim import (
+    Judge,
+    environment,
+    expert_action,
+    expert_policy,
+    judge_other_task,
+    make_agent,
+    render,
+    reset,
+)
 from data.worlds.metaworld.tasks import SHARED_SCENES, TASKS
 
 __all__ = ["run_scenario", "swap_scenario", "plan_scenario"]
