@@ -65,6 +65,45 @@ class HalvesBagOfWords(nn.Module):
         return out
 
 
+class SentenceText(nn.Module):
+    """Instruction -> frozen MiniLM sentence vectors (the mean of its token embeddings, unit length) of the whole
+    instruction and of each half of its words, side by side (b, 3 x 384).
+
+    No vocabulary: a wording never seen in training lands near the ones that mean the same. The halves keep
+    the binding of a two-object instruction, as ``HalvesBagOfWords`` does. MiniLM's weights come from their
+    package and are kept out of the module tree, so a model folder never stores them; vectors are memoised.
+    """
+
+    def __init__(self, max_tokens: int = 24):
+        super().__init__()
+        self.max_tokens = max_tokens
+        self.out_dim = 3 * 384
+        self._encoder: list = []  # [MiniLM], built on first use
+        self._memo: dict[str, torch.Tensor] = {}
+
+    @torch.no_grad()
+    def _vector(self, texts: list[str]) -> torch.Tensor:
+        if not self._encoder:
+            from autorater.encoders import MiniLM
+
+            self._encoder.append(MiniLM(self.max_tokens))
+        tokens, mask = self._encoder[0](texts)
+        mean = (tokens * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
+        return F.normalize(mean, dim=-1)
+
+    def forward(self, texts: list[str]) -> torch.Tensor:
+        new = sorted({t for t in texts if t not in self._memo})
+        if new:
+            parts = []
+            for text in new:
+                words = tokenize_words(text) or [text]
+                half = (len(words) + 1) // 2
+                parts += [text, " ".join(words[:half]), " ".join(words[half:]) or text]
+            vectors = self._vector(parts).view(len(new), -1)
+            self._memo.update(zip(new, vectors))
+        return torch.stack([self._memo[t] for t in texts])
+
+
 class PlaceMatch(nn.Module):
     """One match score per frame: the instruction's queries against a few learned places of the grid and,
     with ``sides``, the words against the side of the first pose the cell in front lies on (``pose.py``)."""
@@ -126,13 +165,15 @@ class EventHead(nn.Module):
 
     def __init__(self, channels: int, cells: int, vocab: list[str], classes: int, places: int = 4,
                  generic: int = 4, hidden: int = 128, use_instruction: bool = True, raw_colours: bool = True,
-                 place_inputs: bool = False, pose_cells: int = 0, front_places: bool = False, grid: int = 7):
+                 place_inputs: bool = False, pose_cells: int = 0, front_places: bool = False, grid: int = 7,
+                 text: str = "bow"):
         super().__init__()
         self.pose_cells = pose_cells  # > 0: first-person "pixels" cells on this sub-grid: the match also reads
         #                              which side of the first pose the cell in front lies on (pose.py)
         self.place_inputs = place_inputs  # the classifier reads each place's match, not only their sum
         self.raw_colours = raw_colours  # "pixels" features in [0, 1]; other encoders' come at any scale
-        self.words = HalvesBagOfWords(vocab)
+        # "minilm": pretrained sentence vectors, no vocabulary; else the training set's words ("bow")
+        self.words = SentenceText() if text == "minilm" else HalvesBagOfWords(vocab)
         self.use_instruction = use_instruction
         self.match = PlaceMatch(channels, self.words.out_dim, cells, places, sides=pose_cells > 0,
                                 front=front_cells(grid) if front_places else None)
@@ -272,4 +313,4 @@ def match_loss(match: torch.Tensor, win: torch.Tensor, own: torch.Tensor, other:
     return F.binary_cross_entropy_with_logits(best[rows], pos[rows].float())
 
 
-__all__ = ["WINDOW_S", "event_losses", "marker_window", "match_loss", "EventHead", "HalvesBagOfWords", "PlaceMatch", "active_frames", "first_events", "log1mexp"]
+__all__ = ["WINDOW_S", "event_losses", "marker_window", "match_loss", "EventHead", "HalvesBagOfWords", "PlaceMatch", "SentenceText", "active_frames", "first_events", "log1mexp"]

@@ -260,7 +260,7 @@ class Autorater(nn.Module):
                                  1 + len(self.event_classes), config.places, use_instruction=config.use_instruction,
                                  raw_colours=config.encoder == "pixels", place_inputs=config.place_inputs,
                                  pose_cells=config.pixel_cells if config.pose else 0,
-                                 front_places=config.front_places, grid=grid[0])
+                                 front_places=config.front_places, grid=grid[0], text=config.text_encoder)
             for option in ("pose", "front_places", "mirror_tta"):
                 if getattr(config, option) and config.encoder != "pixels":
                     raise ValueError(f"{option} reads first-person 'pixels' cells; encoder {config.encoder!r} has "

@@ -6,7 +6,7 @@ import torch
 
 from autorater.config import PRESETS
 from autorater.encoders import PixelCells
-from autorater.events import WINDOW_S, HalvesBagOfWords, active_frames, event_losses, first_events
+from autorater.events import WINDOW_S, HalvesBagOfWords, SentenceText, active_frames, event_losses, first_events
 from autorater.model import Autorater
 
 
@@ -115,7 +115,7 @@ def test_pixel_cells_read_each_cells_colour():
 def test_the_place_prior_centres_on_the_cell_that_changes_at_the_marker():
     from training.cache import CachedClips
     from training.dataset import Examples
-    from training.train import _Data, place_prior
+    from training.train import TrainingData, place_prior
 
     n, t, g = 6, 40, 5
     rng = np.random.default_rng(0)
@@ -123,7 +123,7 @@ def test_the_place_prior_centres_on_the_cell_that_changes_at_the_marker():
     feats[:, 20:, :, 3, 1] += 1.0  # cell (3, 1) changes at frame 20; the annotators mark at frame 23
     ex = Examples(p_success=[1.0] * n, takeover_s=[0.0] * n)
     clips = CachedClips(feats, torch.arange(t).float().repeat(n, 1) / 8, torch.full((n,), t / 8), False, {})
-    data = _Data(ex, clips, torch.full((n,), 23), torch.full((n,), -1))
+    data = TrainingData(ex, clips, torch.full((n,), 23), torch.full((n,), -1))
     logits = place_prior(data, np.arange(n), places=3)
     assert logits.shape == (3, g * g)
     assert int(logits[0].argmax()) == int(logits.mean(0).argmax()) == 3 * g + 1
@@ -200,3 +200,28 @@ def test_an_ensemble_folder_round_trips_and_a_single_head_keeps_its_weight_names
     assert all(not k.startswith("events.0.") for k in Autorater(PRESETS["tiny"]).state_dict())
     with pytest.raises(ValueError, match="members"):
         Autorater(PRESETS["tiny"].replace(members=0))
+
+
+def test_pretrained_sentence_vectors_need_no_vocabulary_and_put_paraphrases_together():
+    text = SentenceText()
+    v = text(["open the drawer", "pull the drawer open", "press the button", "open the drawer"])
+    assert v.shape == (4, 3 * 384) and torch.equal(v[0], v[3])
+    whole = v[:, :384]
+    assert (whole[0] @ whole[1]) > (whole[0] @ whole[2]) + 0.1  # a wording never seen lands near its meaning
+    assert torch.allclose(whole.norm(dim=-1), torch.ones(4))
+
+
+def test_an_events_model_reading_minilm_round_trips_without_storing_minilm(tmp_path):
+    from safetensors import safe_open
+
+    model = Autorater(PRESETS["tiny"].replace(text_encoder="minilm")).eval()
+    assert isinstance(model.events.words, SentenceText) and model.config.vocab == []
+    batch = _batch()
+    with torch.no_grad():
+        before = torch.sigmoid(model(**batch).success_logit)
+    model.save_pretrained(tmp_path / "m")
+    with safe_open(tmp_path / "m" / "model.safetensors", "pt") as f:
+        assert not any("words" in k or "minilm" in k.lower() for k in f.keys())
+    loaded = Autorater.from_pretrained(tmp_path / "m").eval()
+    with torch.no_grad():
+        assert torch.allclose(torch.sigmoid(loaded(**batch).success_logit), before, atol=1e-6)
