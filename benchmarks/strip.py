@@ -2,8 +2,8 @@
 
     python -m benchmarks.strip [--out docs/img/worlds.png] [--frames 8]
 
-Each row is one continuation, frames spread evenly from the first to the last; the takeover frame has a
-white border; the title gives the world, the instruction, the agent and the simulator's outcome.
+Each row is one continuation, frames spread evenly from the first to the last, and the takeover frame
+(white border); the title gives the world, the instruction, the agent and the simulator's outcome.
 """
 
 from __future__ import annotations
@@ -24,11 +24,13 @@ ROWS = {"babyai": dict(tasks=["PickupLoc", "OpenDoor"], agents=["expert", "distr
 
 def _row(suite: Path, truth: dict, count: int) -> np.ndarray:
     frames = read_video(suite / "videos" / f"{truth['continuation_id']}.mp4").frames
-    picks = np.unique(np.linspace(0, len(frames) - 1, count).round().astype(int))
+    takeover = truth["takeover_frame"]
+    spread = np.linspace(0, len(frames) - 1, count - 1).round().astype(int)
+    picks = np.unique(np.append(spread, takeover))
     tiles = []
     for i in picks:
         tile = np.pad(frames[i], ((2, 2), (2, 2), (0, 0)), constant_values=0)
-        if i == truth["takeover_frame"] or (i > truth["takeover_frame"] and not tiles[-1:]):
+        if i == takeover:
             tile[:2], tile[-2:], tile[:, :2], tile[:, -2:] = 255, 255, 255, 255
         tiles.append(tile)
     return np.concatenate(tiles, axis=1)
@@ -49,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         for world, spec in ROWS.items():
             suite = generate_suite(Path(tmp) / world, world=world, scenarios=len(spec["tasks"]),
                                    continuations_per_scenario=1, agents=spec["agents"], tasks=spec["tasks"],
-                                   seed=spec["seed"], workers=1, progress=False, image_size=128)
+                                   seed=spec["seed"], workers=1, progress=False)
             for t in load_truth(suite):
                 title = (f"{world}: \"{t['instruction']}\"  agent {t['agent']}  ->  {t['outcome']}"
                          + (f" ({t['failure_mode']})" if t["failure_mode"] else f" at {t['marker_s']:.2f} s"))
