@@ -313,4 +313,5 @@ def match_loss(match: torch.Tensor, win: torch.Tensor, own: torch.Tensor, other:
     return F.binary_cross_entropy_with_logits(best[rows], pos[rows].float())
 
 
-__all__ = ["WINDOW_S", "event_losses", "marker_window", "match_loss", "EventHead", "HalvesBagOfWords", "PlaceMatch", "SentenceText", "active_frames", "first_events", "log1mexp"]
+__all__ = ["WINDOW_S", "event_losses", "marker_window", "match_loss", "EventHead", "HalvesBagOfWords", "PlaceMatch",
+           "SentenceText", "active_frames", "first_events", "log1mexp"]

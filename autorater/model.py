@@ -415,7 +415,8 @@ class Autorater(nn.Module):
             log_ps.append(torch.logsumexp(first[..., 0], 1))
             marker.append(torch.cat([torch.logsumexp(first, -1), none[:, None]], 1))  # log P(first event at t / none)
             failure.append(torch.stack([none if m == "timeout" else torch.logsumexp(
-                first[..., self.event_classes.index(m)], 1) for m in modes], -1) if modes else none.new_zeros(len(none), 1))
+                first[..., self.event_classes.index(m)], 1) for m in modes], -1)
+                           if modes else none.new_zeros(len(none), 1))
             matches.append(torch.logsumexp(2 * match.masked_fill(~active, -1e4), 1) / 2)
             if targets is not None:
                 losses.append(event_losses(first, none, match, active, times_s, targets.success, targets.marker_index,
@@ -618,7 +619,8 @@ def _planned_shapes(config: AutoraterConfig, path: Path) -> dict[str, tuple] | N
             warnings.simplefilter("ignore")
             planned = Autorater(config)
     except ValueError as err:
-        raise ValueError(f"{path / 'config.json'}: {err} (fix: restore the config.json saved with this model)") from None
+        raise ValueError(f"{path / 'config.json'}: {err} "
+                         "(fix: restore the config.json saved with this model)") from None
     except Exception:  # noqa: BLE001 - e.g. transformers' from_pretrained refuses the meta device
         return None
     return {k: tuple(v.shape) for k, v in planned.trainable_state_dict().items()}
@@ -630,8 +632,8 @@ def _compare_shapes(expected: dict[str, tuple], stored: dict[str, tuple], weight
     if missing or extra or bad:
         raise ValueError(f"{weights} does not match config.json: missing "
                          f"{sorted(missing)[:3]}, unexpected {sorted(extra)[:3]}, wrong shape {sorted(bad)[:3]} "
-                         f"(fix: keep the config.json saved with these weights, and load with the autorater version that "
-                         f"trained them; a folder from an older architecture must be retrained)")
+                         f"(fix: keep the config.json saved with these weights, and load with the autorater version "
+                         f"that trained them; a folder from an older architecture must be retrained)")
 
 
 _PROBABILITIES = ("target_agreement", "confidence", "t_success", "t_fail", "bound", "expected_coverage",

@@ -351,7 +351,7 @@ def _summary(result: dict) -> str:
                      f"{marker['median_abs_error_s']:.3f} s, within 0.5 s: {marker['within_0_5s']:.2f}")
     c = result["calibration"]
     pol = c["policy"]
-    lines.append(f"selective policy on the training suite's references (0.95 / 90%): "
+    lines.append("selective policy on the training suite's references (0.95 / 90%): "
                  + (f"auto if max(p, 1-p) >= {pol['t_success']:.3f}, bound {pol['bound']:.3f}, expected coverage "
                     f"{pol['expected_coverage']:.2f}" if pol["feasible"] else "no operating point"))
     for n, sel in result.get("selective", {}).items():

@@ -33,3 +33,18 @@ def test_calibration_imports_none_of_the_other_packages():
             "'training'})))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(out) == []
+
+
+def test_no_module_imports_a_private_name_of_another():
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    found = []
+    for package in ("autorater", "benchmarks", "calibration", "data", "serving", "training"):
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom):
+                    found += [f"{path.relative_to(root)}:{node.lineno} {alias.name}" for alias in node.names
+                              if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert not found, f"private names imported across modules (make them public in their module): {found}"

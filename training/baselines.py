@@ -24,7 +24,7 @@ from autorater.model import Autorater
 from data.suite import Suite
 from training.cache import CachedClips, FeatureCache
 from training.dataset import build_examples, suite_examples
-from training.train import TrainConfig, _Data, predict_rows, prepare, train
+from training.train import TrainConfig, TrainingData, predict_rows, prepare, train
 
 
 def predict_cached(model: Autorater, suite: Suite, cache_dir: str, last_frame_only: bool = False,
@@ -38,7 +38,7 @@ def predict_cached(model: Autorater, suite: Suite, cache_dir: str, last_frame_on
     if last_frame_only:
         clips = _last_frame(clips)
     ex = suite_examples(suite, ids)
-    data = _Data(ex, clips, torch.full((len(ids),), -1), torch.full((len(ids),), -1))
+    data = TrainingData(ex, clips, torch.full((len(ids),), -1), torch.full((len(ids),), -1))
     raw = predict_rows(model, data, np.arange(len(ids)))
     raw["p_success"], raw["marker_s"] = calibrate_outputs(raw["logit"], raw["marker_s"], clips.durations_s.tolist(),
                                                           calibration)
@@ -71,7 +71,7 @@ def predict_majority(state: dict, suite: Suite) -> list[dict]:
 def train_last_frame(suites: list[Suite], model_config: AutoraterConfig, tc: TrainConfig, progress: bool = False):
     model, data = prepare(suites, model_config, tc, progress)
     no_marker = torch.full_like(data.marker_index, -1)  # one frame cannot place a marker
-    data = _Data(data.ex, _last_frame(data.clips), no_marker, data.failure_index)
+    data = TrainingData(data.ex, _last_frame(data.clips), no_marker, data.failure_index)
     return train(suites, model.config.replace(frame_diff=False), dataclasses.replace(tc, marker_weight=0.0),
                  prepared=(model, data), progress=progress).model
 

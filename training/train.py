@@ -32,8 +32,16 @@ from calibration import marker_metrics, outcome_metrics
 from data.splits import split_groups
 from data.suite import Suite
 from data.worlds import world_of
-from training.augment import (contradicts, mirror, mirror_words, random_permutation, recolour, recolour_one_word,
-                              recolour_words, relax_words)
+from training.augment import (
+    contradicts,
+    mirror,
+    mirror_words,
+    random_permutation,
+    recolour,
+    recolour_one_word,
+    recolour_words,
+    relax_words,
+)
 from training.cache import CachedClips, FeatureCache
 from training.dataset import Examples, build_examples, marker_indices
 
@@ -115,7 +123,12 @@ class TrainResult:
 
 
 @dataclass
-class _Data:
+class TrainingData:
+    """What the training loop reads: the examples, their cached clips and the label indices.
+
+    ``prepare`` builds it from suites; the baselines build their own from a suite or a cache.
+    """
+
     ex: Examples
     clips: CachedClips
     marker_index: torch.Tensor  # (n,) long
@@ -129,7 +142,7 @@ class _Data:
 
 
 def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig,
-            progress: bool = False) -> tuple[Autorater, _Data]:
+            progress: bool = False) -> tuple[Autorater, TrainingData]:
     """Labels from the annotations, the vocabulary and failure modes, the model, and cached features."""
     ex = build_examples(suites, aggregation=tc.aggregation)
     cfg = model_config
@@ -149,11 +162,11 @@ def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainCon
     failure = [index.get(m, -1) if p < 0.5 else -1 for m, p in zip(ex.failure_mode, ex.p_success)]
     decisive = frozenset(c for c, m, p in zip(ex.categories, ex.failure_mode, ex.p_success)
                          if p < 0.5 and m and m != "timeout")
-    return model, _Data(ex, clips, torch.from_numpy(marker), torch.tensor(failure, dtype=torch.long),
+    return model, TrainingData(ex, clips, torch.from_numpy(marker), torch.tensor(failure, dtype=torch.long),
                         pixel_cells=cfg.pixel_cells if cfg.encoder == "pixels" else 0, decisive=decisive)
 
 
-def mirrorable(data: _Data) -> bool:
+def mirrorable(data: TrainingData) -> bool:
     """Whether a left-right mirror of the cached inputs is the input of the mirrored video."""
     return data.clips.is_frames or data.pixel_cells > 0
 
@@ -168,7 +181,7 @@ def _rotate(x: torch.Tensor, k: torch.Tensor, spatial_dims: tuple[int, int]) -> 
     return out
 
 
-def _mismatch_partners(rows: np.ndarray, data: _Data, share: float, rng: np.random.Generator,
+def _mismatch_partners(rows: np.ndarray, data: TrainingData, share: float, rng: np.random.Generator,
                        successes_only: bool = False):
     """For a share of the batch, another row of the batch whose instruction differs (same category preferred);
     ``successes_only``: every success video of the batch, paired within its category only."""
@@ -189,7 +202,7 @@ def _mismatch_partners(rows: np.ndarray, data: _Data, share: float, rng: np.rand
     return chosen, partners
 
 
-def _relaxed_rows(data: _Data, feats, instructions: list[str], match, idx, n_own: int, share: float,
+def _relaxed_rows(data: TrainingData, feats, instructions: list[str], match, idx, n_own: int, share: float,
                   rng: np.random.Generator):
     """For a share of the batch's own success rows in a category where a wrong object is a decisive failure,
     add three rows: the same video under its instruction with one colour word dropped (still a success,
@@ -218,7 +231,7 @@ def _relaxed_rows(data: _Data, feats, instructions: list[str], match, idx, n_own
             torch.cat([match, torch.tensor(add_match)]), torch.cat([idx, idx[add_rows]]))
 
 
-def make_batch(data: _Data, rows: np.ndarray, tc: TrainConfig, rng: np.random.Generator | None):
+def make_batch(data: TrainingData, rows: np.ndarray, tc: TrainConfig, rng: np.random.Generator | None):
     """Model inputs and targets for ``rows``; with ``rng``, add mismatch negatives, rotations, mirrors, recolours
     and the weaker-instruction rows (``TrainConfig.relax``)."""
     ex, clips = data.ex, data.clips
@@ -310,7 +323,7 @@ class WeightAverage:
                     p.copy_(v)
 
 
-def run_epoch(model: Autorater, data: _Data, rows: np.ndarray, tc: TrainConfig, opt, sched,
+def run_epoch(model: Autorater, data: TrainingData, rows: np.ndarray, tc: TrainConfig, opt, sched,
               rng: np.random.Generator, average: WeightAverage | None = None) -> dict:
     model.train()
     totals: dict[str, float] = {}
@@ -332,7 +345,7 @@ def run_epoch(model: Autorater, data: _Data, rows: np.ndarray, tc: TrainConfig, 
     return {f"train_{k}": v / max(1, n_batches) for k, v in totals.items()}
 
 
-def warm_up_match(model: Autorater, data: _Data, rows: np.ndarray, tc: TrainConfig, rng: np.random.Generator,
+def warm_up_match(model: Autorater, data: TrainingData, rows: np.ndarray, tc: TrainConfig, rng: np.random.Generator,
                   progress: bool = False, batch_size: int = 48, lr: float = 3e-3) -> list[float]:
     """Events: train the instruction match (each head's ``match``) alone on the success videos, own instruction
     against another of its category around the annotators' marker; returns the mean match loss per epoch."""
@@ -371,7 +384,7 @@ def warm_up_match(model: Autorater, data: _Data, rows: np.ndarray, tc: TrainConf
 
 
 @torch.no_grad()
-def predict_rows(model: Autorater, data: _Data, rows: np.ndarray, batch_size: int = 64) -> dict[str, np.ndarray]:
+def predict_rows(model: Autorater, data: TrainingData, rows: np.ndarray, batch_size: int = 64) -> dict[str, np.ndarray]:
     """Model outputs for cached rows (no augmentation, each video with its own instruction)."""
     from autorater.predict import predict_batch
 
@@ -384,7 +397,7 @@ def predict_rows(model: Autorater, data: _Data, rows: np.ndarray, batch_size: in
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-def validate(model: Autorater, data: _Data, rows: np.ndarray) -> dict:
+def validate(model: Autorater, data: TrainingData, rows: np.ndarray) -> dict:
     """Validation metrics against the aggregated labels of held-out scenarios."""
     pred = predict_rows(model, data, rows)
     y = np.array([data.ex.p_success[r] for r in rows]) > 0.5
@@ -399,7 +412,7 @@ def validate(model: Autorater, data: _Data, rows: np.ndarray) -> dict:
 
 def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig | None = None,
           out: str | Path | None = None, log: Callable[[int, dict], None] | None = None,
-          progress: bool = False, prepared: tuple[Autorater, _Data] | None = None,
+          progress: bool = False, prepared: tuple[Autorater, TrainingData] | None = None,
           should_stop: Callable[[int, dict], bool] | None = None,
           init_state: dict | None = None) -> TrainResult:
     """Train an Autorater on the annotations of ``suites``; keep the epoch with the best validation BA.
@@ -503,12 +516,12 @@ def with_min_steps(tc: TrainConfig, n_train: int) -> TrainConfig:
                                match_warmup_epochs=int(np.ceil(tc.match_warmup_epochs * scale)))
 
 
-def place_prior(data: _Data, rows: np.ndarray, places: int, seed: int = 0) -> torch.Tensor:
+def place_prior(data: TrainingData, rows: np.ndarray, places: int, seed: int = 0) -> torch.Tensor:
     """:func:`place_priors` for one head."""
     return place_priors(data, rows, places, [seed])[0]
 
 
-def place_priors(data: _Data, rows: np.ndarray, places: int, seeds: Sequence[int]) -> list[torch.Tensor]:
+def place_priors(data: TrainingData, rows: np.ndarray, places: int, seeds: Sequence[int]) -> list[torch.Tensor]:
     """Starting logits of the events model's places (places, cells): Gaussians of widths 0.75-2 cells around the
     cell whose content changes most, relative to the rest of the clip, around the annotators' success markers;
     one tensor per seed (the heads of an ensemble differ by the noise; the change is measured once).
