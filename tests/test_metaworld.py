@@ -187,3 +187,15 @@ def test_cli_generates_a_metaworld_suite(tmp_path, capsys):
                  "--out", str(out)]) == 0
     suite = Suite.load(out)
     assert len(suite.continuations) == 2 and suite.scenarios[0].metadata["camera"] == "corner2"
+
+
+def test_a_missing_gl_back_end_says_what_to_install(monkeypatch):
+    env = environment("reach-v3", 32)
+    reset(env, env_seed=0)
+
+    def no_gl(*args, **kwargs):
+        raise AttributeError("'NoneType' object has no attribute 'glGetError'")
+
+    monkeypatch.setattr(env.mujoco_renderer, "render", no_gl)
+    with pytest.raises(RuntimeError, match="apt-get install libosmesa6"):
+        render(env, "corner")
