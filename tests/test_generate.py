@@ -10,7 +10,10 @@ import pytest
 from data.generate import DEFAULT_LEVELS, TRUTH_FILE, generate_suite, load_truth, simulate_truths, swap_instructions
 from data.suite import Suite, validate_suite
 from data.video import read_video
-from data.worlds.babyai.sim import AGENTS, LEVELS, RenderConfig, make_env, render_frame, replay, resolve_level
+from data.worlds.babyai.agents import AGENTS
+from data.worlds.babyai.judge import replay
+from data.worlds.babyai.levels import LEVELS, make_env, resolve_level
+from data.worlds.babyai.render import RenderConfig, render_frame
 
 ALL_AGENTS = tuple(AGENTS)
 SMALL = dict(levels=DEFAULT_LEVELS, agents=ALL_AGENTS, scenarios=8, continuations_per_scenario=3, seed=7,

@@ -1,7 +1,9 @@
 """The BabyAI world (minigrid): grid levels with rich language, agents of graded skill, the verifier's truth.
 
-``sim`` holds the simulation (levels, instruction specs, the expert bot, agents, the judge, frames);
-``scenes`` plans scenarios and records their continuations. Options: ``view`` (``"ego"``, the agent's own
+The simulation, module by module: ``levels`` (levels, environments, instruction specs), ``bot`` (the
+expert bot, made robust), ``agents`` (agents of graded skill), ``judge`` (the ground truth), ``render``
+(frames); ``scenes`` plans scenarios and records their continuations. Everything is deterministic for a
+level, an environment seed, an instruction and an action list. Options: ``view`` (``"ego"``, the agent's own
 7 x 7 view, or ``"full"``, the grid from above), ``image_size`` (even pixels, 112 by default: 16 pixels a
 first-person tile), ``tile_size`` (pixels per cell; None fits the grid).
 """
@@ -10,8 +12,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from data.worlds.babyai.agents import AGENTS, check_agents
+from data.worlds.babyai.levels import CATEGORIES, FAILURE_MODES, LEVELS, resolve_level
 from data.worlds.babyai.scenes import run_scenario, swap_scenario
-from data.worlds.babyai.sim import AGENTS, CATEGORIES, FAILURE_MODES, LEVELS, check_agents, resolve_level
 
 __all__ = ["NAME", "TASKS", "AGENTS", "CATEGORIES", "FAILURE_MODES", "DEFAULT_TASKS", "DEFAULT_AGENTS",
            "resolve_tasks", "check_agents", "check_options", "run_scenario", "swap_scenario", "describe"]

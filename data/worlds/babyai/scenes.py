@@ -9,7 +9,7 @@ or failure until the end: no early cut, no frozen tail. Frame 0 is the initial s
 per step (8 fps by default); the instruction is never drawn.
 
 Truth lines (``simulator_truth.jsonl``): ``continuation_id``, ``scenario_id``, ``agent``, ``level``
-(short name), ``level_id``, ``env_seed``, ``instruction``, ``instruction_spec`` (``sim`` spec),
+(short name), ``level_id``, ``env_seed``, ``instruction``, ``instruction_spec`` (``levels`` spec),
 ``category``, ``outcome``, ``marker_s`` (success: frame of success / fps; mistake: its frame / fps;
 timeout: num_frames / fps), ``failure_mode`` (``wrong_object``, ``wrong_placement``, ``wrong_door``,
 ``timeout``; null on success), ``event_frame`` (frame first showing the success or mistake; null for a
@@ -33,20 +33,10 @@ import numpy as np
 from data.annotators import trait_scores
 from data.video import write_video
 from data.worlds import ScenarioJob, SwapJob
-from data.worlds.babyai.sim import (
-    AgentContext,
-    Judge,
-    RenderConfig,
-    alternative_specs,
-    describe,
-    expert_solution,
-    instr_to_spec,
-    make_env,
-    make_policy,
-    render_frame,
-    replay,
-    resolve_level,
-)
+from data.worlds.babyai.agents import AgentContext, make_policy
+from data.worlds.babyai.judge import Judge, expert_solution, replay
+from data.worlds.babyai.levels import alternative_specs, describe, instr_to_spec, make_env, resolve_level
+from data.worlds.babyai.render import RenderConfig, render_frame
 
 __all__ = ["run_scenario", "swap_scenario", "render_config", "seeded_rng"]
 
