@@ -84,10 +84,10 @@ def bench_leaderboard(labels_dir: Path, suite, repeats: int, audit_share: float,
 
 def _repeat(base, truths, agent_of, true_rate, gold, repeats, audit_share, annotators) -> dict:
     from calibration.metrics import rank_metrics
+    from calibration.rates import group_estimates
     from data.annotators import simulate_annotations
     from data.labels import label_table, majority_vote
     from serving.label import audit_draw
-    from serving.leaderboard import group_estimates
 
     keys = ("rate", "labelled", "per_group")
     spearman, mmrv, covered, width = ({k: [] for k in keys} for _ in range(4))

@@ -1,4 +1,5 @@
-"""Calibration: metrics, temperature scaling, agreement reports and the selective labelling policy.
+"""Calibration: metrics, temperature scaling, agreement reports, the selective labelling policy, and the
+estimators of agent success rates from imperfect labels (``rates``).
 
 Depends only on numpy, scipy, matplotlib (imported inside the plot functions) and krippendorff,
 never on the project's other packages, so any of them can import it.
@@ -20,6 +21,16 @@ from .metrics import (
     reliability_curve,
 )
 from .plots import new_figure, plot_agreement_table, plot_reliability, plot_risk_coverage
+from .rates import (
+    bootstrap_interval,
+    corrected_consistency,
+    corrected_time_to_success,
+    group_estimates,
+    rate_estimate,
+    rate_pooled,
+    rate_vs_gold,
+    wilson_interval,
+)
 from .report import CalibrationRecord
 from .selective import InsufficientReferencesError, SelectivePolicy
 from .split import SplitCalibrator, cross_validated_calibration
@@ -35,19 +46,27 @@ __all__ = [
     "TemperatureScaler",
     "agreement_report",
     "bootstrap_ci",
+    "bootstrap_interval",
     "brier_score",
+    "corrected_consistency",
+    "corrected_time_to_success",
     "cross_validated_calibration",
     "drift_check",
     "expected_calibration_error",
     "failure_mode_metrics",
     "format_agreement_table",
+    "group_estimates",
     "marker_metrics",
     "new_figure",
-    "paired_comparison",
     "outcome_metrics",
+    "paired_comparison",
     "plot_agreement_table",
     "plot_reliability",
     "plot_risk_coverage",
     "rank_metrics",
+    "rate_estimate",
+    "rate_pooled",
+    "rate_vs_gold",
     "reliability_curve",
+    "wilson_interval",
 ]

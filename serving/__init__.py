@@ -17,7 +17,7 @@ _HOMES = {
     "serving.ingest": ["append_annotations", "format_ingest", "read_labels"],
     "serving.label": ["LabelJobError", "audit_draw", "folder_lock", "format_summary", "label_suite", "read_jsonl_rows"],
     "serving.labelstudio": ["annotations_to_export", "parse_export", "write_labelstudio_files"],
-    "serving.leaderboard": ["format_leaderboard", "group_estimates", "write_report"],
+    "serving.leaderboard": ["format_leaderboard", "write_report"],
     "serving.service": ["create_app"],
     "serving.simulate": ["simulate_queue_export"],
 }

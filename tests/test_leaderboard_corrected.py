@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from blas_threads import one_blas_thread  # noqa: F401 - autouse fixture
-from serving.leaderboard import corrected_consistency, corrected_time_to_success, error_counts
+from calibration.rates import corrected_consistency, corrected_time_to_success, error_counts
 
 SE, SP = 0.9, 0.85  # the labels' sensitivity and specificity
 

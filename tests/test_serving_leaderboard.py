@@ -8,21 +8,19 @@ import numpy as np
 import pytest
 
 from autorater import cli
-from data.suite import load_truth
-from serving.label import JOB_FILE, LABELS_FILE, job_spec
-from serving.leaderboard import (
+from calibration.rates import (
     MIN_POOLED,
     error_counts,
     error_heterogeneity,
-    format_leaderboard,
     group_estimates,
-    leaderboard,
     rate_estimate,
     rate_pooled,
     rate_vs_gold,
     wilson_interval,
-    write_report,
 )
+from data.suite import load_truth
+from serving.label import JOB_FILE, LABELS_FILE, job_spec
+from serving.leaderboard import format_leaderboard, leaderboard, write_report
 from serving_env import make_env, torch_threads
 
 
