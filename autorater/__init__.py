@@ -1,6 +1,7 @@
 """autorater: a video-language model that says whether an agent succeeded at its instruction, and when.
 
-The prediction functions (``autorater.predict``) are imported on first use (PEP 562).
+The prediction functions (``autorater.predict``) and the MLflow store and model registry
+(``autorater.registry``) are imported on first use (PEP 562).
 """
 
 from autorater.config import PRESETS, AutoraterConfig
@@ -10,6 +11,7 @@ from data.lazy import lazy_exports
 _predict, __getattr__ = lazy_exports(__name__, {
     "autorater.predict": ["ClipInput", "iter_suite_predictions", "load_clip", "predict_clips", "predict_suite",
                           "read_calibration"],
+    "autorater.registry": ["champion_model_dir", "default_tracking_uri", "promote", "resolve_model_arg"],
 })
 
 __all__ = ["Autorater", "AutoraterConfig", "AutoraterOutput", "PRESETS", "Targets", *_predict]

@@ -87,7 +87,8 @@ def cmd_train(args) -> int:
     if args.no_tracking:
         result = train(suites, model_cfg, train_cfg, out=args.out, progress=not args.quiet)
     else:
-        from training.tracking import default_tracking_uri, track_training
+        from autorater.registry import default_tracking_uri
+        from training.tracking import track_training
 
         uri = args.tracking_uri or default_tracking_uri(args.workdir)
         result, run_id, version = track_training(uri, args.experiment, args.run_name, model_cfg, train_cfg, suites,
@@ -104,7 +105,7 @@ def _load_model(arg: str, tracking_uri: str | None, workdir: str, load: bool = T
     """(model or None, its local folder) for ``--model``: a folder, or a registry URI such as
     models:/autorater@champion."""
     from autorater.model import Autorater
-    from training.tracking import default_tracking_uri, resolve_model_arg
+    from autorater.registry import default_tracking_uri, resolve_model_arg
 
     if arg.startswith("models:/"):
         path = resolve_model_arg(arg, tracking_uri or default_tracking_uri(workdir), Path(workdir) / "models")
@@ -192,8 +193,8 @@ def cmd_calibrate(args) -> int:
 def cmd_tune(args) -> int:
     import optuna
 
+    from autorater.registry import default_tracking_uri
     from data.suite import Suite
-    from training.tracking import default_tracking_uri
     from training.train import load_config_file
     from training.tune import default_storage, trials_table, tune, write_best_config
 
@@ -218,7 +219,8 @@ def cmd_tune(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from training.tracking import compare_runs, default_tracking_uri, format_runs_table
+    from autorater.registry import default_tracking_uri
+    from training.tracking import compare_runs, format_runs_table
 
     rows = compare_runs(args.tracking_uri or default_tracking_uri(args.workdir), args.experiment,
                         args.metric or None, args.max_runs, kind=args.kind, order_by=args.order_by)
@@ -227,7 +229,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_promote(args) -> int:
-    from training.tracking import default_tracking_uri, promote
+    from autorater.registry import default_tracking_uri, promote
 
     done = promote(args.tracking_uri or default_tracking_uri(args.workdir), args.name, args.version, args.alias)
     was = f" (was version {done['previous_version']})" if done.get("previous_version") else ""
@@ -298,8 +300,8 @@ def cmd_active_select(args) -> int:
 
 
 def cmd_active_round(args) -> int:
+    from autorater.registry import default_tracking_uri
     from serving.active import run_round
-    from training.tracking import default_tracking_uri
 
     _threads()
     from training.train import load_config_file

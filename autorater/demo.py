@@ -33,6 +33,7 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai") -> int:
 
     from autorater.config import PRESETS
     from autorater.predict import read_calibration
+    from autorater.registry import default_tracking_uri, promote
     from data.generate import generate_suite
     from data.stats import format_stats, suite_stats
     from data.suite import Suite
@@ -43,7 +44,7 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai") -> int:
     from serving.simulate import simulate_queue_export
     from training.baselines import predict_cached, predict_majority, train_majority
     from training.evaluate import evaluate, format_report
-    from training.tracking import default_tracking_uri, promote, track_training
+    from training.tracking import track_training
     from training.train import TrainConfig
 
     torch.set_num_threads(2)

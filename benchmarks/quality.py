@@ -76,10 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from autorater.config import PRESETS, AutoraterConfig
+    from autorater.registry import default_tracking_uri
     from data.suite import Suite
     from training import baselines as B
     from training.evaluate import evaluate, format_report
-    from training.tracking import default_tracking_uri, log_evaluation, track_training
+    from training.tracking import log_evaluation, track_training
     from training.train import TrainConfig
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

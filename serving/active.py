@@ -228,12 +228,13 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
     """
     from autorater.model import Autorater
     from autorater.predict import read_calibration
+    from autorater.registry import promote
     from calibration import paired_comparison
     from serving.calibrate import calibrate_model
     from serving.ingest import append_annotations, read_labels
     from training.baselines import predict_cached
     from training.evaluate import evaluate, gold_table
-    from training.tracking import log_evaluation, promote, track_training
+    from training.tracking import log_evaluation, track_training
     from training.train import TrainConfig, train
 
     champion_dir, out = Path(champion_dir), Path(out)

@@ -140,11 +140,11 @@ def make_tiny_suite(root: Path, n_scenarios: int = 10, per_scenario: int = 2, se
 
 def fresh_tracking_uri(tmp_path_factory, folder: Path) -> str:
     """A new store in ``folder``: a copy of one session-wide initialised database (migrations run once)."""
-    from training import tracking
+    from autorater import registry
 
     template = tmp_path_factory.getbasetemp() / "mlflow-template"
     if not (template / "mlflow.db").exists():
-        tracking.mlflow_client(tracking.default_tracking_uri(template))
+        registry.mlflow_client(registry.default_tracking_uri(template))
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copy(template / "mlflow.db", folder / "mlflow.db")
-    return tracking.default_tracking_uri(folder)
+    return registry.default_tracking_uri(folder)

@@ -124,7 +124,7 @@ def _answer(env, tasks, flip: bool):
 def test_a_round_never_promotes_a_worse_challenger(env, tmp_path):
     import shutil
 
-    from training.tracking import mlflow_client
+    from autorater.registry import mlflow_client
 
     pool_dir = tmp_path / "pool"
     shutil.copytree(env["pool"].root, pool_dir)
@@ -172,7 +172,7 @@ def test_a_better_challenger_is_promoted(env, tmp_path):
 
     from autorater.config import PRESETS
     from autorater.model import Autorater
-    from training.tracking import mlflow_client
+    from autorater.registry import mlflow_client
 
     pool_dir = tmp_path / "pool"
     shutil.copytree(env["pool"].root, pool_dir)

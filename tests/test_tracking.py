@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from autorater import registry
 from autorater.config import PRESETS
 from autorater.model import Autorater
 from autorater.predict import predict_suite
@@ -57,14 +58,14 @@ def env(tmp_path_factory):
 
 
 def test_default_tracking_uri_is_an_absolute_sqlite_path(tmp_path):
-    uri = tracking.default_tracking_uri(tmp_path / "w")
+    uri = registry.default_tracking_uri(tmp_path / "w")
     assert uri == f"sqlite:///{(tmp_path / 'w').resolve()}/mlflow.db"
     assert (tmp_path / "w").is_dir()
-    assert tracking.artifact_root(uri) == str((tmp_path / "w" / "mlartifacts").resolve())
+    assert registry.artifact_root(uri) == str((tmp_path / "w" / "mlartifacts").resolve())
 
 
 def test_tracked_training_logs_params_epoch_metrics_and_registers_a_version(env):
-    client, tracked = tracking.mlflow_client(env["uri"]), env["tracked"]
+    client, tracked = registry.mlflow_client(env["uri"]), env["tracked"]
     run = client.get_run(tracked.run_id)
     assert run.info.status == "FINISHED" and run.info.run_name == "first"
     params = run.data.params
@@ -83,7 +84,7 @@ def test_tracked_training_logs_params_epoch_metrics_and_registers_a_version(env)
     mv = client.get_model_version("autorater", str(tracked.version))
     assert mv.run_id == tracked.run_id and mv.source.endswith("/model")
     # Artifacts live next to the database, never in the current directory.
-    assert mv.source.startswith(tracking.artifact_root(env["uri"]))
+    assert mv.source.startswith(registry.artifact_root(env["uri"]))
     assert list(env["cwd"].iterdir()) == []
 
 
@@ -92,25 +93,25 @@ def test_metadata_names_the_registered_version_and_keeps_its_keys(env):
     assert meta["registered_name"] == "autorater" and meta["registered_version"] == env["tracked"].version
     assert meta["mlflow_run_id"] == env["tracked"].run_id
     assert "train_config" in meta and "best" in meta  # written by train(), kept
-    client = tracking.mlflow_client(env["uri"])
+    client = registry.mlflow_client(env["uri"])
     logged = Path(client.download_artifacts(env["tracked"].run_id, "model/metadata.json", str(env["root"])))
     assert json.loads(logged.read_text())["registered_version"] == env["tracked"].version
 
 
 def test_promote_sets_the_alias_and_the_champion_loads_with_identical_predictions(env):
     uri, root = env["uri"], env["root"]
-    first = tracking.promote(uri, version=env["tracked"].version)
+    first = registry.promote(uri, version=env["tracked"].version)
     assert first["version"] == env["tracked"].version and first["uri"] == "models:/autorater@champion"
     _, run_id, version = tracking.track_training(uri, None, "second", PRESETS["tiny"], env["tc"], [env["suite"]],
                                                  out=root / "model-2")
     second = tracking.TrackedModel(run_id, "", "autorater", version)
     assert second.version == env["tracked"].version + 1 and second.model_uri == f"models:/autorater/{version}"
-    promoted = tracking.promote(uri)  # default: the latest version
+    promoted = registry.promote(uri)  # default: the latest version
     assert promoted["version"] == second.version and promoted["previous_version"] == first["version"]
-    client = tracking.mlflow_client(uri)
+    client = registry.mlflow_client(uri)
     assert int(client.get_model_version_by_alias("autorater", "champion").version) == second.version
 
-    champion = tracking.champion_model_dir(uri, root / "champion")
+    champion = registry.champion_model_dir(uri, root / "champion")
     local, downloaded = Autorater.from_pretrained(root / "model-2"), Autorater.from_pretrained(champion)
     ids = env["suite"].continuation_ids()[:6]
     rows_local = predict_suite(local, env["suite"], model_dir=root / "model-2", ids=ids)
@@ -119,19 +120,19 @@ def test_promote_sets_the_alias_and_the_champion_loads_with_identical_prediction
     assert rows_champion[0]["model"] == f"autorater@{second.version}"
 
     cache = root / "model-cache"
-    by_alias = tracking.resolve_model_arg("models:/autorater@champion", uri, cache)
+    by_alias = registry.resolve_model_arg("models:/autorater@champion", uri, cache)
     assert by_alias == cache / "autorater" / str(second.version)
-    assert tracking.resolve_model_arg(f"models:/autorater/{first['version']}", uri, cache) != by_alias
-    assert tracking.resolve_model_arg("models:/autorater/latest", uri, cache) == by_alias
-    assert tracking.resolve_model_arg(str(root / "model-2"), uri, cache) == root / "model-2"
+    assert registry.resolve_model_arg(f"models:/autorater/{first['version']}", uri, cache) != by_alias
+    assert registry.resolve_model_arg("models:/autorater/latest", uri, cache) == by_alias
+    assert registry.resolve_model_arg(str(root / "model-2"), uri, cache) == root / "model-2"
     with pytest.raises(ValueError, match="no alias 'staging'"):
-        tracking.resolve_model_arg("models:/autorater@staging", uri, cache)
+        registry.resolve_model_arg("models:/autorater@staging", uri, cache)
     with pytest.raises(ValueError, match="no registered model 'nope'"):
-        tracking.promote(uri, name="nope")
+        registry.promote(uri, name="nope")
     with pytest.raises(ValueError, match="--tracking-uri"):
-        tracking.resolve_model_arg("models:/autorater@champion", None, cache)
+        registry.resolve_model_arg("models:/autorater@champion", None, cache)
     with pytest.raises(FileNotFoundError, match="not a model folder"):
-        tracking.resolve_model_arg(str(root / "missing"), uri, cache)
+        registry.resolve_model_arg(str(root / "missing"), uri, cache)
 
 
 def test_log_evaluation_keeps_only_finite_numbers_and_stores_the_report(env):
@@ -139,7 +140,7 @@ def test_log_evaluation_keeps_only_finite_numbers_and_stores_the_report(env):
     report = {"outcome": {"balanced_accuracy": 0.75, "kappa": float("nan"), "n": 12, "ok": True},
               "per_agent": {"agent 1": {"rate": np.float64(0.5)}}, "curve": [0.1, 0.2], "suite": "tiny@v1"}
     assert tracking.log_evaluation(uri, run_id, report, prefix="eval.tiny") == run_id
-    client = tracking.mlflow_client(uri)
+    client = registry.mlflow_client(uri)
     metrics = client.get_run(run_id).data.metrics
     assert metrics["eval.tiny.outcome.balanced_accuracy"] == 0.75
     assert metrics["eval.tiny.outcome.n"] == 12 and metrics["eval.tiny.per_agent.agent 1.rate"] == 0.5
@@ -175,7 +176,7 @@ def test_a_failed_training_ends_its_run_failed(env, tmp_path):
         with tracking.TrainingRun(env["uri"], PRESETS["tiny"], env["tc"], [env["suite"]], run_name="broken") as run:
             run.log(1, {"train_loss": 1.0, "val_balanced_accuracy": float("nan")})
             raise RuntimeError("boom")
-    logged = tracking.mlflow_client(env["uri"]).get_run(run.run_id)
+    logged = registry.mlflow_client(env["uri"]).get_run(run.run_id)
     assert logged.info.status == "FAILED" and "boom" in logged.data.tags["error"]
     assert logged.data.metrics == {"train_loss": 1.0}
 

@@ -14,9 +14,9 @@ import optuna
 import pytest
 
 import training.tune
+from autorater import registry
 from autorater.config import PRESETS
 from model_suites import fresh_tracking_uri, make_tiny_suite
-from training import tracking
 from training.train import TrainConfig, load_config_file
 from training.tune import (
     MARKER_PENALTY_CAP_S,
@@ -93,7 +93,7 @@ def test_a_study_logs_each_trial_as_a_nested_mlflow_run_and_resumes(tmp_path, tm
     assert len(study.trials) == 2
     assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
 
-    client = tracking.mlflow_client(uri)
+    client = registry.mlflow_client(uri)
     exp = client.get_experiment_by_name("autorater-tune")
     parents = client.search_runs([exp.experiment_id], "tags.`autorater.kind` = 'study'")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"

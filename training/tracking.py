@@ -1,4 +1,4 @@
-"""MLflow tracking: training runs, evaluations, the model registry and the champion alias.
+"""MLflow tracking: training runs and evaluations (the store and the registry: ``autorater.registry``).
 
 This module is an edge (STYLE.md 9): it starts MLflow runs and writes to the store, and every
 function takes ``tracking_uri`` explicitly. It never touches MLflow's global state (no
@@ -24,10 +24,8 @@ Example:
     ...                                          suites, out="model")           # doctest: +SKIP
     >>> version                                                                 # doctest: +SKIP
     3
-    >>> promote(uri)["version"]                                                 # doctest: +SKIP
+    >>> promote(uri)["version"]          # autorater.registry             # doctest: +SKIP
     3
-    >>> resolve_model_arg("models:/autorater@champion", uri, "runs/models")     # doctest: +SKIP
-    PosixPath('runs/models/autorater/3')
 """
 
 from __future__ import annotations
@@ -39,18 +37,20 @@ import json
 import math
 import numbers
 import os
-import re
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
-from urllib.parse import urlsplit, urlunsplit
+
+from autorater.registry import (
+    DEFAULT_MODEL_NAME,
+    ensure_experiment,
+    mlflow_client,
+    mlflow_key,
+    redact_uri,
+)
 
 DEFAULT_EXPERIMENT = "autorater"
-DEFAULT_MODEL_NAME = "autorater"
-DEFAULT_ALIAS = "champion"
 MODEL_ARTIFACT_PATH = "model"
 KIND_TAG = "autorater.kind"  # train | trial | study | evaluation
 
@@ -63,91 +63,6 @@ DEFAULT_COMPARE_METRICS = ("best_val_balanced_accuracy", "best_val_marker_median
 _PARAM_SKIP = {"vocab", "failure_modes"}  # learned from the data at training time, not choices
 _MAX_PARAM_CHARS = 6000  # MLflow 3's limit for a param value
 _BATCH = 500  # metrics per log_batch call (MLflow accepts up to 1000)
-
-
-# ----------------------------------------------------------------------------------------------
-# Store
-
-
-def default_tracking_uri(workdir: str | os.PathLike = "runs") -> str:
-    """``sqlite:///<absolute workdir>/mlflow.db``, creating the folder."""
-    folder = Path(workdir).expanduser().resolve()
-    folder.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{folder / 'mlflow.db'}"
-
-
-def _sqlite_path(tracking_uri: str) -> Path | None:
-    """The database file of a ``sqlite:///`` URI (absolute), else None."""
-    if not tracking_uri.startswith("sqlite:///"):
-        return None
-    raw = tracking_uri[len("sqlite:///"):].split("?", 1)[0]
-    if not raw or raw == ":memory:":
-        return None
-    return Path(raw).expanduser().resolve()
-
-
-def artifact_root(tracking_uri: str) -> str | None:
-    """Where a store keeps its artifacts: ``<db folder>/mlartifacts`` for SQLite, else the server's choice."""
-    db = _sqlite_path(tracking_uri)
-    return str(db.parent / "mlartifacts") if db is not None else None
-
-
-def _mlflow():
-    """Import MLflow with telemetry off (set before the import: MLflow starts its client at import)."""
-    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-    import mlflow
-    from mlflow.telemetry import get_telemetry_client, set_telemetry_client
-
-    if os.environ["MLFLOW_DISABLE_TELEMETRY"].lower() in ("true", "1") and get_telemetry_client() is not None:
-        set_telemetry_client()  # imported earlier by someone else: drop the client now
-    return mlflow
-
-
-def mlflow_client(tracking_uri: str):
-    """An ``MlflowClient`` on ``tracking_uri`` (tracking and registry), creating a SQLite store next to its
-    artifacts."""
-    if not tracking_uri:
-        raise ValueError("a tracking URI is needed (fix: pass --tracking-uri, e.g. sqlite:///runs/mlflow.db)")
-    _mlflow()
-    from mlflow import MlflowClient
-
-    db = _sqlite_path(tracking_uri)
-    if db is not None and not db.exists():
-        db.parent.mkdir(parents=True, exist_ok=True)
-        try:  # create the tables with the artifact root next to the db (it becomes the "Default" experiment's)
-            from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
-
-            SqlAlchemyStore(tracking_uri, artifact_root(tracking_uri)).engine.dispose()
-        except (ImportError, TypeError):  # a future MLflow: the client creates the tables itself
-            pass
-    return MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
-
-
-def ensure_experiment(client, name: str, tracking_uri: str) -> str:
-    """The id of experiment ``name``, creating it with its artifacts in the store's artifact root."""
-    from mlflow.exceptions import MlflowException
-
-    exp = client.get_experiment_by_name(name)
-    if exp is not None:
-        return exp.experiment_id
-    root = artifact_root(tracking_uri)
-    location = str(Path(root) / re.sub(r"[^\w.-]+", "_", name)) if root else None
-    try:
-        return client.create_experiment(name, artifact_location=location)
-    except MlflowException:  # created meanwhile by another process
-        exp = client.get_experiment_by_name(name)
-        if exp is None:
-            raise
-        return exp.experiment_id
-
-
-def redact_uri(uri: str) -> str:
-    """``uri`` without a password (safe to log or print)."""
-    parts = urlsplit(uri)
-    if parts.password is None:
-        return uri
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -165,12 +80,6 @@ def _finite(value: Any) -> float | None:
     f = float(value)
     return f if math.isfinite(f) else None
 
-
-def _key(name: str) -> str:
-    """A valid MLflow metric/param key: characters outside ``[A-Za-z0-9_.- /]`` become ``_``."""
-    key = re.sub(r"[^\w.\- /]", "_", str(name))
-    key = "/".join(p for p in key.split("/") if p not in ("", ".", ".."))  # MLflow rejects path-like names
-    return key[:250] or "_"
 
 
 def _param_value(value: Any) -> str:
@@ -201,7 +110,7 @@ def flatten_params(model_config=None, train_config=None, suites: Sequence = ()) 
 def _log_params(client, run_id: str, params: Mapping[str, Any]) -> None:
     from mlflow.entities import Param
 
-    items = [Param(_key(k), _param_value(v)) for k, v in params.items()]
+    items = [Param(mlflow_key(k), _param_value(v)) for k, v in params.items()]
     for i in range(0, len(items), 100):
         client.log_batch(run_id, params=items[i:i + 100], synchronous=True)
 
@@ -213,7 +122,7 @@ def log_run_metrics(client, run_id: str, metrics: Mapping[str, Any], step: int =
     """
     from mlflow.entities import Metric
 
-    kept = {_key(k): f for k, v in metrics.items() if (f := _finite(v)) is not None}
+    kept = {mlflow_key(k): f for k, v in metrics.items() if (f := _finite(v)) is not None}
     ts = _now_ms()
     items = [Metric(k, v, ts, step) for k, v in kept.items()]
     for i in range(0, len(items), _BATCH):
@@ -481,7 +390,7 @@ def flatten_metrics(report: Mapping, prefix: str = "") -> dict[str, float]:
             for k, v in node.items():
                 walk(v, f"{path}.{k}" if path else str(k))
         elif (f := _finite(node)) is not None:
-            out[_key(path)] = f
+            out[mlflow_key(path)] = f
 
     walk(report, prefix)
     return out
@@ -520,11 +429,11 @@ def log_evaluation(tracking_uri: str, run_id: str | None, report: Mapping, prefi
         with TrainingRun(tracking_uri, experiment=experiment, run_name=run_name or prefix, tags=tags,
                          params={}, kind="evaluation") as run:
             run.log_metrics(metrics)
-            run.client.log_text(run.run_id, text, f"evaluation/{_key(prefix)}.json")
+            run.client.log_text(run.run_id, text, f"evaluation/{mlflow_key(prefix)}.json")
         return run.run_id
     _existing_run(client, run_id, tracking_uri)
     log_run_metrics(client, run_id, metrics)
-    client.log_text(run_id, text, f"evaluation/{_key(prefix)}.json")
+    client.log_text(run_id, text, f"evaluation/{mlflow_key(prefix)}.json")
     for k, v in (tags or {}).items():
         client.set_tag(run_id, k, str(v))
     return run_id
@@ -617,146 +526,7 @@ def format_runs_table(rows: Sequence[Mapping], max_metric_columns: int = 8) -> s
     return "\n".join(lines)
 
 
-# ----------------------------------------------------------------------------------------------
-# Registry: champion alias, downloads
-
-
-def _versions(client, name: str) -> list:
-    from mlflow.exceptions import MlflowException
-
-    try:
-        client.get_registered_model(name)
-    except MlflowException as err:
-        if err.error_code == "RESOURCE_DOES_NOT_EXIST":
-            raise ValueError(f"no registered model {name!r} in the MLflow registry (fix: train with "
-                             f"`autorater train --tracking-uri ...` first, which registers each model)") from None
-        raise
-    return list(client.search_model_versions(f"name='{name}'"))
-
-
-def promote(tracking_uri: str, name: str = DEFAULT_MODEL_NAME, version: int | str | None = None,
-            alias: str = DEFAULT_ALIAS) -> dict:
-    """Point registry alias ``alias`` at a version of ``name`` (default: the highest version number).
-
-    Returns:
-        ``name``, ``alias``, ``version``, ``previous_version`` (None when the alias was unset),
-        ``run_id``, ``source`` and ``uri`` (``models:/NAME@ALIAS``).
-    """
-    client = mlflow_client(tracking_uri)
-    versions = {int(v.version): v for v in _versions(client, name)}
-    if not versions:
-        raise ValueError(f"registered model {name!r} has no versions (fix: train with --tracking-uri)")
-    chosen = max(versions) if version is None else int(version)
-    if chosen not in versions:
-        raise ValueError(f"{name!r} has no version {chosen}; versions: {sorted(versions)}")
-    previous = client.get_registered_model(name).aliases.get(alias)
-    client.set_registered_model_alias(name, alias, str(chosen))
-    client.set_model_version_tag(name, str(chosen), f"{alias}_since",
-                                 datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
-    mv = versions[chosen]
-    return {"name": name, "alias": alias, "version": chosen,
-            "previous_version": int(previous) if previous is not None else None,
-            "run_id": mv.run_id, "source": mv.source, "uri": f"models:/{name}@{alias}"}
-
-
-def _model_version(client, name: str, version: int | str | None = None, alias: str | None = None):
-    from mlflow.exceptions import MlflowException
-
-    _versions(client, name)  # a clear error when the model is unknown
-    try:
-        if alias is not None:
-            return client.get_model_version_by_alias(name, alias)
-        return client.get_model_version(name, str(version))
-    except MlflowException as err:
-        what = f"alias {alias!r}" if alias is not None else f"version {version}"
-        fix = "run `autorater promote`" if alias is not None else "see `autorater compare` for registered versions"
-        raise ValueError(f"registered model {name!r} has no {what} (fix: {fix}): {err.message}") from None
-
-
-def _download(mv, dst: Path) -> Path:
-    """The version's artifacts in ``dst`` (config.json at its top), written atomically."""
-    _mlflow()
-    from mlflow.artifacts import download_artifacts
-
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".download-", dir=dst.parent))
-    quiet = os.environ.get("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
-    os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"  # MLflow's tqdm bar would print
-    try:
-        local = Path(download_artifacts(artifact_uri=mv.source, dst_path=str(tmp)))
-        if not (local / "config.json").is_file():
-            raise ValueError(f"model version {mv.name}/{mv.version} at {mv.source} is not an autorater model "
-                             f"folder (no config.json)")
-        if dst.exists():
-            dst.rmdir()  # empty (checked by the callers)
-        os.replace(local, dst)
-    finally:
-        if quiet is None:
-            os.environ.pop("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", None)
-        else:
-            os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = quiet
-        shutil.rmtree(tmp, ignore_errors=True)
-    return dst
-
-
-def _is_empty_or_absent(path: Path) -> bool:
-    return not path.exists() or (path.is_dir() and not any(path.iterdir()))
-
-
-def champion_model_dir(tracking_uri: str, dst: str | os.PathLike, name: str = DEFAULT_MODEL_NAME,
-                       alias: str = DEFAULT_ALIAS) -> Path:
-    """Download the model version behind ``name@alias`` into ``dst`` (absent or empty); return ``dst``."""
-    dst = Path(dst)
-    if not _is_empty_or_absent(dst):
-        raise ValueError(f"{dst} exists and is not empty (fix: choose a new folder or remove it)")
-    client = mlflow_client(tracking_uri)
-    return _download(_model_version(client, name, alias=alias), dst)
-
-
-_MODELS_URI = re.compile(r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[^/]+)|/(?P<version>[^/]+))/?$")
-
-
-def resolve_model_arg(arg: str | os.PathLike, tracking_uri: str | None, cache_dir: str | os.PathLike) -> Path:
-    """A local model folder for ``--model``: a folder as is, or a registry URI downloaded once per version.
-
-    Accepts ``models:/NAME@ALIAS``, ``models:/NAME/VERSION`` and ``models:/NAME/latest``. Versions
-    are immutable, so ``<cache_dir>/<NAME>/<VERSION>`` is re-used once downloaded (an alias is
-    resolved afresh every time).
-    """
-    text = str(arg)
-    if not text.startswith("models:/"):
-        path = Path(text)
-        if not (path / "config.json").is_file():
-            raise FileNotFoundError(f"{path} is not a model folder (no config.json); pass a folder written by "
-                                    f"`autorater train`, or models:/NAME@ALIAS with --tracking-uri")
-        return path
-    m = _MODELS_URI.match(text)
-    if m is None:
-        raise ValueError(f"cannot parse model URI {text!r}: use models:/NAME@ALIAS, models:/NAME/VERSION or "
-                         f"models:/NAME/latest")
-    if not tracking_uri:
-        raise ValueError(f"{text} is a registry URI: pass --tracking-uri (the MLflow store that holds it)")
-    client = mlflow_client(tracking_uri)
-    name, alias, version = m["name"], m["alias"], m["version"]
-    if version == "latest":
-        versions = _versions(client, name)
-        if not versions:
-            raise ValueError(f"registered model {name!r} has no versions (fix: train with --tracking-uri)")
-        version = str(max(int(v.version) for v in versions))
-    elif version is not None and not version.isdigit():
-        raise ValueError(f"model version must be a number or 'latest', got {version!r} in {text}")
-    mv = _model_version(client, name, version=version, alias=alias)
-    dst = Path(cache_dir) / _key(name) / str(mv.version)
-    if (dst / "config.json").is_file():
-        return dst
-    if not _is_empty_or_absent(dst):
-        raise ValueError(f"{dst} holds a partial download (fix: remove it and retry)")
-    return _download(mv, dst)
-
-
 __all__ = [
-    "DEFAULT_ALIAS", "DEFAULT_EXPERIMENT", "DEFAULT_MODEL_NAME", "KIND_TAG", "TrackedModel", "TrainingRun",
-    "artifact_root", "champion_model_dir", "compare_runs", "default_tracking_uri", "ensure_experiment",
-    "flatten_metrics", "flatten_params", "format_runs_table", "log_evaluation", "log_run_metrics", "mlflow_client",
-    "promote", "redact_uri", "resolve_model_arg", "track_training", "update_metadata",
+    "DEFAULT_EXPERIMENT", "KIND_TAG", "TrackedModel", "TrainingRun", "compare_runs", "flatten_metrics",
+    "flatten_params", "format_runs_table", "log_evaluation", "log_run_metrics", "track_training", "update_metadata",
 ]

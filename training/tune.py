@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Sequence
 
 from autorater.config import AutoraterConfig
-from training.tracking import TrainingRun, ensure_experiment, flatten_params, log_run_metrics, mlflow_client, redact_uri
+from autorater.registry import ensure_experiment, mlflow_client, redact_uri
+from training.tracking import TrainingRun, flatten_params, log_run_metrics
 from training.train import TrainConfig
 
 DEFAULT_TUNE_EXPERIMENT = "autorater-tune"
