@@ -94,6 +94,8 @@ def render(env, camera: str) -> np.ndarray:
         frame = renderer.render("rgb_array")
     except Exception as e:  # no OpenGL back-end
         raise RuntimeError(f"{_GL_HELP} ({type(e).__name__}: {e})") from e
+    # gymnasium makes its viewer on the first render (no public hook before it): reflections go off there, once,
+    # and that first frame is drawn again without them
     viewer = renderer._get_viewer("rgb_array")
     if viewer.scn.flags[mujoco.mjtRndFlag.mjRND_REFLECTION]:
         viewer.scn.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
