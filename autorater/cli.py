@@ -168,7 +168,9 @@ def cmd_evaluate(args) -> int:
         print(format_report(report) + "\n")
         print(format_failure_modes(report) + "\n")
     if args.out:
-        Path(args.out).write_text(json.dumps(reports, indent=1, default=float) + "\n")
+        from data.files import write_text_atomic
+
+        write_text_atomic(args.out, json.dumps(reports, indent=1, default=float) + "\n")
         print(f"report written to {args.out}")
     return 0
 

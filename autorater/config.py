@@ -101,7 +101,9 @@ class AutoraterConfig:
         return cls(**d)
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+        from data.files import write_text_atomic
+
+        write_text_atomic(path, json.dumps(self.to_dict(), indent=1) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> "AutoraterConfig":

@@ -36,6 +36,7 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai") -> int:
     from autorater.config import PRESETS
     from autorater.predict import read_calibration
     from autorater.registry import default_tracking_uri, promote
+    from data.files import write_text_atomic
     from data.generate import generate_suite
     from data.stats import format_stats, suite_stats
     from data.suite import Suite
@@ -117,7 +118,7 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai") -> int:
     majority = predict_majority(train_majority([train_suite], tc), new_suite)
     report = evaluate(new_suite, {"autorater": rows, "majority_baseline": majority}, gold="truth")
     print(format_report(report))
-    (out / "evaluation.json").write_text(json.dumps(report, indent=1, default=float) + "\n")
+    write_text_atomic(out / "evaluation.json", json.dumps(report, indent=1, default=float) + "\n")
     print(f"({time.time() - t:.0f} s)")
 
     print(f"\ndemo finished in {time.time() - started:.0f} s; everything is under {out}/")

@@ -3,6 +3,9 @@ the Agg canvas directly (no pyplot, no global backend switch), so importing this
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from .metrics import expected_calibration_error, reliability_curve
 
 
@@ -46,7 +49,7 @@ def plot_reliability(p_before, p_after, y, path, n_bins: int = 10) -> None:
     ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="mean predicted P(success)", ylabel="observed success rate")
     ax.set_title("Reliability diagram")
     ax.legend(loc="upper left")
-    figure.savefig(path, format="png")
+    save_png(figure, path)
 
 
 def plot_risk_coverage(curve: dict, operating_point, path) -> None:
@@ -69,7 +72,7 @@ def plot_risk_coverage(curve: dict, operating_point, path) -> None:
     ax.set(xlabel="coverage (share auto-labelled)", ylabel="error rate of the auto-labelled part")
     ax.set_title("Risk-coverage curve")
     ax.legend(loc="upper left")
-    figure.savefig(path, format="png")
+    save_png(figure, path)
 
 
 def plot_agreement_table(report: dict, path) -> None:
@@ -95,4 +98,14 @@ def plot_agreement_table(report: dict, path) -> None:
     axes[0].set_ylabel("rater")
     axes[0].invert_yaxis()  # first row on top; the axes share y
     figure.suptitle(f"Agreement on {report['n_references']} reference episodes ({100 * report['level']:g}% intervals)")
-    figure.savefig(path, format="png")
+    save_png(figure, path)
+
+
+def save_png(figure, path) -> None:
+    """Write ``figure`` as PNG to ``path`` atomically (a temp file, fsynced, renamed over it)."""
+    tmp = Path(str(path) + ".tmp")
+    with open(tmp, "wb") as f:
+        figure.savefig(f, format="png")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

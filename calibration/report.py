@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -146,7 +147,13 @@ class CalibrationRecord:
 
     def to_json(self, path) -> None:
         """Writes the record as indented plain JSON (no NaN or Infinity)."""
-        Path(path).write_text(json.dumps(dataclasses.asdict(self), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        text = json.dumps(dataclasses.asdict(self), indent=2, allow_nan=False) + "\n"
+        tmp = Path(str(path) + ".tmp")  # fsync + atomic replace: a crash leaves the old record or the new one
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
 
     @classmethod
     def from_json(cls, path) -> CalibrationRecord:

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from data.files import write_text_atomic
 from data.suite import Suite
 
 STRATEGIES = ("uncertainty", "margin", "entropy", "random", "balanced")
@@ -191,11 +192,11 @@ def active_select(model_dir: str | os.PathLike, pool: Suite, budget: int, out: s
     rows = [{**by_id[cid], "decision": "human", "audit": False, "reason": f"active:{strategy}",
              "model_outcome": by_id[cid]["outcome"], "model_marker_s": by_id[cid]["marker_s"]} for cid in chosen]
     out.mkdir(parents=True, exist_ok=True)
-    (out / "selection.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    write_text_atomic(out / "selection.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     tasks = write_labelstudio_files(out / "labelstudio", pool, rows, video_url_prefix=video_url_prefix)
-    (out / "job.json").write_text(json.dumps({"suite": str(pool.root.resolve()), "model": str(model_dir.resolve()),
-                                              "strategy": strategy, "budget": budget, "diversity": diversity,
-                                              "seed": seed}, indent=1) + "\n")
+    job = {"suite": str(pool.root.resolve()), "model": str(model_dir.resolve()), "strategy": strategy,
+           "budget": budget, "diversity": diversity, "seed": seed}
+    write_text_atomic(out / "job.json", json.dumps(job, indent=1) + "\n")
     return {"pool_unlabelled": len(ids), "selected": len(chosen), "tasks": tasks, "strategy": strategy,
             "scenarios": len({by_id[c]["scenario_id"] for c in chosen}),
             "categories": len({by_id[c]["category"] for c in chosen})}
@@ -297,7 +298,7 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
     if promoted:
         result["alias"] = promote(tracking_uri, version=version)["uri"]
     out.mkdir(parents=True, exist_ok=True)
-    (out / "round.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+    write_text_atomic(out / "round.json", json.dumps(result, indent=1, default=str) + "\n")
     return result
 
 

@@ -41,6 +41,7 @@ from calibration import (
     plot_reliability,
     plot_risk_coverage,
 )
+from data.files import write_text_atomic
 from data.labels import label_table
 from data.suite import Suite
 
@@ -112,7 +113,7 @@ def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target
                              "marker_error_after_s": _agreed_marker_error(true_marker, calibrated_marker, y, predicted)}
     report["policy"] = policy.to_dict()
     out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(json.dumps(report, indent=1, default=_json_default) + "\n")
+    write_text_atomic(out / "report.json", json.dumps(report, indent=1, default=_json_default) + "\n")
     plot_reliability(p_before, p, y, out / "reliability.png")
     curve = policy.risk_coverage_curve(p[~part], y[~part], marker_uncertainty=spread[~part])  # the certifying part
     point = (record.expected_coverage, 1 - record.empirical_agreement) if record.feasible and \

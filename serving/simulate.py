@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from data.annotators import simulate_annotations
+from data.files import write_text_atomic
 from data.suite import load_truth
 from serving.label import JOB_FILE
 from serving.labelstudio import TASKS_FILE, annotations_to_export
@@ -30,7 +31,7 @@ def simulate_queue_export(labels_dir: str | os.PathLike, out: str | os.PathLike,
     wanted = {t["data"]["continuation_id"] for t in tasks}
     truths = [t for t in load_truth(job["suite"]) if t["continuation_id"] in wanted]
     export = annotations_to_export(tasks, simulate_annotations(truths, n_per_item=annotators, seed=seed))
-    Path(out).write_text(json.dumps(export, indent=1) + "\n", encoding="utf-8")
+    write_text_atomic(out, json.dumps(export, indent=1) + "\n")
     return len(export)
 
 

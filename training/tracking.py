@@ -49,6 +49,7 @@ from autorater.registry import (
     mlflow_key,
     redact_uri,
 )
+from data.files import write_text_atomic
 
 DEFAULT_EXPERIMENT = "autorater"
 MODEL_ARTIFACT_PATH = "model"
@@ -154,9 +155,7 @@ def update_metadata(model_dir: str | os.PathLike, **fields) -> dict:
     """Merge ``fields`` into the model folder's ``metadata.json`` (existing keys kept); return the result."""
     path = Path(model_dir) / "metadata.json"
     meta = {**_read_json(path), **fields}
-    tmp = path.with_name("metadata.json.tmp")
-    tmp.write_text(json.dumps(meta, indent=1, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(meta, indent=1, default=str) + "\n")
     return meta
 
 

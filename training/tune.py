@@ -40,6 +40,7 @@ from typing import Sequence
 
 from autorater.config import AutoraterConfig
 from autorater.registry import ensure_experiment, mlflow_client, redact_uri
+from data.files import write_text_atomic
 from training.tracking import TrainingRun, flatten_params, log_run_metrics
 from training.train import TrainConfig
 
@@ -344,7 +345,7 @@ def write_best_config(study, path: str | os.PathLike) -> Path:
     """Write ``best_config_dict(study)`` as JSON to ``path``; return it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(best_config_dict(study), indent=1) + "\n", encoding="utf-8")
+    write_text_atomic(path, json.dumps(best_config_dict(study), indent=1) + "\n")
     return path
 
 
