@@ -4,8 +4,9 @@ The prediction functions (``autorater.predict``) and the MLflow store and model 
 (``autorater.registry``) are imported on first use (PEP 562).
 """
 
-from autorater.config import PRESETS, AutoraterConfig
+from autorater.config import AutoraterConfig
 from autorater.model import Autorater, AutoraterOutput, Targets
+from autorater.models import PRESETS
 from data.lazy import lazy_exports
 
 _predict, __getattr__ = lazy_exports(__name__, {

@@ -418,7 +418,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train an autorater on the annotations of one or more suites")
     p.add_argument("--suite", action="append", required=True, help="training suite (repeat for several)")
     p.add_argument("--out", required=True, help="model folder to write")
-    p.add_argument("--config", help='JSON: {"preset": "base", "model": {...}, "train": {...}}')
+    p.add_argument("--config", help='JSON: {"preset": "general", "model": {...}, "train": {...}}; presets: general '
+                                    '(the default), babyai-grid, transformer, tiny, tiny-general')
     p.add_argument("--epochs", type=int, help="override the recipe's epochs")
     p.add_argument("--seed", type=int, help="override the recipe's seed")
     p.add_argument("--cache-dir", default="runs/cache", help="feature cache folder")

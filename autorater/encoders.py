@@ -99,12 +99,13 @@ class PatchEmbed(_FrameEncoder):
 
 @register_frame_encoder("patch")
 def _patch(config):
-    return PatchEmbed(patch=config.patch_size or max(1, config.image_size // 8), dim=max(16, config.spatial_size))
+    return PatchEmbed(patch=getattr(config, "patch_size", 0) or max(1, config.image_size // 8),
+                      dim=max(16, getattr(config, "spatial_size", 32)))
 
 
 @register_frame_encoder("tiny_cnn")
 def _tiny_cnn(config):
-    return TinyCNN(width=max(8, config.spatial_size))
+    return TinyCNN(width=max(8, getattr(config, "spatial_size", 32)))
 
 
 class PixelCells(_FrameEncoder):

@@ -32,9 +32,11 @@ class ClipInput:
     instruction: str
 
 
-def load_clip(path: str | Path, instruction: str, takeover_s: float, num_frames: int, image_size: int) -> ClipInput:
-    """Decode a video for the model; raises data.video.VideoError naming the file."""
-    clip = read_video(path, num_frames=num_frames, size=image_size)
+def load_clip(path: str | Path, instruction: str, takeover_s: float, num_frames: int, image_size: int,
+              fit: str = "stretch") -> ClipInput:
+    """Decode a video for the model (``fit``: the config's ``frame_fit``); raises data.video.VideoError naming the
+    file."""
+    clip = read_video(path, num_frames=num_frames, size=image_size, fit=fit)
     return ClipInput(clip.frames, clip.times_s.astype(np.float32), clip.info.duration_s, float(takeover_s),
                      instruction)
 
@@ -170,7 +172,7 @@ def iter_suite_predictions(model: Autorater, suite: Suite, ids: Iterable[str] | 
         for cid in chunk:
             try:
                 clips.append(load_clip(suite.video_path(cid), suite.instruction_of(cid), suite.takeover_of(cid),
-                                       cfg.num_frames, cfg.image_size))
+                                       cfg.num_frames, cfg.image_size, cfg.frame_fit))
                 good.append(cid)
             except VideoError as err:
                 errors[cid] = str(err)

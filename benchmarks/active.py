@@ -262,7 +262,7 @@ def _combine_main(folders: list[str], out: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from autorater.config import PRESETS
+    from autorater.models import PRESETS
     from data.files import write_text_atomic
     from data.generate import generate_suite
     from data.suite import Suite
@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
 
     trained: dict = {}
     for s in args.strategies.split(","):
-        save(s, run_strategy(s, pool, test, start, args.budget, args.rounds, tc, PRESETS["base"], durations,
+        save(s, run_strategy(s, pool, test, start, args.budget, args.rounds, tc, PRESETS["babyai-grid"], durations,
                              args.seed, diversity=not args.no_diversity, trained=trained, done=done.get(s),
                              on_round=lambda curve, s=s: save(s, curve), random_rounds=args.random_rounds))
     curves = {name: [{k: v for k, v in p.items() if k != "labelled"} for p in curve] for name, curve in curves.items()}

@@ -88,9 +88,9 @@ def negatives(instructions: list[str], categories: list[str], rng: np.random.Gen
 
 
 def main(argv: list[str] | None = None) -> int:
-    from autorater.config import PRESETS
     from autorater.encoders import BagOfWords, tokenize_words
     from autorater.model import Autorater
+    from autorater.models import PRESETS
     from data.splits import split_groups
     from data.suite import Suite
     from training.cache import FeatureCache
@@ -125,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
 
     suite = Suite.load(root / "train")
     ex = build_examples([suite])
-    cfg = PRESETS["base"].replace(pixel_cells=args.pixel_cells, image_size=args.image_size, num_frames=args.num_frames)
+    cfg = PRESETS["babyai-grid"].replace(pixel_cells=args.pixel_cells, image_size=args.image_size,
+                                         num_frames=args.num_frames)
     encoder_model = Autorater(cfg)
     clips = FeatureCache(args.cache_dir or root.parent / "cache").load(encoder_model, ex.video_paths, progress=True)
     marker_s = np.array(ex.marker_s, dtype=float)

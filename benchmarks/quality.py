@@ -1,20 +1,28 @@
-"""Model quality on held-out data, beside the baselines and the human annotators, in one run.
+"""Model quality on held-out data, beside the baselines and the human annotators, in one run, per world.
 
-    python -m benchmarks.quality [--quick] [--out bench-out/quality] [--view ego]
-    python -m benchmarks.quality --view ego --set image_size=112 --autorater-only   # a recipe variant
+    python -m benchmarks.quality [--world babyai|metaworld] [--quick] [--out bench-out/quality]
+    python -m benchmarks.quality --world metaworld --set queries=8 --autorater-only   # a recipe variant
+    python -m benchmarks.quality --config babyai-grid                                  # another preset
 
-Held-out sets, all scored against the simulator truth:
+Held-out sets, all scored against the simulator truth (the training suite's scenarios never appear):
+
+BabyAI (``--world babyai``, the agent's first-person view):
 - unseen scenarios: new seeds, the training levels and agents; and a second draw of them
-  (``unseen_scenarios_2``, generator seed 106, generated after the recipe was fixed and never used to
-  choose one), so that the target is also read on 800 continuations, both draws pooled;
+  (``unseen_scenarios_2``, generator seed 106), so that the target is also read on both draws pooled;
 - unseen agents: the ``ditherer`` and ``quitter`` behaviours, never seen in training;
 - unseen instruction families: levels kept out of training;
 - instruction swaps: the unseen-scenario videos with altered instructions, truth recomputed by replay.
 
-Methods: the default autorater, the instruction-blind model, a last-frame-only model, the bar-code
-CNN and the majority class, all trained on the same suite. Also: training wall time, peak memory,
-and end-to-end prediction throughput next to decode-only throughput. Prints a table, writes
-``quality.json`` and logs the comparison to MLflow.
+Meta-World (``--world metaworld``): trained on the MT10 tasks with the five standard agents;
+- unseen scenarios (MT10, new seeds), unseen agents (``sluggish``, ``stop-short``), unseen tasks (ten tasks
+  outside MT10, ``UNSEEN_TASKS``), an unseen camera (``corner2``; training saw ``corner``), and instruction
+  swaps (an object absent from the scene, or the other task of a shared scene).
+
+Methods: the default recipe (``--config``, the general model), on BabyAI the grid preset beside it
+(``babyai-grid``), the instruction-blind model, a last-frame-only model, the bar-code CNN and the majority
+class, all trained on the same suite. Also: training wall time, peak memory, and end-to-end prediction
+throughput next to decode-only throughput. Prints a table, writes ``quality.json`` and logs the comparison
+to MLflow.
 """
 
 from __future__ import annotations
@@ -31,25 +39,55 @@ TRAIN_LEVELS = ("GoToLocal", "PickupLoc", "PutNextLocal", "OpenDoor")
 TRAIN_AGENTS = ("expert", "noisy-0.2", "noisy-0.5", "distractor", "random")
 UNSEEN_AGENTS = ("ditherer", "quitter")
 UNSEEN_LEVELS = ("GoTo", "PickupDist", "OpenDoorLoc", "PutNextLocalS6N4")
+MW_AGENTS = ("expert", "noisy-0.5", "noisy-1.0", "wrong-target", "random")
+MW_UNSEEN_AGENTS = ("sluggish", "stop-short")
+UNSEEN_TASKS = ("button-press-v3", "door-close-v3", "faucet-open-v3", "handle-press-v3", "plate-slide-v3",
+                "push-wall-v3", "reach-wall-v3", "pick-place-wall-v3", "sweep-into-v3", "coffee-push-v3")
 
 
-def _suites(root: Path, quick: bool, view: str = "full", image_size: int = 128) -> dict[str, Path]:
+@dataclasses.dataclass(frozen=True)
+class HeldOut:
+    """One generated suite of the benchmark: (scenarios, quick scenarios), tasks, agents, per scenario, seed."""
+
+    scenarios: tuple[int, int]
+    tasks: tuple[str, ...]
+    agents: tuple[str, ...]
+    per_scenario: int
+    seed: int
+    camera: str | None = None
+
+
+def plans() -> dict[str, dict[str, HeldOut]]:
+    """Each world's training suite and held-out sets (generated once under ``--out``, then reused)."""
+    from data.worlds.metaworld.tasks import MT10
+
+    return {
+        "babyai": {"train": HeldOut((1000, 60), TRAIN_LEVELS, TRAIN_AGENTS, 2, 101),
+                   "unseen_scenarios": HeldOut((200, 20), TRAIN_LEVELS, TRAIN_AGENTS, 2, 102),
+                   "unseen_scenarios_2": HeldOut((200, 20), TRAIN_LEVELS, TRAIN_AGENTS, 2, 106),
+                   "unseen_agents": HeldOut((100, 15), TRAIN_LEVELS, UNSEEN_AGENTS, 2, 103),
+                   "unseen_families": HeldOut((100, 15), UNSEEN_LEVELS, TRAIN_AGENTS, 2, 104)},
+        "metaworld": {"train": HeldOut((300, 30), MT10, MW_AGENTS, 5, 201),
+                      "unseen_scenarios": HeldOut((100, 10), MT10, MW_AGENTS, 4, 202),
+                      "unseen_scenarios_2": HeldOut((100, 10), MT10, MW_AGENTS, 4, 206),
+                      "unseen_agents": HeldOut((50, 10), MT10, MW_UNSEEN_AGENTS, 2, 203),
+                      "unseen_tasks": HeldOut((100, 10), UNSEEN_TASKS, MW_AGENTS, 4, 204),
+                      "unseen_camera": HeldOut((100, 10), MT10, MW_AGENTS, 4, 205, camera="corner2")},
+    }
+
+
+def _suites(root: Path, quick: bool, world: str = "babyai", view: str = "ego",
+            image_size: int | None = None) -> dict[str, Path]:
     from data.generate import generate_suite, swap_instructions
 
-    n = {"train": 60 if quick else 1000, "scenarios": 20 if quick else 200, "agents": 15 if quick else 100,
-         "families": 15 if quick else 100}
-    plan = {"train": (n["train"], TRAIN_LEVELS, TRAIN_AGENTS, 101),
-            "unseen_scenarios": (n["scenarios"], TRAIN_LEVELS, TRAIN_AGENTS, 102),
-            "unseen_scenarios_2": (n["scenarios"], TRAIN_LEVELS, TRAIN_AGENTS, 106),
-            "unseen_agents": (n["agents"], TRAIN_LEVELS, UNSEEN_AGENTS, 103),
-            "unseen_families": (n["families"], UNSEEN_LEVELS, TRAIN_AGENTS, 104)}
     paths = {}
-    for name, (scenarios, levels, agents, seed) in plan.items():
+    for name, plan in plans()[world].items():
         paths[name] = root / name
         if not (paths[name] / "suite.json").exists():
-            generate_suite(paths[name], levels=levels, agents=agents, scenarios=scenarios,
-                           continuations_per_scenario=2, seed=seed, version=name, view=view,
-                           image_size=image_size)
+            extra = {"view": view} if world == "babyai" else {"camera": plan.camera or "corner"}
+            generate_suite(paths[name], world=world, tasks=plan.tasks, agents=plan.agents,
+                           scenarios=plan.scenarios[quick], continuations_per_scenario=plan.per_scenario,
+                           seed=plan.seed, version=name, image_size=image_size, **extra)
     paths["instruction_swaps"] = root / "instruction_swaps"
     if not (paths["instruction_swaps"] / "suite.json").exists():
         swap_instructions(paths["unseen_scenarios"], paths["instruction_swaps"], seed=105)
@@ -63,7 +101,7 @@ def _throughput(model, suite, limit: int) -> dict:
     ids = suite.continuation_ids()[:limit]
     start = time.perf_counter()
     for cid in ids:
-        read_video(suite.video_path(cid), num_frames=model.config.num_frames, size=model.config.image_size)
+        read_video(suite.video_path(cid), **model.config.decode_args())
     decode = len(ids) / (time.perf_counter() - start)
     start = time.perf_counter()
     for _ in iter_suite_predictions(model, suite, ids=ids):
@@ -75,7 +113,7 @@ def _throughput(model, suite, limit: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from autorater.config import PRESETS, AutoraterConfig
+    from autorater.models import DEFAULT_PRESET, PRESETS
     from autorater.registry import default_tracking_uri
     from data.suite import Suite
     from training import baselines as B
@@ -84,17 +122,20 @@ def main(argv: list[str] | None = None) -> int:
     from training.train import TrainConfig
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--world", choices=("babyai", "metaworld"), default="babyai")
+    parser.add_argument("--config", default=DEFAULT_PRESET, choices=sorted(PRESETS),
+                        help=f"the preset to score (default {DEFAULT_PRESET!r}, the default recipe)")
     parser.add_argument("--quick", action="store_true", help="tiny suites and few epochs: checks the pipeline only")
     parser.add_argument("--out", default="bench-out/quality")
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--view", choices=("full", "ego"), default="ego",
-                        help="rendering of the generated suites: the agent's own first-person 7x7 view (as STS "
-                             "videos are first-person; the default) or the whole grid from above")
-    parser.add_argument("--image-size", type=int, default=112,
-                        help="frame size of the generated suites (112: 16-pixel tiles, the recipe's cells)")
+                        help="BabyAI's rendering: the agent's own first-person 7x7 view (as STS videos are "
+                             "first-person; the default) or the whole grid from above")
+    parser.add_argument("--image-size", type=int, default=None,
+                        help="frame size of the generated suites (default: the world's, BabyAI 112, Meta-World 128)")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="change one AutoraterConfig field of the default recipe (JSON value, repeatable), "
-                             "e.g. --set image_size=112 --set text_encoder=bow")
+                        help="change one field of the preset's config (JSON value, repeatable), "
+                             "e.g. --set queries=8")
     parser.add_argument("--train-set", action="append", default=[], metavar="FIELD=VALUE",
                         help="change one TrainConfig field (JSON value, repeatable), e.g. --train-set rotate=false")
     parser.add_argument("--autorater-only", action="store_true",
@@ -105,12 +146,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2,
                         help="torch threads (2: this machine's cores; 1 to run two variants side by side)")
     args = parser.parse_args(argv)
-    config = PRESETS["base"].replace(**parse_overrides(args.set, AutoraterConfig, "--set"))
+    base = PRESETS[args.config]
+    config = base.replace(**parse_overrides(args.set, type(base), "--set"))
     train_changes = parse_overrides(args.train_set, TrainConfig, "--train-set")
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    paths = _suites(out / "suites", args.quick, args.view, args.image_size)
+    paths = _suites(out / "suites", args.quick, args.world, args.view, args.image_size)
     suites = {k: Suite.load(v) for k, v in paths.items()}
     train_suite = suites.pop("train")
     tc = TrainConfig(**{"cache_dir": str(out / "cache"), "epochs": args.epochs or (3 if args.quick else
@@ -121,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     variant = args.set + args.train_set
     run_name = "default-recipe" if not variant else "variant " + " ".join(variant)
     slug = "" if not variant else "-" + variant_slug(variant)
-    result = {"config": config.to_dict(), "train_config": tc.to_dict(), "overrides": variant,
+    result = {"world": args.world, "preset": args.config, "config": config.to_dict(), "train_config": tc.to_dict(),
+              "overrides": variant,
               "train": {"continuations": len(train_suite.continuations)}, "held_out": {}}
     if args.model:
         model, run_id = _reuse(args.model, result, variant)
@@ -134,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
         result["train"].update(wall_s=round(time.perf_counter() - start, 1), best=trained.best,
                                peak_rss_gib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2))
         model = trained.model
+    grid = None
+    if args.world == "babyai" and args.config not in ("babyai-grid", "base") and not args.autorater_only:
+        grid = track_training(uri, "autorater-quality", "babyai-grid", PRESETS["babyai-grid"], tc, [train_suite],
+                              out=out / "model-babyai-grid", progress=True)[0].model
     if not args.autorater_only:
         blind = B.train_instruction_blind([train_suite], config, tc)
         last = B.train_last_frame([train_suite], config, tc)
@@ -147,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         methods = {"autorater": B.predict_cached(model, suite, tc.cache_dir),
                    "autorater_calibrated": B.predict_cached(model, suite, tc.cache_dir, name="autorater_calibrated",
                                                             calibration=calibration)}
+        if grid is not None:
+            methods["babyai_grid"] = B.predict_cached(grid, suite, tc.cache_dir, name="babyai_grid")
         if not args.autorater_only:
             methods.update({
                 "instruction_blind": B.predict_cached(blind, suite, tc.cache_dir, name="instruction_blind"),
@@ -322,13 +371,13 @@ def parse_overrides(items: list[str], cls, flag: str = "--set") -> dict:
 
 def _summary(result: dict) -> str:
     names = list(result["held_out"])
-    methods = ["autorater", "autorater_calibrated", "instruction_blind", "last_frame", "barcode", "majority",
-               "human_majority", "human_annotator_mean"]
+    methods = ["autorater", "autorater_calibrated", "babyai_grid", "instruction_blind", "last_frame", "barcode",
+               "majority", "human_majority", "human_annotator_mean"]
     lines = ["balanced accuracy against the simulator truth", f"{'method':<22}" + "".join(f"{n:>19}" for n in names)]
     for m in methods:
         row = []
         for n in names:
-            score = result["held_out"][n]["methods"].get(m)  # absent: --autorater-only
+            score = result["held_out"][n]["methods"].get(m)  # absent: --autorater-only, or another world
             row.append("-" if score is None else f"{score['outcome']['balanced_accuracy']:.3f}")
         lines.append(f"{m:<22}" + "".join(f"{v:>19}" for v in row))
     t = result["train"]

@@ -183,7 +183,7 @@ def sample_indices(num_frames: int, n: int | None) -> np.ndarray:
 
 def read_video(path: str | os.PathLike, num_frames: int | None = None,
                size: int | tuple[int, int] | None = None, *, limits: VideoLimits | None = DEFAULT_LIMITS,
-               deadline: float | None = None) -> Clip:
+               deadline: float | None = None, fit: str = "stretch") -> Clip:
     """Decode a video.
 
     Args:
@@ -192,6 +192,8 @@ def read_video(path: str | os.PathLike, num_frames: int | None = None,
         size: resize to ``size`` x ``size`` (or ``(height, width)``) while decoding.
         limits: checked from the container's metadata before any frame is decoded (None: no limits).
         deadline: a ``time.monotonic()`` time; decoding stops between frames once it has passed.
+        fit: how a frame of another aspect becomes ``size``: "stretch" (resized to it) or "pad" (the longer
+            side resized to it, the frame centred on black: the aspect kept, as a camera's video needs).
 
     Returns:
         The frames, their times in seconds and the video's info.
@@ -200,7 +202,14 @@ def read_video(path: str | os.PathLike, num_frames: int | None = None,
         VideoError: missing, empty, corrupt or truncated videos, with the file named; VideoTooLarge over
         ``limits``; DecodeTimeout past ``deadline``.
     """
-    probe(path, limits)
+    if fit not in ("stretch", "pad"):
+        raise ValueError(f"fit must be 'stretch' or 'pad', got {fit!r}")
+    width, height = probe(path, limits)
+    box = None
+    if fit == "pad" and size is not None and width > 0 and height > 0:
+        box = (size, size) if isinstance(size, int) else tuple(size)
+        scale = min(box[0] / height, box[1] / width)
+        size = (max(2, min(box[0], 2 * round(height * scale / 2))), max(2, min(box[1], 2 * round(width * scale / 2))))
     vr = _reader(path, size)
     fps = _checked_fps(vr, path, limits)
     idx = sample_indices(len(vr), num_frames)
@@ -221,9 +230,20 @@ def read_video(path: str | os.PathLike, num_frames: int | None = None,
         except Exception as err:
             reason = error if frames is None else str(err).splitlines()[0][:200]
             raise VideoError(f"cannot decode frames of video {path} (truncated or corrupt?): {reason}") from None
+    if box is not None:
+        frames = letterbox(frames, box)
     h, w = frames.shape[1:3]
     info = VideoInfo(num_frames=len(vr), fps=fps, width=int(w), height=int(h))
     return Clip(frames=frames, times_s=idx / fps, info=info)
+
+
+def letterbox(frames: np.ndarray, box: tuple[int, int]) -> np.ndarray:
+    """(n, h, w, 3) frames centred on a black (n, box_h, box_w, 3) canvas (h <= box_h, w <= box_w)."""
+    n, h, w, c = frames.shape
+    out = np.zeros((n, box[0], box[1], c), dtype=frames.dtype)
+    top, left = (box[0] - h) // 2, (box[1] - w) // 2
+    out[:, top:top + h, left:left + w] = frames
+    return out
 
 
 def _check_deadline(deadline: float | None, path) -> None:

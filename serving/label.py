@@ -142,14 +142,14 @@ def _open_job(out: Path, spec: dict, resume: bool) -> bool:
     return False
 
 
-def _decode_batch(suite: Suite, ids: list[str], num_frames: int, image_size: int
+def _decode_batch(suite: Suite, ids: list[str], num_frames: int, image_size: int, fit: str = "stretch"
                   ) -> tuple[list[str], list[ClipInput], dict[str, str]]:
     """Decoded clips of the ids that decode, and the error of each one that does not."""
     good, clips, errors = [], [], {}
     for cid in ids:
         try:
             clips.append(load_clip(suite.video_path(cid), suite.instruction_of(cid), suite.takeover_of(cid),
-                                   num_frames, image_size))
+                                   num_frames, image_size, fit))
             good.append(cid)
         except VideoError as err:
             errors[cid] = str(err)
@@ -174,11 +174,12 @@ def _rate_batches(model: Autorater, suite: Suite, out: Path, batches: list[list[
         ahead = max(2, workers + 1)
         pending = {}
         for k in todo[:ahead]:
-            pending[k] = pool.submit(_decode_batch, suite, batches[k], cfg.num_frames, cfg.image_size)
+            pending[k] = pool.submit(_decode_batch, suite, batches[k], cfg.num_frames, cfg.image_size, cfg.frame_fit)
         for i, k in enumerate(todo):
             if i + ahead < len(todo):
                 nxt = todo[i + ahead]
-                pending[nxt] = pool.submit(_decode_batch, suite, batches[nxt], cfg.num_frames, cfg.image_size)
+                pending[nxt] = pool.submit(_decode_batch, suite, batches[nxt], cfg.num_frames, cfg.image_size,
+                                           cfg.frame_fit)
             rows = _rows_for_batch(model, batches[k], pending.pop(k).result(), calibration, name)
             write_text_atomic(out / PARTS_DIR / f"part-{k:05d}.jsonl", jsonl_text(rows))
             if bar is not None:
@@ -201,7 +202,7 @@ class _RayRater:
         texts = []
         for ids_json in batch["ids"]:
             ids = json.loads(ids_json)
-            decoded = _decode_batch(self.suite, ids, cfg.num_frames, cfg.image_size)
+            decoded = _decode_batch(self.suite, ids, cfg.num_frames, cfg.image_size, cfg.frame_fit)
             texts.append(jsonl_text(_rows_for_batch(self.model, ids, decoded, self.calibration, self.name)))
         return {"k": np.asarray(batch["k"]), "text": np.asarray(texts, dtype=object)}
 

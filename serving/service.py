@@ -221,7 +221,7 @@ class _Rater:
         """The rating of one video; HTTPException 422 (undecodable, too large) or 504 (past ``deadline``)."""
         cfg = self.model.config
         try:
-            video = read_video(path, num_frames=cfg.num_frames, size=cfg.image_size, limits=self.limits,
+            video = read_video(path, **cfg.decode_args(), limits=self.limits,
                                deadline=deadline)
         except DecodeTimeout:
             raise HTTPException(504, "rating passed the request's deadline while decoding; it was stopped (fix: "

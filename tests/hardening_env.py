@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from autorater.config import PRESETS
 from autorater.model import Autorater
+from autorater.models import PRESETS
 from calibration import CalibrationRecord
 from data.suite import Annotation, Suite
 from serving.labelstudio import annotations_to_export, marker_region

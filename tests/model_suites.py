@@ -31,7 +31,7 @@ GROUNDINGS = [{"architecture": "events"}, {**_T, "grounding": "film"},
 
 def tiny_preset(options: dict):
     """The tiny preset of an architecture (``options["architecture"]``, default events) with the other options."""
-    from autorater.config import PRESETS
+    from autorater.models import PRESETS
 
     options = dict(options)
     name = "tiny" if options.pop("architecture", "events") == "events" else "tiny_transformer"
@@ -148,3 +148,36 @@ def fresh_tracking_uri(tmp_path_factory, folder: Path) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copy(template / "mlflow.db", folder / "mlflow.db")
     return registry.default_tracking_uri(folder)
+
+
+CAMERA_SHAPE = (96, 160)  # height, width: a wide camera frame, not the square of a rendered grid
+WORDINGS = ("is there a {} box anywhere?", "the {} block should show up", "make a {} cube appear",
+            "we want to see something {} come into view")
+
+
+def camera_suite(root: str | Path, n_scenarios: int = 8, per_scenario: int = 2, seed: int = 0) -> Suite:
+    """``colour_suite`` as a camera would film it: 96 x 160 frames, a block that slides in from the right edge at
+    frame 4, and free-form instructions (no two scenarios worded alike; none names a world)."""
+    root = Path(root)
+    rng = np.random.default_rng(seed)
+    scenarios, continuations, annotations = [], [], []
+    for s in range(n_scenarios):
+        named = ("red", "blue")[s % 2]
+        scenarios.append(Scenario(f"s{s:02d}", WORDINGS[(s // 2) % len(WORDINGS)].format(named), category="appear"))
+        for k in range(per_scenario):
+            cid = f"c{s:02d}{k}"
+            shown = ("red", "blue")[(s // 2 + k) % 2]
+            frames = rng.integers(60, 100, (N_FRAMES, *CAMERA_SHAPE, 3), dtype=np.uint8)
+            y = int(rng.integers(10, 50))
+            for f in range(4, N_FRAMES):
+                x = 160 - 20 * (f - 3)  # sliding in from the right
+                frames[f, y:y + 36, x:x + 36] = COLOURS[shown]
+            write_video(root / "videos" / f"{cid}.mp4", frames, fps=FPS)
+            continuations.append(Continuation(cid, f"s{s:02d}", agent_id=f"agent{k}", video=f"videos/{cid}.mp4"))
+            success = shown == named
+            for a in range(2):
+                annotations.append(Annotation(cid, f"annotator{a}", "success" if success else "failure",
+                                              marker_s=MARKER_S if success else None,
+                                              failure_mode=None if success else "timeout"))
+    Suite(root, SuiteInfo(name="camera", version="v1"), scenarios, continuations, annotations).write(root)
+    return Suite.load(root)

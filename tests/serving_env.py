@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from autorater.config import PRESETS
 from autorater.model import Autorater
+from autorater.models import PRESETS
 from autorater.predict import predict_suite
 from calibration import CalibrationRecord
 from data.generate import generate_suite

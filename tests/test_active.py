@@ -170,8 +170,8 @@ def test_cli_round_prints_the_comparison(env, tmp_path, capsys):
 def test_a_better_challenger_is_promoted(env, tmp_path):
     import shutil
 
-    from autorater.config import PRESETS
     from autorater.model import Autorater
+    from autorater.models import PRESETS
     from autorater.registry import mlflow_client
 
     pool_dir = tmp_path / "pool"

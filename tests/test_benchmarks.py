@@ -4,16 +4,30 @@ unseen-scenario draws, and the grounding probe's windows."""
 import pytest
 import torch
 
-from autorater.config import PRESETS, AutoraterConfig
-from benchmarks.quality import parse_overrides
+from autorater.models import PRESETS, TransformerConfig
+from benchmarks.quality import parse_overrides, plans
 from training.train import TrainConfig
 
 
 def test_set_takes_json_values_and_bare_strings():
     got = parse_overrides(["image_size=112", "text_encoder=bow", "cell_verify=true", 'encoder="tiny_cnn"'],
-                          AutoraterConfig)
+                          TransformerConfig)
     assert got == {"image_size": 112, "text_encoder": "bow", "cell_verify": True, "encoder": "tiny_cnn"}
-    assert PRESETS["base"].replace(**got).encoder == "tiny_cnn"
+    assert PRESETS["transformer"].replace(**got).encoder == "tiny_cnn"
+    with pytest.raises(SystemExit, match="not a GeneralConfig field"):  # each architecture has its own fields
+        parse_overrides(["places=3"], type(PRESETS["general"]))
+
+
+def test_each_world_holds_out_scenarios_agents_tasks_and_meta_world_a_camera():
+    from data.worlds.metaworld.tasks import MT10
+
+    for world, sets in plans().items():
+        train = sets.pop("train")
+        assert len({p.seed for p in sets.values()} | {train.seed}) == len(sets) + 1  # every set is a new draw
+        assert not set(sets["unseen_agents"].agents) & set(train.agents)
+    mw = plans()["metaworld"]
+    assert not set(mw["unseen_tasks"].tasks) & set(MT10) and len(mw["unseen_tasks"].tasks) == 10
+    assert mw["unseen_camera"].camera not in (None, "corner")
 
 
 def test_train_set_checks_train_config_fields_and_widens_ints_to_floats():
@@ -25,7 +39,7 @@ def test_train_set_checks_train_config_fields_and_widens_ints_to_floats():
                                          ("image_size=big", "must be int.*image_size=112"), ("cell_verify=1", "bool")])
 def test_a_bad_set_names_the_field_and_the_fix(item, names):
     with pytest.raises(SystemExit, match=names):
-        parse_overrides([item], AutoraterConfig)
+        parse_overrides([item], TransformerConfig)
 
 
 def test_the_probe_window_ends_one_after_the_marker_and_stays_in_the_clip():

@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from autorater.config import PRESETS
+from autorater.config import AutoraterConfig
 from autorater.encoders import PixelCells
 from autorater.events import WINDOW_S, HalvesBagOfWords, SentenceText, active_frames, event_losses, first_events
 from autorater.model import Autorater
+from autorater.models import PRESETS
 
 
 def _random_chain(seed=0, b=4, t=10, classes=3):
@@ -137,15 +138,15 @@ def test_an_old_transformer_folder_without_the_architecture_field_loads_as_a_tra
     model = Autorater(PRESETS["tiny_transformer"])
     model.save_pretrained(tmp_path / "m")
     cfg = json.loads((tmp_path / "m" / "config.json").read_text())
-    for key in ("architecture", "grid_size", "places"):
+    for key in ("architecture", "grid_size"):
         del cfg[key]
     (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
     assert Autorater.from_pretrained(tmp_path / "m").config.architecture == "transformer"
 
 
 def test_an_unknown_architecture_is_refused_with_the_known_ones():
-    with pytest.raises(ValueError, match="events, transformer"):
-        Autorater(PRESETS["tiny"].replace(architecture="lstm"))
+    with pytest.raises(ValueError, match="known: general, events, transformer"):
+        AutoraterConfig.from_dict({**PRESETS["tiny"].to_dict(), "architecture": "lstm"})
 
 
 def test_an_events_folder_from_before_place_inputs_loads_as_it_was_trained(tmp_path):

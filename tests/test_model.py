@@ -19,8 +19,9 @@ from safetensors.torch import load_file, save_file
 
 import autorater.config
 import autorater.model
-from autorater.config import PRESETS, AutoraterConfig
+from autorater.config import AutoraterConfig
 from autorater.model import Autorater, AutoraterOutput, Targets
+from autorater.models import PRESETS
 from autorater.predict import to_records
 from model_suites import GROUNDINGS, grounding_id, one_thread, tiny_preset
 
@@ -251,8 +252,8 @@ def _edit_config(folder, fn=None, text=None):
 
 @pytest.mark.parametrize("edit", [
     lambda d: d.update(colour="red"),  # an unknown field
-    lambda d: d.update(hidden_size="32"),  # a wrong type
-    lambda d: d.update(num_layers=True),  # bool is not an int here
+    lambda d: d.update(places="3"),  # a wrong type
+    lambda d: d.update(members=True),  # bool is not an int here
     lambda d: d.update(vocab="go to"),  # a string is not a list
     lambda d: d.update(encoder="resnet9000"),  # not in the registry
 ], ids=["unknown-field", "wrong-type", "bool-for-int", "str-for-list", "unknown-encoder"])
@@ -285,24 +286,49 @@ def test_a_folder_without_its_files_is_not_a_model_folder(tmp_path, missing):
 
 
 def test_from_dict_fills_defaults_for_missing_keys():
-    defaults, tiny = AutoraterConfig(), PRESETS["tiny"]
+    from autorater.models import EventsConfig, TransformerConfig
+
+    defaults, tiny = EventsConfig(), PRESETS["tiny"]
     old = tiny.to_dict()
-    dropped = ["frame_diff", "marker_head", "failure_modes", "use_instruction", "encoder_stage", "dropout"]
+    dropped = ["mirror_tta", "members", "failure_modes", "use_instruction", "encoder_stage", "max_text_tokens"]
     for key in dropped:
         del old[key]
     cfg = AutoraterConfig.from_dict(old)
     for key in dropped:
         assert getattr(cfg, key) == getattr(defaults, key), key
     assert all(getattr(cfg, k) == v for k, v in old.items())
-    assert AutoraterConfig.from_dict({}) == defaults
+    assert AutoraterConfig.from_dict({}) == TransformerConfig()  # no architecture: the first design's folders
     assert AutoraterConfig.from_dict(tiny.to_dict()) == tiny
+    for preset in PRESETS.values():
+        assert AutoraterConfig.from_dict(preset.to_dict()) == preset
+
+
+def test_each_architecture_has_only_its_own_fields():
+    from dataclasses import fields
+
+    from autorater.models import ARCHITECTURES
+
+    own = {name: {f.name for f in fields(cfg)} for name, (cfg, _) in ARCHITECTURES.items()}
+    assert "hidden_size" not in own["events"] | own["general"] and "places" not in own["transformer"] | own["general"]
+    assert not {"vocab", "grid_size", "pose", "front_places", "mirror_tta"} & own["general"]  # nothing of a grid
+
+
+def test_a_folder_of_the_shared_config_loads_as_its_architecture(tmp_path):
+    """Folders written before the registry hold every field of every architecture: they load as their own."""
+    model = tiny_model()
+    model.save_pretrained(tmp_path / "m")
+    _edit_config(tmp_path / "m", lambda d: d.update(hidden_size=128, num_layers=2, marker_head="distribution"))
+    loaded = Autorater.from_pretrained(tmp_path / "m")
+    assert type(loaded).__name__ == "EventsRater" and not hasattr(loaded.config, "hidden_size")
+    with torch.no_grad():
+        assert outputs_equal(model(**inputs()), loaded(**inputs()))
 
 
 def test_an_old_folder_without_newer_config_fields_still_loads(tmp_path):
     model = tiny_model()
     model.save_pretrained(tmp_path / "m")
     # Fields added after this folder was written, whose defaults are what the model was trained with.
-    _edit_config(tmp_path / "m", lambda d: [d.pop(k) for k in ("marker_head", "encoder_stage", "use_instruction")])
+    _edit_config(tmp_path / "m", lambda d: [d.pop(k) for k in ("mirror_tta", "encoder_stage", "use_instruction")])
     loaded = Autorater.from_pretrained(tmp_path / "m")
     with torch.no_grad():
         assert outputs_equal(model(**inputs()), loaded(**inputs()))
@@ -427,7 +453,7 @@ def test_verify_words_without_the_verifier_is_refused():
 
 
 def test_a_place_reads_only_where_it_looks():
-    from autorater.model import PlacePool
+    from autorater.models.transformer import PlacePool
 
     torch.manual_seed(0)
     pool = PlacePool(per_cell=3, grid=(4, 4), places=2, dim=8)
@@ -472,4 +498,4 @@ def test_a_mirror_averaged_model_rates_a_clip_and_its_mirror_alike(members):
 
 def test_mirror_averaging_needs_the_pixels_encoder():
     with pytest.raises(ValueError, match="mirror_tta reads first-person"):
-        Autorater(PRESETS["tiny_transformer"].replace(architecture="events", mirror_tta=True, vocab=["a"]))
+        Autorater(PRESETS["tiny"].replace(encoder="tiny_cnn", mirror_tta=True, vocab=["a"]))

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from autorater.config import PRESETS
 from autorater.model import Autorater
+from autorater.models import PRESETS
 from autorater.pose import MOVES, front_side, moves
 
 AHEAD = {0: (0, 1), 1: (-1, 0), 2: (0, -1), 3: (1, 0)}  # heading (quarter turns left) -> step, first-pose axes
@@ -71,8 +71,7 @@ def test_the_events_model_reads_the_pose_and_other_encoders_refuse_it():
     assert side is not None and side.out_features == 4  # the words' weights on the four sides
     assert Autorater(config.replace(pose=False)).events.match.side is None
     with pytest.raises(ValueError, match="pose reads first-person"):
-        Autorater(PRESETS["tiny_transformer"].replace(architecture="events", pose=True, vocab=["a"],
-                                                      failure_modes=["timeout"]))
+        Autorater(PRESETS["tiny"].replace(encoder="tiny_cnn", pose=True, vocab=["a"], failure_modes=["timeout"]))
 
 
 def test_the_front_places_read_the_cell_ahead_and_any_of_its_neighbours():

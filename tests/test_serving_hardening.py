@@ -18,8 +18,8 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from autorater.config import PRESETS
 from autorater.model import Autorater, check_calibration_file
+from autorater.models import PRESETS
 from data.suite import Suite, write_jsonl
 from data.video import DecodeTimeout, VideoLimits, VideoTooLarge, read_video, video_info, write_video
 from hardening_env import make_hardening_env, region, suite_rows, task_of, webhook_payload

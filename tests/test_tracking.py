@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from autorater import registry
-from autorater.config import PRESETS
 from autorater.model import Autorater
+from autorater.models import PRESETS
 from autorater.predict import predict_suite
 from model_suites import fresh_tracking_uri, make_tiny_suite
 from training import tracking

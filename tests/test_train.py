@@ -14,8 +14,8 @@ import pytest
 import torch
 
 import training.train
-from autorater.config import PRESETS
 from autorater.model import Autorater
+from autorater.models import PRESETS
 from autorater.predict import predict_batch
 from data.splits import split_groups
 from data.suite import Suite

@@ -15,7 +15,7 @@ import pytest
 
 import training.tune
 from autorater import registry
-from autorater.config import PRESETS
+from autorater.models import PRESETS
 from model_suites import fresh_tracking_uri, make_tiny_suite
 from training.train import TrainConfig, load_config_file
 from training.tune import (

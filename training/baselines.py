@@ -72,7 +72,8 @@ def train_last_frame(suites: list[Suite], model_config: AutoraterConfig, tc: Tra
     model, data = prepare(suites, model_config, tc, progress)
     no_marker = torch.full_like(data.marker_index, -1)  # one frame cannot place a marker
     data = TrainingData(data.ex, _last_frame(data.clips), no_marker, data.failure_index)
-    return train(suites, model.config.replace(frame_diff=False), dataclasses.replace(tc, marker_weight=0.0),
+    cfg = model.config.replace(frame_diff=False) if hasattr(model.config, "frame_diff") else model.config
+    return train(suites, cfg, dataclasses.replace(tc, marker_weight=0.0),
                  prepared=(model, data), progress=progress).model
 
 
@@ -116,9 +117,11 @@ class BarcodeBaseline:
 
 def _frame_config(model_config: AutoraterConfig) -> AutoraterConfig:
     """Decoded frames (a trainable encoder's cache): 32 frames at 64 px, enough for a bar code, small in memory."""
-    return model_config.replace(architecture="transformer", encoder="tiny_cnn", text_encoder="bow", vocab=[],
-                                failure_modes=[], image_size=64, num_frames=min(32, model_config.num_frames),
-                                spatial_size=8, hidden_size=16, num_layers=1, num_heads=1)
+    from autorater.models import TransformerConfig
+
+    return TransformerConfig(encoder="tiny_cnn", text_encoder="bow", image_size=64,
+                             num_frames=min(32, model_config.num_frames), spatial_size=8, hidden_size=16, num_layers=1,
+                             num_heads=1)
 
 
 def train_barcode(suites: list[Suite], model_config: AutoraterConfig, tc: TrainConfig, epochs: int = 30,

@@ -43,12 +43,7 @@ def cache_key(config: AutoraterConfig, frozen: bool) -> str:
 
 
 def _key(config: AutoraterConfig, frozen: bool) -> str:
-    if frozen and config.encoder == "pixels":
-        return f"pixels-{config.grid_size}g-{config.pixel_cells}k-{config.image_size}px-{config.num_frames}f"
-    if frozen:
-        pixels = f"-pix{config.pixel_cells}" if config.pixel_cells else ""
-        return f"{config.encoder}-stage{config.encoder_stage}-{config.image_size}px-{config.num_frames}f{pixels}"
-    return f"frames-{config.image_size}px-{config.num_frames}f"
+    return config.feature_key(frozen)
 
 
 def content_hash(path: str | Path) -> str:
@@ -95,7 +90,7 @@ class FeatureCache:
             clips = {}
             for i in chunk:
                 try:
-                    clips[i] = read_video(paths[i], num_frames=cfg.num_frames, size=cfg.image_size)
+                    clips[i] = read_video(paths[i], **cfg.decode_args())
                 except VideoError as err:
                     errors[i] = str(err)
             if clips:

@@ -20,7 +20,7 @@ Layout in the store::
 
 Example:
     >>> uri = default_tracking_uri("runs")                                      # doctest: +SKIP
-    >>> result, run_id, version = track_training(uri, "autorater", "base", PRESETS["base"], TrainConfig(),
+    >>> result, run_id, version = track_training(uri, "autorater", "base", PRESETS["babyai-grid"], TrainConfig(),
     ...                                          suites, out="model")           # doctest: +SKIP
     >>> version                                                                 # doctest: +SKIP
     3

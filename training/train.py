@@ -6,7 +6,7 @@ balanced accuracy). Randomness comes from ``TrainConfig.seed``; library code nev
 MLflow runs: metrics go to the ``log`` callback.
 
 Example:
-    >>> result = train([Suite.load("suite")], PRESETS["base"], TrainConfig(), out="model")  # doctest: +SKIP
+    >>> result = train([Suite.load("suite")], PRESETS["babyai-grid"], TrainConfig(), out="model")  # doctest: +SKIP
     >>> result.best["val_balanced_accuracy"]                                                # doctest: +SKIP
 """
 
@@ -27,6 +27,7 @@ import torch
 from autorater.config import AutoraterConfig
 from autorater.encoders import tokenize_words
 from autorater.model import Autorater, Targets
+from autorater.models import EventsRater
 from autorater.predict import real_length
 from calibration import marker_metrics, outcome_metrics
 from data.splits import split_groups
@@ -146,7 +147,8 @@ def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainCon
     """Labels from the annotations, the vocabulary and failure modes, the model, and cached features."""
     ex = build_examples(suites, aggregation=tc.aggregation)
     cfg = model_config
-    if (cfg.text_encoder == "bow" or cfg.verify_words or cfg.architecture == "events") and not cfg.vocab:
+    if hasattr(cfg, "vocab") and not cfg.vocab and (cfg.text_encoder == "bow" or getattr(cfg, "verify_words", False)
+                                                    or cfg.architecture == "events"):
         cfg = cfg.replace(vocab=sorted({w for t in ex.instructions for w in tokenize_words(t)}))
     if not cfg.failure_modes:
         cfg = cfg.replace(failure_modes=sorted({m for m in ex.failure_mode if m}))
@@ -442,7 +444,8 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
         tc = dataclasses.replace(tc, relax=0.0)
     if prepared is not None:  # a fresh model with this trial's architecture, same cached inputs
         torch.manual_seed(tc.seed)
-        model = Autorater(model_config.replace(vocab=model.config.vocab, failure_modes=model.config.failure_modes))
+        learned = {k: getattr(model.config, k) for k in ("vocab", "failure_modes") if hasattr(model_config, k)}
+        model = Autorater(model_config.replace(**learned))
     if init_state is None and tc.init_from:
         init_state = load_init_state(tc.init_from, model.config)
     if init_state is not None:
@@ -456,8 +459,8 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
         model.load_state_dict(init_state, strict=False)
     train_rows, val_rows = split_groups(data.ex.scenario_keys, tc.val_share, tc.seed)
     tc = with_min_steps(tc, len(train_rows))
-    fresh_events = model.config.architecture == "events" and init_state is None
-    if fresh_events:
+    fresh_events = isinstance(model, EventsRater) and init_state is None
+    if fresh_events and model.config.architecture == "events":  # the grid's learned places start from the data
         with torch.no_grad():
             heads = model.event_heads  # the members differ by the prior's noise and their init
             priors = place_priors(data, train_rows, model.config.places, [tc.seed + k for k in range(len(heads))])
@@ -601,11 +604,11 @@ def load_init_state(folder: str | Path, config: AutoraterConfig) -> dict[str, to
     folder = Autorater.check_folder(folder)
     start = AutoraterConfig.load(folder / "config.json")
     for key in ("architecture", "encoder", "encoder_stage", "pixel_cells", "grid_size", "image_size", "num_frames",
-                "text_encoder", "vocab", "places", "place_inputs", "members",
+                "text_encoder", "vocab", "places", "place_inputs", "members", "queries", "hidden",
                 "failure_modes", "hidden_size", "spatial_size", "grounding"):
-        if key == "vocab" and not start.vocab:  # the start reads no learned words; this run may add some
+        if key == "vocab" and not getattr(start, "vocab", None):  # the start reads no learned words
             continue
-        if getattr(start, key) != getattr(config, key):
+        if getattr(start, key, None) != getattr(config, key, None):
             raise ValueError(f"init_from {folder}: its {key} ({getattr(start, key)!r:.60}) differs from this run's "
                              f"({getattr(config, key)!r:.60}); start from a model trained on the same data with "
                              f"the same encoders, or train from scratch")
@@ -613,11 +616,12 @@ def load_init_state(folder: str | Path, config: AutoraterConfig) -> dict[str, to
 
 
 def load_config_file(path: str | Path | None) -> tuple[AutoraterConfig, TrainConfig]:
-    """``{"preset": "base", "model": {...}, "train": {...}}`` -> the two configs (all keys optional)."""
-    from autorater.config import PRESETS
+    """``{"preset": "general", "model": {...}, "train": {...}}`` -> the two configs (all keys optional; the preset
+    defaults to ``DEFAULT_PRESET``, the general model)."""
+    from autorater.models import DEFAULT_PRESET, PRESETS
 
     if path is None:
-        return PRESETS["base"], TrainConfig()
+        return PRESETS[DEFAULT_PRESET], TrainConfig()
     try:
         d = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
@@ -625,8 +629,11 @@ def load_config_file(path: str | Path | None) -> tuple[AutoraterConfig, TrainCon
     unknown = set(d) - {"preset", "model", "train"}
     if unknown:
         raise ValueError(f"{path}: unknown top-level key(s) {sorted(unknown)}; use preset, model, train")
-    preset = d.get("preset", "base")
+    preset = d.get("preset", DEFAULT_PRESET)
     if preset not in PRESETS:
         raise ValueError(f"{path}: unknown preset {preset!r}; known: {sorted(PRESETS)}")
-    model = AutoraterConfig.from_dict({**PRESETS[preset].to_dict(), **d.get("model", {})})
+    start = PRESETS[preset].to_dict()
+    if d.get("model", {}).get("architecture", start["architecture"]) != start["architecture"]:
+        start = {}  # another architecture than the preset's: its own defaults
+    model = AutoraterConfig.from_dict({**start, **d.get("model", {})})
     return model, TrainConfig.from_dict(d.get("train", {}))

@@ -24,7 +24,7 @@ trials would not be comparable).
   configs with ``autorater train --config best.json --tracking-uri ...`` (``write_best_config``).
 
 Example:
-    >>> study = tune([suite], PRESETS["base"], TrainConfig(), n_trials=20, study_name="base-v1",
+    >>> study = tune([suite], PRESETS["babyai-grid"], TrainConfig(), n_trials=20, study_name="base-v1",
     ...              storage=default_storage("runs"), tracking_uri=default_tracking_uri("runs"))  # doctest: +SKIP
     >>> model_cfg, train_cfg = best_configs(study)                                               # doctest: +SKIP
 """
@@ -99,12 +99,13 @@ def suggest(trial, model_cfg: AutoraterConfig, train_cfg: TrainConfig) -> tuple[
     Nothing here changes the encoder, image size or frames sampled: trials share one feature cache.
     Works with a live ``optuna.Trial`` and with ``optuna.trial.FixedTrial(params)`` (replay).
     """
-    events = model_cfg.architecture == "events"
+    events = model_cfg.architecture in ("events", "general")
     low, high = (5e-4, 5e-3) if events else (3e-4, 3e-3)
     optimiser = {"lr": trial.suggest_float("lr", low, high, log=True),
                  "weight_decay": trial.suggest_float("weight_decay", 1e-3, 1e-1, log=True)}
     if events:
-        model = model_cfg.replace(places=trial.suggest_int("places", 2, 8))
+        where = "places" if model_cfg.architecture == "events" else "queries"
+        model = model_cfg.replace(**{where: trial.suggest_int(where, 2, 8)})
         return model, dataclasses.replace(
             train_cfg, **optimiser,
             match_weight=trial.suggest_float("match_weight", 0.3, 3.0, log=True),

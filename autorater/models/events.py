@@ -1,0 +1,143 @@
+"""The BabyAI grid recipe (``architecture="events"``, preset ``babyai-grid``): the event head on tile cells.
+
+A frame is a ``grid_size`` x ``grid_size`` grid of tile colours (``pixel_cells`` x ``pixel_cells`` averages
+inside each tile, the "pixels" encoder); the instruction is a bag of the training set's words; with ``pose``
+the agent's pose is dead-reckoned from the first frame and ``front_places`` adds the cell in front of the agent.
+It is very good on BabyAI's own renderer (README, "The model") and cannot read a camera's video: the
+``general`` architecture is the default. The event head itself, and its competing-risks likelihood, are in
+``autorater/events.py``; :class:`EventsRater` chains a head's per-frame events into the clip's outcome and is
+shared with ``general``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from autorater.config import AutoraterConfig
+from autorater.events import EventHead, active_frames, event_losses, first_events, log1mexp
+from autorater.mirror import mirror_all, mirror_words
+from autorater.model import Autorater, AutoraterOutput, Targets
+
+
+@dataclass
+class EventsConfig(AutoraterConfig):
+    """The grid recipe's fields."""
+
+    architecture = "events"
+    encoder: str = "pixels"  # name in autorater.encoders.FRAME_ENCODERS ("pixels": tile colours)
+    encoder_stage: int = 3  # a timm encoder's feature stage (folders trained before the general model)
+    pixel_cells: int = 4  # raw colours of each cell on a k x k sub-grid (3 k^2 channels)
+    grid_size: int = 7  # "pixels" encoder: cells per side (7 at 112 px: one cell per tile of a 7 x 7 view)
+    text_encoder: str = "bow"  # "bow": the training set's words; "minilm": frozen sentence vectors
+    max_text_tokens: int = 24
+    vocab: list[str] = field(default_factory=list)  # set at training
+    places: int = 8  # learned places of the grid the instruction is matched at (autorater/events.py)
+    place_inputs: bool = True  # the event classifier also reads each place's match, not only their sum
+    pose: bool = False  # dead reckoning from the first frame (autorater/pose.py): which side of the first pose
+    #                     ("on your left") the cell in front of the agent lies on
+    front_places: bool = False  # two more places at fixed spots: the cell in front of the agent and the best of
+    #                             its three neighbours ("put X next to Y")
+    members: int = 1  # independently initialised event heads, their outcome distributions averaged (an ensemble)
+    mirror_tta: bool = False  # at prediction, also rate every clip mirrored left-right ("left" <-> "right")
+
+    def feature_key(self, frozen: bool) -> str:
+        if frozen and self.encoder == "pixels":
+            return f"pixels-{self.grid_size}g-{self.pixel_cells}k-{self.image_size}px-{self.num_frames}f"
+        if frozen:
+            pixels = f"-pix{self.pixel_cells}" if self.pixel_cells else ""
+            return f"{self.encoder}-stage{self.encoder_stage}-{self.image_size}px-{self.num_frames}f{pixels}"
+        return super().feature_key(frozen)
+
+
+class EventsRater(Autorater):
+    """Per-frame events chained into a competing-risks likelihood over the clip (autorater/events.py).
+
+    An ensemble's clip-level distributions (outcome, marker, failure mode) are the mixture of its members';
+    each member is trained on its own losses, as if alone. With ``mirror_tta``, prediction also mixes in
+    each member's rating of the mirrored clips. Subclasses change the head (:meth:`make_head`).
+    """
+
+    def __init__(self, config: AutoraterConfig):
+        super().__init__(config)
+        self.check_config()
+        if config.members < 1:
+            raise ValueError(f"members must be >= 1, got {config.members}")
+        # One head keeps the first folders' weight names ("events.*"); an ensemble is "events.<k>.*".
+        self.events = self.make_head() if config.members == 1 else \
+            nn.ModuleList([self.make_head() for _ in range(config.members)])
+
+    def check_config(self) -> None:
+        config = self.config
+        for option in ("pose", "front_places", "mirror_tta"):
+            if getattr(config, option) and config.encoder != "pixels":
+                raise ValueError(f"{option} reads first-person 'pixels' cells; encoder {config.encoder!r} has "
+                                 f"none (fix: set {option} to false, or use the pixels encoder)")
+
+    def make_head(self) -> nn.Module:
+        config, grid = self.config, self.grid_size()
+        return EventHead(self.frame_encoder.out_channels, grid[0] * grid[1], config.vocab, 1 + len(self.event_classes),
+                         config.places, use_instruction=config.use_instruction, raw_colours=config.encoder == "pixels",
+                         place_inputs=config.place_inputs, pose_cells=config.pixel_cells if config.pose else 0,
+                         front_places=config.front_places, grid=grid[0], text=config.text_encoder)
+
+    @property
+    def event_heads(self) -> list[nn.Module]:
+        """The heads (one, or the members of an ensemble)."""
+        return list(self.events) if isinstance(self.events, nn.ModuleList) else [self.events]
+
+    @property
+    def event_classes(self) -> list[str]:
+        """The event classes after "none": success, then each failure mode that is an event."""
+        return ["success"] + ([m for m in self.config.failure_modes if m != "timeout"] or ["failure"])
+
+    def views(self, features: torch.Tensor, instructions: list[str]) -> list[tuple[torch.Tensor, list[str]]]:
+        """The inputs each member rates at prediction: the clips, and with ``mirror_tta`` their mirror."""
+        views = [(features, instructions)]
+        if getattr(self.config, "mirror_tta", False):
+            views.append((mirror_all(features, self.config.pixel_cells), [mirror_words(t) for t in instructions]))
+        return views
+
+    def rate(self, features: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor, instructions: list[str],
+             targets: Targets | None = None) -> AutoraterOutput:
+        active = active_frames(times_s, takeover_s)
+        modes = self.config.failure_modes
+        if targets is not None:
+            # Each failure mode's event class (-1: "timeout", no event); the appended -1 serves unknown modes (-1).
+            class_of = torch.tensor([-1 if m == "timeout" else self.event_classes.index(m) for m in modes] + [-1])
+            failure_class = class_of[targets.failure_mode]
+            timeout = (targets.marker_index == times_s.shape[1]) | ((targets.failure_mode >= 0) & (failure_class < 0))
+        log_ps, marker, failure, matches, losses = [], [], [], [], []
+        views = self.views(features, instructions) if targets is None else [(features, instructions)]
+        for head, (feats, words) in itertools.product(self.event_heads, views):
+            logp, match = head(feats, words)  # (b, t, classes), (b, t)
+            first, none = first_events(logp, active)  # (b, t, events), (b,)
+            log_ps.append(torch.logsumexp(first[..., 0], 1))
+            marker.append(torch.cat([torch.logsumexp(first, -1), none[:, None]], 1))  # log P(first event at t / none)
+            failure.append(torch.stack([none if m == "timeout" else torch.logsumexp(
+                first[..., self.event_classes.index(m)], 1) for m in modes], -1)
+                           if modes else none.new_zeros(len(none), 1))
+            matches.append(torch.logsumexp(2 * match.masked_fill(~active, -1e4), 1) / 2)
+            if targets is not None:
+                losses.append(event_losses(first, none, match, active, times_s, targets.success, targets.marker_index,
+                                           failure_class, own=~(targets.match < 0.5), timeout=timeout))
+
+        def mixture(xs):  # log of the members' mean probability
+            return torch.logsumexp(torch.stack(xs), 0) - math.log(len(xs))
+
+        log_p = mixture(log_ps)
+        out = AutoraterOutput(success_logit=log_p - log1mexp(log_p), marker_logits=mixture(marker),
+                              failure_logits=mixture(failure), match_logit=torch.stack(matches).mean(0))
+        if targets is not None:
+            out.losses = {k: torch.stack([m[k] for m in losses]).mean() for k in losses[0]}
+            w = dict(zip(("event", "marker", "failure", "match", "counterfactual"), targets.weights))
+            out.loss = w["event"] * out.losses["event"] + w["match"] * out.losses["match"] + \
+                w.get("counterfactual", 0.3) * out.losses["counterfactual"]
+        return out
+
+
+__all__ = ["EventsConfig", "EventsRater"]

@@ -1,0 +1,152 @@
+"""The general model (``architecture="general"``, the default recipe for every world): any camera, any wording.
+
+Inputs that know nothing of the world that made the video:
+
+- frames of any size and aspect, letterboxed to ``image_size`` x ``image_size`` (``frame_fit = "pad"``),
+  through a pretrained timm image encoder cut at one stage (EfficientNet-Lite0 from its package today),
+  frozen and cached: spatial feature maps (stride 8 at stage 2: 16 x 16 positions at 128 px), beside each
+  position's mean colour (``pixel_cells``: ImageNet features are built to ignore colour, instructions are not);
+- the instruction as frozen MiniLM sentence vectors of the whole sentence and of each half of its words
+  (``autorater.events.SentenceText``): no vocabulary, unseen wordings land near their meaning.
+
+The event head of the grid recipe (``autorater/events.py``: per-frame events, competing risks over frames,
+supervision in a window around the annotators' markers), with every grid assumption taken out::
+
+    positions of frame t and their change since t-1 --per-position MLP--> embeddings e_p
+    instruction --linear--> k "look for" vectors and k "should be there" vectors
+    query k: attention over the positions by content (softmax_p <key(e_p), look_k>), the attended embedding
+             scored against "should be there": match_k(t); match(t) = sum_k match_k(t) + bias(instruction)
+    [mean and max over positions of generic per-position features at t-1, t, t+1,
+     match_k(t-1..t+1), the instruction's verb] --MLP--> P(none / success / failure mode) at t
+
+Where a query looks is what is there, not a learned spot of one camera's picture (the grid recipe's
+places), so a new camera or object position needs no new places; nothing assumes one action per frame,
+a tile, a palette or a pose.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from autorater.config import AutoraterConfig
+from autorater.events import SentenceText
+from autorater.models.events import EventsRater
+
+
+@dataclass
+class GeneralConfig(AutoraterConfig):
+    """The general model's fields."""
+
+    architecture = "general"
+    frame_fit = "pad"  # the aspect is kept: black bars, never a stretched picture
+    image_size: int = 128
+    num_frames: int = 40  # sampled over the video; 5 s at 8 fps
+    encoder: str = "efficientnet_lite0"  # a timm encoder in autorater.encoders.FRAME_ENCODERS
+    encoder_stage: int = 2  # its feature stage (lite0: 2 -> stride 8, 40 channels; 3 -> stride 16, 112)
+    pixel_cells: int = 1  # mean colours of each position on a k x k sub-grid, beside the features
+    queries: int = 4  # instruction queries, each attending over the positions by content
+    hidden: int = 128  # the per-frame event classifier's width
+    members: int = 1  # independently initialised heads, their outcome distributions averaged
+    max_text_tokens: int = 32
+
+    def feature_key(self, frozen: bool) -> str:
+        pixels = f"-pix{self.pixel_cells}" if self.pixel_cells else ""
+        return f"{self.encoder}-stage{self.encoder_stage}-{self.image_size}px-{self.num_frames}f{pixels}-pad"
+
+
+class QueryMatch(nn.Module):
+    """Per frame, how well the positions the instruction looks for fit it: ``queries`` content-addressed looks."""
+
+    def __init__(self, channels: int, text_dim: int, queries: int, dim: int = 32):
+        super().__init__()
+        self.cell = nn.Sequential(nn.Linear(2 * channels, 64), nn.GELU(), nn.Linear(64, dim))
+        self.key = nn.Linear(dim, dim)
+        self.look = nn.Linear(text_dim, queries * dim)  # what to look for
+        self.query = nn.Linear(text_dim, queries * dim)  # what the instruction wants there
+        self.bias = nn.Linear(text_dim, 1)
+        self.queries, self.dim = queries, dim
+
+    @property
+    def columns(self) -> int:
+        return self.queries
+
+    def per_place(self, cells: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+        """cells (b, t, p, 2c), text (b, text_dim) -> (b, t, queries): each query's agreement."""
+        emb = self.cell(cells)  # (b, t, p, d)
+        b, k, d = len(text), self.queries, self.dim
+        look = self.look(text).view(b, k, d)
+        where = (torch.einsum("btpd,bkd->btkp", self.key(emb), look) / math.sqrt(d)).softmax(-1)
+        seen = torch.einsum("btkp,btpd->btkd", where, emb)
+        return torch.einsum("btkd,bkd->btk", seen, self.query(text).view(b, k, d))
+
+    def total(self, per_place: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+        return per_place.sum(-1) + self.bias(text)
+
+
+def _near(x: torch.Tensor) -> torch.Tensor:
+    """(b, t, n) -> (b, t, 3n): each frame beside the previous and the next (edges repeat)."""
+    return torch.cat([torch.cat([x[:, :1], x[:, :-1]], 1), x, torch.cat([x[:, 1:], x[:, -1:]], 1)], -1)
+
+
+class GeneralHead(nn.Module):
+    """Per-frame event log-probabilities (b, t, classes) and the instruction match (b, t) from feature maps
+    of any size and the instruction's sentence vectors (the module docstring's diagram)."""
+
+    def __init__(self, channels: int, classes: int, queries: int = 4, hidden: int = 128, generic: int = 16,
+                 use_instruction: bool = True, max_tokens: int = 32):
+        super().__init__()
+        self.words = SentenceText(max_tokens)
+        self.use_instruction = use_instruction
+        self.match = QueryMatch(channels, self.words.out_dim, queries)
+        self.generic = nn.Sequential(nn.Linear(2 * channels, 64), nn.GELU(), nn.Linear(64, generic))
+        self.verb = nn.Linear(self.words.out_dim, 16)
+        self.mlp = nn.Sequential(nn.Linear(3 * 2 * generic + 3 * (queries + 1) + 16, hidden), nn.GELU(),
+                                 nn.Linear(hidden, classes))
+
+    @staticmethod
+    def cells(features: torch.Tensor) -> torch.Tensor:
+        """(b, t, c, h, w) -> (b, t, h w, 2c): each position, normalised, and its change since the previous frame."""
+        x = features.float().flatten(3).transpose(2, 3)
+        x = F.layer_norm(x, x.shape[-1:])
+        return torch.cat([x, x - torch.cat([x[:, :1], x[:, :-1]], 1)], -1)
+
+    def text(self, instructions: list[str]) -> torch.Tensor:
+        words = self.words(instructions)
+        return words if self.use_instruction else torch.zeros_like(words)  # the blind twin reads nothing
+
+    def match_score(self, features: torch.Tensor, instructions: list[str]) -> torch.Tensor:
+        """(b, t) the instruction match alone (the training's warm-up)."""
+        text = self.text(instructions)
+        return self.match.total(self.match.per_place(self.cells(features), text), text)
+
+    def forward(self, features: torch.Tensor, instructions: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        cells, text = self.cells(features), self.text(instructions)
+        per_query = self.match.per_place(cells, text)  # (b, t, queries)
+        match = self.match.total(per_query, text)  # (b, t)
+        g = self.generic(cells)  # (b, t, p, generic)
+        pooled = torch.cat([g.mean(2), g.amax(2)], -1)
+        verb = self.verb(text)[:, None].expand(-1, cells.shape[1], -1)
+        x = torch.cat([_near(pooled), _near(torch.cat([match[..., None], per_query], -1)), verb], -1)
+        return self.mlp(x).log_softmax(-1), match
+
+
+class GeneralRater(EventsRater):
+    """The events model (competing risks over frames, :class:`EventsRater`) with :class:`GeneralHead`."""
+
+    def check_config(self) -> None:
+        if not getattr(self.frame_encoder, "frozen", False) or self.config.encoder in ("pixels",):
+            raise ValueError(f"the general model reads a pretrained image encoder's feature maps; "
+                             f"{self.config.encoder!r} is not one (fix: a timm encoder, e.g. efficientnet_lite0)")
+
+    def make_head(self) -> nn.Module:
+        config = self.config
+        return GeneralHead(self.frame_encoder.out_channels, 1 + len(self.event_classes), config.queries,
+                           config.hidden, use_instruction=config.use_instruction, max_tokens=config.max_text_tokens)
+
+
+__all__ = ["GeneralConfig", "GeneralHead", "GeneralRater", "QueryMatch"]

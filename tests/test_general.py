@@ -1,0 +1,109 @@
+"""The general model, the default recipe: camera video of any aspect, free-form instructions, no world known.
+
+``autorater train`` with no config trains it on a tiny suite of 96 x 160 videos (a coloured block slides in;
+the instruction, worded freely, names the colour that should appear); ``predict`` rates every continuation.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from autorater import Autorater, cli
+from autorater.models import DEFAULT_PRESET, PRESETS, GeneralConfig
+from data.video import read_video
+from model_suites import CAMERA_SHAPE, camera_suite, one_thread
+from tiny_suites import read_lines
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("general")
+    with pytest.MonkeyPatch.context() as mp:
+        before = one_thread()
+        mp.setattr(cli, "_threads", lambda: None)
+        suite = camera_suite(root / "suite")
+        assert cli.main(["train", "--suite", str(suite.root), "--out", str(root / "model"), "--no-tracking",
+                         "--cache-dir", str(root / "cache"), "--quiet"]) == 0  # no --config: the default recipe
+        try:
+            yield {"root": root, "suite": suite, "model": root / "model"}
+        finally:
+            torch.set_num_threads(before)
+
+
+def test_the_default_recipe_is_the_general_model():
+    assert DEFAULT_PRESET == "general" and isinstance(PRESETS[DEFAULT_PRESET], GeneralConfig)
+
+
+def test_a_wide_frame_is_letterboxed_not_stretched(tmp_path):
+    suite = camera_suite(tmp_path / "s", n_scenarios=2, per_scenario=1)
+    video = suite.video_path(suite.continuation_ids()[0])
+    clip = read_video(video, **GeneralConfig(image_size=128, num_frames=8).decode_args())
+    assert clip.frames.shape[1:] == (128, 128, 3)
+    rows = clip.frames.reshape(len(clip.frames), 128, -1).max(-1).max(0)  # the brightest value of each row
+    content = round(128 * CAMERA_SHAPE[0] / CAMERA_SHAPE[1])  # 160 wide -> 128: 96 high -> ~77 rows
+    assert (rows[:20] < 16).all() and (rows[-20:] < 16).all()  # black bars above and below
+    assert (rows[(128 - content) // 2 + 2:(128 + content) // 2 - 2] > 40).all()  # the picture, whole, between
+    stretched = read_video(video, num_frames=8, size=128)
+    assert (stretched.frames.reshape(8, 128, -1).max(-1).max(0) > 40).all()  # the stretch fills every row
+
+
+def test_train_with_no_config_trains_the_general_model_and_predict_rates_every_video(trained, tmp_path):
+    config = json.loads((trained["model"] / "config.json").read_text())
+    assert config["architecture"] == "general"
+    assert not {"vocab", "grid_size", "pose", "places"} & set(config)  # no training words, no grid
+    out = tmp_path / "pred.jsonl"
+    assert cli.main(["predict", "--model", str(trained["model"]), "--suite", str(trained["suite"].root),
+                     "--out", str(out), "--quiet"]) == 0
+    rows = read_lines(out)
+    assert {r["continuation_id"] for r in rows} == set(trained["suite"].continuation_ids())
+    assert all(0 <= r["p_success"] <= 1 and 0 <= r["marker_s"] <= 1.0 + 1e-6 for r in rows)
+
+
+def test_the_general_model_reads_the_instruction_in_words_it_never_saw(trained):
+    model = Autorater.from_pretrained(trained["model"])
+    suite = trained["suite"]
+    cid = suite.continuation_ids()[0]
+    clip = read_video(suite.video_path(cid), **model.config.decode_args())
+    frames = torch.from_numpy(clip.frames)[None].expand(2, -1, -1, -1, -1)
+    times = torch.from_numpy(clip.times_s).float()[None].expand(2, -1)
+    with torch.no_grad():
+        out = model(frames=frames, times_s=times, takeover_s=torch.zeros(2),
+                    instructions=["please make a crimson brick appear", "please make a navy brick appear"])
+    p = torch.sigmoid(out.success_logit).numpy()
+    assert np.isfinite(p).all() and p[0] != p[1]  # another meaning, another rating
+    assert not hasattr(model.config, "vocab")  # nothing was learned per word: MiniLM reads them
+
+
+def test_the_general_model_folder_round_trips_without_the_pretrained_encoders(trained):
+    from autorater.model import read_safetensors_header
+
+    shapes, _ = read_safetensors_header(trained["model"] / "model.safetensors")
+    assert not any(k.startswith("frame_encoder.") for k in shapes)  # lite0 comes from its package
+    assert not any("words" in k for k in shapes)  # so does MiniLM
+    model = Autorater.from_pretrained(trained["model"])
+    assert type(model).__name__ == "GeneralRater" and model.grid_size() == (16, 16)
+
+
+def test_the_general_model_learns_which_colour_the_words_name(tmp_path):
+    """Each kind of video is a success under one instruction and a failure under the other: only reading the
+    free-form words can rate them (the instruction-blind twin cannot beat chance)."""
+    before = one_thread()
+    try:
+        suite = camera_suite(tmp_path / "suite", n_scenarios=12)
+        config = tmp_path / "config.json"
+        config.write_text(json.dumps({"train": {"min_steps": 250, "val_share": 0.01}}))
+        assert cli.main(["train", "--suite", str(suite.root), "--out", str(tmp_path / "m"), "--config", str(config),
+                         "--no-tracking", "--cache-dir", str(tmp_path / "cache"), "--quiet"]) == 0
+        out = tmp_path / "pred.jsonl"
+        assert cli.main(["predict", "--model", str(tmp_path / "m"), "--suite", str(suite.root), "--out", str(out),
+                         "--quiet"]) == 0
+    finally:
+        torch.set_num_threads(before)
+    label = {a.continuation_id: a.outcome == "success" for a in suite.annotations}
+    rows = read_lines(out)
+    right = [(r["p_success"] >= 0.5) == label[r["continuation_id"]] for r in rows]
+    assert np.mean(right) >= 0.8, rows
