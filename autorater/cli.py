@@ -83,6 +83,7 @@ def cmd_train(args) -> int:
     if args.seed is not None:
         train_cfg.seed = args.seed
     train_cfg.cache_dir = args.cache_dir
+    train_cfg.device = args.device
     suites = [Suite.load(d) for d in args.suite]
     if args.no_tracking:
         result = train(suites, model_cfg, train_cfg, out=args.out, progress=not args.quiet)
@@ -101,17 +102,17 @@ def cmd_train(args) -> int:
     return 0
 
 
-def _load_model(arg: str, tracking_uri: str | None, workdir: str, load: bool = True):
+def _load_model(arg: str, tracking_uri: str | None, workdir: str, load: bool = True, device: str = "cpu"):
     """(model or None, its local folder) for ``--model``: a folder, or a registry URI such as
-    models:/autorater@champion."""
-    from autorater.model import Autorater
+    models:/autorater@champion; the model on ``device`` ("auto": a GPU when present)."""
+    from autorater.model import Autorater, resolve_device
     from autorater.registry import default_tracking_uri, resolve_model_arg
 
     if arg.startswith("models:/"):
         path = resolve_model_arg(arg, tracking_uri or default_tracking_uri(workdir), Path(workdir) / "models")
     else:
         path = Autorater.check_folder(arg)
-    return (Autorater.from_pretrained(path) if load else None), Path(path)
+    return (Autorater.from_pretrained(path).to(resolve_device(device)) if load else None), Path(path)
 
 
 def cmd_predict(args) -> int:
@@ -119,7 +120,7 @@ def cmd_predict(args) -> int:
     from data.suite import Suite, write_jsonl
 
     _threads()
-    model, model_dir = _load_model(args.model, args.tracking_uri, args.workdir)
+    model, model_dir = _load_model(args.model, args.tracking_uri, args.workdir, device=args.device)
     rows = predict_suite(model, Suite.load(args.suite), model_dir, progress=not args.quiet,
                          batch_size=args.batch_size)
     write_jsonl(args.out, rows)
@@ -150,7 +151,7 @@ def cmd_evaluate(args) -> int:
     from training.evaluate import evaluate, format_failure_modes, format_report
 
     _threads()
-    model, model_dir = _load_model(args.model, args.tracking_uri, args.workdir)
+    model, model_dir = _load_model(args.model, args.tracking_uri, args.workdir, device=args.device)
     suite = Suite.load(args.suite)
     rows = predict_suite(model, suite, model_dir, progress=not args.quiet)
     golds = [args.gold] if args.gold != "both" else ["references", "truth"]
@@ -410,12 +411,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(func=cmd_suite_stats)
 
+    def device_arg(p):
+        p.add_argument("--device", default="auto", help="auto (CUDA when a GPU is present, else the CPU), cpu, "
+                                                         "cuda or cuda:N")
+
     def model_args(p, tracking=True):
         p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite under --workdir)")
         p.add_argument("--workdir", default="runs", help="local store for MLflow, caches and downloaded models")
         p.add_argument("--quiet", action="store_true", help="no progress bars")
 
     p = sub.add_parser("train", help="train an autorater on the annotations of one or more suites")
+    device_arg(p)
     p.add_argument("--suite", action="append", required=True, help="training suite (repeat for several)")
     p.add_argument("--out", required=True, help="model folder to write")
     p.add_argument("--config", help='JSON: {"preset": "general", "model": {...}, "train": {...}}; presets: general '
@@ -430,6 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("predict", help="rate every continuation of a suite (SUITE_FORMAT predictions)")
+    device_arg(p)
     p.add_argument("--model", required=True, help="model folder, or models:/autorater@champion")
     p.add_argument("--suite", required=True)
     p.add_argument("--out", required=True, help="predictions .jsonl")
@@ -438,6 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_predict)
 
     p = sub.add_parser("evaluate", help="score a model against gold labels, beside the human annotators")
+    device_arg(p)
     p.add_argument("--model", required=True)
     p.add_argument("--suite", required=True)
     p.add_argument("--gold", choices=["references", "truth", "both"], default="both",

@@ -60,7 +60,10 @@ class _FrameEncoder(nn.Module):
         raise NotImplementedError
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
+        from autorater.model import module_device
+
         b, t = frames.shape[:2]
+        frames = frames.to(module_device(self))
         x = frames.reshape(b * t, *frames.shape[2:]).permute(0, 3, 1, 2).float().div_(255.0)
         y = self.encode_images(x)
         return y.reshape(b, t, *y.shape[1:])
@@ -162,9 +165,10 @@ class TimmFeatures(_FrameEncoder):
         # channels-last: about 3x faster on a CPU. TF-style "same" padding is traced for one image
         # size, so there is one traced copy per size.
         size = tuple(images.shape[-2:])
+        size = (*size, images.device.type)  # a trace runs on the device it was traced on
         if size not in self._traced:
             model = self.model.to(memory_format=torch.channels_last)
-            probe = torch.zeros(2, 3, *size).contiguous(memory_format=torch.channels_last)
+            probe = torch.zeros(2, 3, *size[:2], device=images.device).contiguous(memory_format=torch.channels_last)
             self._traced[size] = torch.jit.freeze(torch.jit.trace(model, probe, strict=False))
         x = ((images - self.mean) / self.std).contiguous(memory_format=torch.channels_last)
         # Small chunks stay in the CPU caches: 16 images at a time ran 3x faster than 1,024 at once.

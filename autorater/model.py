@@ -21,7 +21,9 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import itertools
 import json
 import math
 from dataclasses import dataclass, field
@@ -42,6 +44,31 @@ class AutoraterOutput:
     match_logit: torch.Tensor  # (batch,)
     loss: torch.Tensor | None = None
     losses: dict = field(default_factory=dict)
+
+    def cpu(self) -> "AutoraterOutput":
+        """The outputs on the CPU (detached), for decoding and numpy."""
+        return AutoraterOutput(*(t.detach().cpu() for t in (self.success_logit, self.marker_logits,
+                                                              self.failure_logits, self.match_logit)))
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    """``"auto"``: CUDA when a GPU is present, else the CPU; or any torch device name ("cpu", "cuda:1")."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"unknown device {name!r} (fix: auto, cpu, cuda or cuda:N)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} asked for, but torch sees no GPU here (fix: --device auto or cpu)")
+    return device
+
+
+def module_device(module: nn.Module) -> torch.device:
+    """The device of a module's first parameter or buffer (the CPU for a module with neither)."""
+    for t in itertools.chain(module.parameters(), module.buffers()):
+        return t.device
+    return torch.device("cpu")
 
 
 @dataclass
@@ -95,9 +122,18 @@ class Autorater(nn.Module):
             frames: (b, t, H, W, 3) uint8; or pass ``features`` from the frame encoder (b, t, c, h, w).
             targets: when given, the output carries the loss.
         """
+        device = self.device
         if features is None:
-            features = self.frame_encoder(frames)
-        return self.rate(features, times_s, takeover_s, instructions, targets)
+            features = self.frame_encoder(frames.to(device))
+        if targets is not None:
+            targets = dataclasses.replace(targets, **{f.name: getattr(targets, f.name).to(device)
+                                                      for f in dataclasses.fields(targets) if f.name != "weights"})
+        return self.rate(features.to(device), times_s.to(device), takeover_s.to(device), instructions, targets)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the model's weights are (``model.to(resolve_device("auto"))`` puts it on a GPU when present)."""
+        return module_device(self)
 
     def rate(self, features: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor, instructions: list[str],
              targets: Targets | None = None) -> AutoraterOutput:
@@ -141,7 +177,7 @@ class Autorater(nn.Module):
 
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        state = self.trainable_state_dict()
+        state = {k: v.cpu() for k, v in self.trainable_state_dict().items()}
         bad = non_finite_tensors(state)
         if bad:
             raise ValueError(f"refusing to save a model with non-finite weights in {bad[:3]} (fix: the training "
@@ -308,5 +344,5 @@ def check_calibration_file(path: str | Path) -> dict:
     return d
 
 
-__all__ = ["Autorater", "AutoraterOutput", "Targets", "check_calibration_file", "non_finite_tensors",
-           "read_safetensors_header", "weights_sha256"]
+__all__ = ["Autorater", "AutoraterOutput", "Targets", "check_calibration_file", "module_device", "non_finite_tensors",
+           "read_safetensors_header", "resolve_device", "weights_sha256"]

@@ -109,7 +109,7 @@ def predict_batch(model: Autorater, *, times_s: torch.Tensor, durations_s: Seque
     times_s = times_s[:, :t]
     frames, features = (x[:, :t] if x is not None else None for x in (frames, features))
     out = model(times_s=times_s, takeover_s=torch.tensor(list(takeovers_s), dtype=torch.float32),
-                instructions=list(instructions), frames=frames, features=features)
+                instructions=list(instructions), frames=frames, features=features).cpu()
     marker, spread = model.decode_marker(out.marker_logits, times_s,
                                          torch.tensor(list(durations_s), dtype=torch.float32))
     logit = out.success_logit.numpy()

@@ -107,3 +107,27 @@ def test_the_general_model_learns_which_colour_the_words_name(tmp_path):
     rows = read_lines(out)
     right = [(r["p_success"] >= 0.5) == label[r["continuation_id"]] for r in rows]
     assert np.mean(right) >= 0.8, rows
+
+
+def test_device_auto_is_the_gpu_when_there_is_one_else_the_cpu():
+    from autorater.model import resolve_device
+
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve_device("cpu") == torch.device("cpu")
+    with pytest.raises(ValueError, match="unknown device 'tpu9'.*fix"):
+        resolve_device("tpu9")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no GPU"):
+            resolve_device("cuda")
+
+
+def test_a_model_rates_on_the_device_it_is_on_and_answers_on_the_cpu():
+    """Inputs follow the model (features are cached on the CPU); outputs come back to the CPU for numpy."""
+    from autorater.model import resolve_device
+    from autorater.predict import predict_batch
+
+    model = Autorater(PRESETS["tiny"].replace(vocab=["red"], failure_modes=["timeout"])).to(resolve_device("auto"))
+    frames = torch.zeros(2, 8, 32, 32, 3, dtype=torch.uint8)
+    out = predict_batch(model, frames=frames, times_s=torch.arange(8.0).repeat(2, 1) / 8, durations_s=[1.0, 1.0],
+                        takeovers_s=[0.0, 0.0], instructions=["red", "blue"])
+    assert out["p_success"].shape == (2,) and np.isfinite(out["p_success"]).all()

@@ -95,7 +95,7 @@ class FeatureCache:
                     errors[i] = str(err)
             if clips:
                 frames = torch.from_numpy(np.stack([c.frames for c in clips.values()]))
-                out = model.frame_encoder(frames).to(torch.float16) if frozen else frames
+                out = model.frame_encoder(frames).to(torch.float16).cpu() if frozen else frames
                 for (i, clip), value in zip(clips.items(), out):
                     tmp = folder / f"{hashes[i]}.{os.getpid()}.tmp"
                     save_file({"x": value.contiguous(), "times_s": torch.from_numpy(clip.times_s.astype(np.float32)),

@@ -26,7 +26,7 @@ import torch
 
 from autorater.config import AutoraterConfig
 from autorater.encoders import tokenize_words
-from autorater.model import Autorater, Targets
+from autorater.model import Autorater, Targets, resolve_device
 from autorater.models import EventsRater
 from autorater.predict import real_length
 from calibration import marker_metrics, outcome_metrics
@@ -101,6 +101,7 @@ class TrainConfig:
     #                       model, then --init-from it with cell_verify on and train_only ["verifier."]
     seed: int = 0
     cache_dir: str = "runs/cache"
+    device: str = "auto"  # where training runs: "auto" (CUDA when a GPU is present, else the CPU), "cpu", "cuda"
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -369,11 +370,13 @@ def warm_up_match(model: Autorater, data: TrainingData, rows: np.ndarray, tc: Tr
         for start in range(0, len(order), batch_size):
             inputs, targets = make_batch(data, order[start:start + batch_size], pairs, rng)
             key = "frames" if "frames" in inputs else "features"
-            features = inputs[key] if key == "features" else model.frame_encoder(inputs[key])
-            win = marker_window(inputs["times_s"], targets.marker_index,
-                                active_frames(inputs["times_s"], inputs["takeover_s"]))
+            device = model.device
+            features = inputs[key].to(device) if key == "features" else model.frame_encoder(inputs[key])
+            times_s, match = inputs["times_s"].to(device), targets.match.to(device)
+            win = marker_window(times_s, targets.marker_index.to(device),
+                                active_frames(times_s, inputs["takeover_s"].to(device)))
             loss = sum(match_loss(head.match_score(features, inputs["instructions"]), win,
-                                  own=targets.match == 1, other=targets.match == 0) for head in heads) / len(heads)
+                                  own=match == 1, other=match == 0) for head in heads) / len(heads)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -457,6 +460,7 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
                              f"fine-tune with the starting model's own config, train the new parts with "
                              f"train_only, or retrain")
         model.load_state_dict(init_state, strict=False)
+    model.to(resolve_device(tc.device))  # features are cached on the CPU; each batch moves with the forward pass
     train_rows, val_rows = split_groups(data.ex.scenario_keys, tc.val_share, tc.seed)
     tc = with_min_steps(tc, len(train_rows))
     fresh_events = isinstance(model, EventsRater) and init_state is None

@@ -108,7 +108,8 @@ class EventsRater(Autorater):
         modes = self.config.failure_modes
         if targets is not None:
             # Each failure mode's event class (-1: "timeout", no event); the appended -1 serves unknown modes (-1).
-            class_of = torch.tensor([-1 if m == "timeout" else self.event_classes.index(m) for m in modes] + [-1])
+            class_of = torch.tensor([-1 if m == "timeout" else self.event_classes.index(m) for m in modes] + [-1],
+                                    device=features.device)
             failure_class = class_of[targets.failure_mode]
             timeout = (targets.marker_index == times_s.shape[1]) | ((targets.failure_mode >= 0) & (failure_class < 0))
         log_ps, marker, failure, matches, losses = [], [], [], [], []

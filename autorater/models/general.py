@@ -116,7 +116,7 @@ class GeneralHead(nn.Module):
         return torch.cat([x, x - torch.cat([x[:, :1], x[:, :-1]], 1)], -1)
 
     def text(self, instructions: list[str]) -> torch.Tensor:
-        words = self.words(instructions)
+        words = self.words(instructions).to(self.verb.weight.device)
         return words if self.use_instruction else torch.zeros_like(words)  # the blind twin reads nothing
 
     def match_score(self, features: torch.Tensor, instructions: list[str]) -> torch.Tensor:
