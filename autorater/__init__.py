@@ -10,8 +10,8 @@ from autorater.models import PRESETS
 from data.lazy import lazy_exports
 
 _predict, __getattr__ = lazy_exports(__name__, {
-    "autorater.predict": ["ClipInput", "iter_suite_predictions", "load_clip", "predict_clips", "predict_suite",
-                          "read_calibration"],
+    "autorater.predict": ["ClipInput", "iter_suite_predictions", "load_clip", "predict_suite", "read_calibration"],
+    "autorater.rater": ["Decoded", "Predictions", "Rater"],
     "autorater.registry": ["champion_model_dir", "default_tracking_uri", "promote", "resolve_model_arg"],
 })
 

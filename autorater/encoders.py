@@ -63,7 +63,7 @@ class _FrameEncoder(nn.Module):
         from autorater.model import module_device
 
         b, t = frames.shape[:2]
-        frames = frames.to(module_device(self))
+        frames = frames.to(module_device(self, default=frames.device))  # no weights: stays put
         x = frames.reshape(b * t, *frames.shape[2:]).permute(0, 3, 1, 2).float().div_(255.0)
         y = self.encode_images(x)
         return y.reshape(b, t, *y.shape[1:])

@@ -64,11 +64,11 @@ def resolve_device(name: str = "auto") -> torch.device:
     return device
 
 
-def module_device(module: nn.Module) -> torch.device:
-    """The device of a module's first parameter or buffer (the CPU for a module with neither)."""
+def module_device(module: nn.Module, default: torch.device | str = "cpu") -> torch.device:
+    """The device of a module's first parameter or buffer (``default`` for a module with neither)."""
     for t in itertools.chain(module.parameters(), module.buffers()):
         return t.device
-    return torch.device("cpu")
+    return torch.device(default)
 
 
 @dataclass

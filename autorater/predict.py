@@ -18,7 +18,7 @@ import torch
 
 from autorater.model import Autorater
 from data.suite import Suite
-from data.video import VideoError, read_video
+from data.video import read_video
 
 
 @dataclass
@@ -132,60 +132,14 @@ def calibrate_outputs(logit: np.ndarray, marker_s: np.ndarray, durations_s: Sequ
     return p, marker_s
 
 
-def predict_clips(model: Autorater, clips: Sequence[ClipInput], calibration: dict | None = None
-                  ) -> dict[str, np.ndarray]:
-    """:func:`predict_batch` on decoded clips."""
-    return predict_batch(model, frames=torch.from_numpy(np.stack([c.frames for c in clips])),
-                         times_s=torch.from_numpy(np.stack([c.times_s for c in clips])),
-                         durations_s=[c.duration_s for c in clips], takeovers_s=[c.takeover_s for c in clips],
-                         instructions=[c.instruction for c in clips], calibration=calibration)
-
-
-def to_records(ids: Sequence[str], raw: dict[str, np.ndarray], model: Autorater, name: str) -> list[dict]:
-    """SUITE_FORMAT prediction lines (plus ``logit`` and ``marker_spread_s`` for calibration)."""
-    modes = model.config.failure_modes
-    rows = []
-    for i, cid in enumerate(ids):
-        p = round(float(raw["p_success"][i]), 6)  # outcome from the written value: 0.4999996 -> 0.5, success
-        outcome = "success" if p >= 0.5 else "failure"
-        mode = modes[raw["failure_mode"][i]] if outcome == "failure" and raw["failure_mode"][i] >= 0 else None
-        rows.append({"continuation_id": cid, "p_success": p, "outcome": outcome,
-                     "marker_s": round(float(raw["marker_s"][i]), 4), "failure_mode": mode, "model": name,
-                     "logit": round(float(raw["logit"][i]), 6),
-                     "marker_spread_s": round(float(raw["marker_spread_s"][i]), 4)})
-    return rows
-
-
 def iter_suite_predictions(model: Autorater, suite: Suite, ids: Iterable[str] | None = None,
                            calibration: dict | None = None, name: str = "autorater", batch_size: int = 16,
                            progress: bool = False) -> Iterator[dict]:
-    """Yield one prediction per continuation, in order; an undecodable video yields an ``error`` row instead."""
-    ids = list(ids) if ids is not None else suite.continuation_ids()
-    cfg = model.config
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=len(ids), desc="rating", unit="video")
-    for start in range(0, len(ids), batch_size):
-        chunk = ids[start:start + batch_size]
-        good, clips, errors = [], [], {}
-        for cid in chunk:
-            try:
-                clips.append(load_clip(suite.video_path(cid), suite.instruction_of(cid), suite.takeover_of(cid),
-                                       cfg.num_frames, cfg.image_size, cfg.frame_fit))
-                good.append(cid)
-            except VideoError as err:
-                errors[cid] = str(err)
-        rows = {}
-        if clips:
-            rows = {r["continuation_id"]: r for r in
-                    to_records(good, predict_clips(model, clips, calibration), model, name)}
-        for cid in chunk:
-            yield rows.get(cid) or {"continuation_id": cid, "error": errors[cid], "model": name}
-        if bar is not None:
-            bar.update(len(chunk))
-    if bar is not None:
-        bar.close()
+    """Yield one prediction per continuation, in order; an undecodable video yields an ``error`` row instead
+    (``Rater.rate_suite`` for a model already in memory)."""
+    from autorater.rater import Rater
+
+    yield from Rater(model, calibration, name).rate_suite(suite, ids, batch_size=batch_size, progress=progress)
 
 
 def predict_suite(model: Autorater, suite: Suite, model_dir: str | Path | None = None, **kwargs) -> list[dict]:

@@ -302,11 +302,12 @@ def variant_slug(variant: list[str], limit: int = 120) -> str:
 
 def _reference_calibration(model, suite, cache_dir: str) -> dict:
     """Temperature, marker offset and selective policy (target 0.95, confidence 0.9) fitted on the training
-    suite's references (never trained on), as ``autorater calibrate`` stores them: the held-out sets are
-    scored with and without."""
+    suite's references (never trained on) as ``autorater calibrate`` fits them: split by scenario, the scaler
+    on one part, the thresholds certified on the other (``SplitCalibrator``). The held-out sets are scored
+    with and without."""
     import numpy as np
 
-    from calibration import SelectivePolicy, TemperatureScaler
+    from calibration import SplitCalibrator
     from serving.calibrate import fit_marker_offset
     from training.baselines import predict_cached
 
@@ -314,10 +315,12 @@ def _reference_calibration(model, suite, cache_dir: str) -> dict:
     rows = [r for r in predict_cached(model, suite, cache_dir) if r["continuation_id"] in refs and "error" not in r]
     y = np.array([refs[r["continuation_id"]].outcome == "success" for r in rows], dtype=int)
     logits = np.array([r["logit"] for r in rows])
-    scaler = TemperatureScaler().fit(logits, y)
-    policy = SelectivePolicy(0.95, 0.9, on_infeasible="route_all").fit(scaler.predict_proba(logits), y)
+    scenario = {c.continuation_id: c.scenario_id for c in suite.continuations}
+    fitted = SplitCalibrator(0.95, 0.9, on_infeasible="route_all").fit(
+        logits, y, groups=np.array([scenario[r["continuation_id"]] for r in rows]))
     marker, _, _ = fit_marker_offset(rows, refs)
-    return {**scaler.to_dict(), **marker.to_dict(), "policy": policy.to_dict()}
+    return {**fitted.scaler_.to_dict(), **marker.to_dict(), "policy": fitted.policy_.to_dict(),
+            "split": fitted.split_info()}
 
 
 def selective_on(rows: list[dict], suite, calibration: dict) -> dict:

@@ -165,8 +165,7 @@ def active_select(model_dir: str | os.PathLike, pool: Suite, budget: int, out: s
                   video_url_prefix: str | None = None, progress: bool = False) -> dict:
     """Score the pool's unlabelled continuations, choose ``budget``, write ``selection.jsonl`` and the Label
     Studio files (``labelstudio/config.xml``, ``tasks.json``) into ``out``; returns a summary."""
-    from autorater.model import Autorater
-    from autorater.predict import iter_suite_predictions, model_name, read_calibration
+    from autorater.rater import Rater
     from serving.labelstudio import write_labelstudio_files
 
     model_dir, out = Path(model_dir), Path(out)
@@ -174,9 +173,8 @@ def active_select(model_dir: str | os.PathLike, pool: Suite, budget: int, out: s
     if not ids:
         raise ValueError(f"pool suite {pool.root} has no unlabelled continuations left (every one is annotated "
                          f"or a reference)")
-    model = Autorater.from_pretrained(model_dir)
-    preds = [r for r in iter_suite_predictions(model, pool, ids=ids, calibration=read_calibration(model_dir),
-                                               name=model_name(model_dir), progress=progress) if "error" not in r]
+    rater = Rater.load(model_dir)
+    preds = [r for r in rater.rate_suite(pool, ids=ids, progress=progress) if "error" not in r]
     from data.video import video_info
 
     for r in preds:

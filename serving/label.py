@@ -44,11 +44,10 @@ from pathlib import Path
 
 import numpy as np
 
-from autorater.model import Autorater
-from autorater.predict import ClipInput, load_clip, model_name, predict_clips, read_calibration, to_records
+from autorater.predict import model_name
+from autorater.rater import Rater
 from data.files import jsonl_text, write_text_atomic
 from data.suite import Suite
-from data.video import VideoError
 
 JOB_FILE, LABELS_FILE, ERRORS_FILE, SUMMARY_FILE, PARTS_DIR = (
     "job.json", "labels.jsonl", "errors.jsonl", "summary.json", "parts")
@@ -142,73 +141,40 @@ def _open_job(out: Path, spec: dict, resume: bool) -> bool:
     return False
 
 
-def _decode_batch(suite: Suite, ids: list[str], num_frames: int, image_size: int, fit: str = "stretch"
-                  ) -> tuple[list[str], list[ClipInput], dict[str, str]]:
-    """Decoded clips of the ids that decode, and the error of each one that does not."""
-    good, clips, errors = [], [], {}
-    for cid in ids:
-        try:
-            clips.append(load_clip(suite.video_path(cid), suite.instruction_of(cid), suite.takeover_of(cid),
-                                   num_frames, image_size, fit))
-            good.append(cid)
-        except VideoError as err:
-            errors[cid] = str(err)
-    return good, clips, errors
-
-
-def _rows_for_batch(model: Autorater, ids: list[str], decoded, calibration: dict, name: str) -> list[dict]:
-    """The part-file rows of one batch: a prediction per decodable video, an ``error`` row per other one."""
-    good, clips, errors = decoded
-    rated = {}
-    if clips:
-        records = to_records(good, predict_clips(model, clips, calibration), model, name)
-        rated = {r["continuation_id"]: {**r, "duration_s": round(c.duration_s, 6)} for r, c in zip(records, clips)}
-    return [rated.get(cid) or {"continuation_id": cid, "error": errors[cid], "model": name} for cid in ids]
-
-
-def _rate_batches(model: Autorater, suite: Suite, out: Path, batches: list[list[str]], todo: list[int],
-                  calibration: dict, name: str, workers: int, bar) -> None:
+def _rate_batches(rater: Rater, suite: Suite, out: Path, batches: list[list[str]], todo: list[int], workers: int,
+                  bar) -> None:
     """Decode (``workers`` threads, a few batches ahead) and rate the batches ``todo``; one file each."""
-    cfg = model.config
     with futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         ahead = max(2, workers + 1)
-        pending = {}
-        for k in todo[:ahead]:
-            pending[k] = pool.submit(_decode_batch, suite, batches[k], cfg.num_frames, cfg.image_size, cfg.frame_fit)
+        pending = {k: pool.submit(rater.decode, suite, batches[k]) for k in todo[:ahead]}
         for i, k in enumerate(todo):
             if i + ahead < len(todo):
                 nxt = todo[i + ahead]
-                pending[nxt] = pool.submit(_decode_batch, suite, batches[nxt], cfg.num_frames, cfg.image_size,
-                                           cfg.frame_fit)
-            rows = _rows_for_batch(model, batches[k], pending.pop(k).result(), calibration, name)
+                pending[nxt] = pool.submit(rater.decode, suite, batches[nxt])
+            rows = rater.rows(pending.pop(k).result(), duration=True)
             write_text_atomic(out / PARTS_DIR / f"part-{k:05d}.jsonl", jsonl_text(rows))
             if bar is not None:
                 bar.update(len(batches[k]))
 
 
 class _RayRater:
-    """A Ray Data actor: loads the model once, then rates whole batches (``k``, ``ids``) into part-file text."""
+    """A Ray Data actor: loads the rater once, then rates whole batches (``k``, ``ids``) into part-file text."""
 
-    def __init__(self, model_dir: str, suite_root: str, calibration: dict, name: str, threads: int):
+    def __init__(self, model_dir: str, suite_root: str, threads: int):
         import torch
 
         torch.set_num_threads(threads)
-        self.model = Autorater.from_pretrained(model_dir)
+        self.rater = Rater.load(model_dir)
         self.suite = Suite.load(suite_root)
-        self.calibration, self.name = calibration, name
 
     def __call__(self, batch: dict) -> dict:
-        cfg = self.model.config
-        texts = []
-        for ids_json in batch["ids"]:
-            ids = json.loads(ids_json)
-            decoded = _decode_batch(self.suite, ids, cfg.num_frames, cfg.image_size, cfg.frame_fit)
-            texts.append(jsonl_text(_rows_for_batch(self.model, ids, decoded, self.calibration, self.name)))
+        texts = [jsonl_text(self.rater.rows(self.rater.decode(self.suite, json.loads(ids_json)), duration=True))
+                 for ids_json in batch["ids"]]
         return {"k": np.asarray(batch["k"]), "text": np.asarray(texts, dtype=object)}
 
 
 def _rate_batches_ray(model_dir: Path, suite: Suite, out: Path, batches: list[list[str]], todo: list[int],
-                      calibration: dict, name: str, workers: int, address: str | None, bar) -> None:
+                      workers: int, address: str | None, bar) -> None:
     """The same batches on Ray Data: ``map_batches`` over an actor pool (one model per actor); the driver writes
     each part file as it arrives, so resuming works exactly as with the local backend."""
     try:
@@ -223,8 +189,7 @@ def _rate_batches_ray(model_dir: Path, suite: Suite, out: Path, batches: list[li
     items = [{"k": k, "ids": json.dumps(batches[k])} for k in todo]
     ds = ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 4 * max(1, workers))))
     ds = ds.map_batches(_RayRater, batch_size=1, concurrency=max(1, workers), num_cpus=1,
-                        fn_constructor_args=(str(model_dir.resolve()), str(suite.root.resolve()), calibration, name,
-                                             1))
+                        fn_constructor_args=(str(model_dir.resolve()), str(suite.root.resolve()), 1))
     for row in ds.iter_rows():
         k = int(row["k"])
         write_text_atomic(out / PARTS_DIR / f"part-{k:05d}.jsonl", row["text"])
@@ -350,7 +315,6 @@ def _label_locked(model_dir: Path, suite: Suite, out: Path, spec: dict, resume: 
     done = part_files(out / PARTS_DIR, len(batches))
     todo = [k for k in range(len(batches)) if k not in done]
     if todo:
-        calibration = read_calibration(model_dir)
         bar = None
         if progress:
             from tqdm import tqdm
@@ -358,11 +322,9 @@ def _label_locked(model_dir: Path, suite: Suite, out: Path, spec: dict, resume: 
                                                                                             for k in todo))
         try:
             if backend == "ray":
-                _rate_batches_ray(model_dir, suite, out, batches, todo, calibration, spec["model_name"], workers,
-                                  ray_address, bar)
+                _rate_batches_ray(model_dir, suite, out, batches, todo, workers, ray_address, bar)
             else:
-                _rate_batches(Autorater.from_pretrained(model_dir), suite, out, batches, todo, calibration,
-                              spec["model_name"], workers, bar)
+                _rate_batches(Rater.load(model_dir), suite, out, batches, todo, workers, bar)
         finally:
             if bar is not None:
                 bar.close()

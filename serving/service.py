@@ -60,8 +60,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from autorater.model import Autorater
-from autorater.predict import ClipInput, model_name, predict_clips, read_calibration, to_records
+from autorater.predict import ClipInput
+from autorater.rater import Rater
 from data.suite import Suite, SuiteFormatError, annotation_problems, record_to_dict
 from data.video import DEFAULT_LIMITS, DecodeTimeout, VideoError, VideoLimits, read_video, video_info
 from serving.labelstudio import FROM_NAME, TO_NAME, checked_fps, checked_frames, marker_region
@@ -203,26 +203,19 @@ def _plain(value: Any, depth: int = 0) -> Any:
 
 
 class _Rater:
-    """The model, its calibration and a lock: one prediction at a time (the model is not re-entrant)."""
+    """The rater (model, calibration, name) and a lock: one prediction at a time (the model is not re-entrant)."""
 
     def __init__(self, model_dir: Path, limits: VideoLimits = DEFAULT_LIMITS):
-        self.model_dir = model_dir
-        self.model = Autorater.from_pretrained(model_dir)
-        self.calibration = read_calibration(model_dir)
-        self.name = model_name(model_dir)
+        self.rater = Rater.load(model_dir)
+        self.model, self.name = self.rater.model, self.rater.name
+        self.record = self.rater.record()
         self.lock = threading.Lock()
         self.limits = limits
-        from calibration import CalibrationRecord
-
-        path = model_dir / "calibration.json"
-        self.record = CalibrationRecord.from_json(path) if path.is_file() else None
 
     def rate(self, path: Path, instruction: str, takeover_s: float, deadline: float) -> dict:
         """The rating of one video; HTTPException 422 (undecodable, too large) or 504 (past ``deadline``)."""
-        cfg = self.model.config
         try:
-            video = read_video(path, **cfg.decode_args(), limits=self.limits,
-                               deadline=deadline)
+            video = read_video(path, **self.model.config.decode_args(), limits=self.limits, deadline=deadline)
         except DecodeTimeout:
             raise HTTPException(504, "rating passed the request's deadline while decoding; it was stopped (fix: "
                                      "send a shorter or smaller video, or raise the server's --timeout-s)") from None
@@ -233,10 +226,9 @@ class _Rater:
         if not self.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             raise HTTPException(504, "rating passed the request's deadline waiting for the model")
         try:
-            raw = predict_clips(self.model, [clip], self.calibration)
+            row = self.rater.rate_clips(["x"], [clip]).records(self.name)[0]
         finally:
             self.lock.release()
-        row = to_records(["x"], raw, self.model, self.name)[0]
         if not all(math.isfinite(row[k]) for k in ("p_success", "marker_s")):
             raise HTTPException(422, "the model gave no finite rating for this video (fix: check the video plays; "
                                      "if it does, report the model folder)")

@@ -17,12 +17,10 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-import autorater.config
-import autorater.model
 from autorater.config import AutoraterConfig
 from autorater.model import Autorater, AutoraterOutput, Targets
 from autorater.models import PRESETS
-from autorater.predict import to_records
+from autorater.rater import Predictions
 from model_suites import GROUNDINGS, grounding_id, one_thread, tiny_preset
 
 VOCAB = ["go", "to", "the", "red", "blue", "ball"]
@@ -374,17 +372,18 @@ def test_a_crossing_marker_decodes_to_the_first_reached_frame_or_the_end():
 
 
 def test_docstring_examples_run():
-    for module in (autorater.model, autorater.config):
+    import autorater.models
+
+    for module in (autorater.model, autorater.config, autorater.models, autorater.models.transformer):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert result.failed == 0 and result.attempted > 0, module.__name__
 
 
 def test_records_say_success_exactly_when_the_written_p_success_is_at_least_one_half():
-    model = tiny_model()
     p = np.array([0.4999994, 0.4999996, 0.5, 0.9, 0.1, 0.0, 1.0])
-    raw = {"p_success": p, "logit": np.log(p / (1 - p + 1e-12) + 1e-12), "marker_s": np.full(len(p), 0.5),
-           "marker_spread_s": np.zeros(len(p)), "failure_mode": np.array([1, 1, 1, 0, 0, -1, 0])}
-    rows = to_records([f"c{i}" for i in range(len(p))], raw, model, "autorater:m")
+    n, modes = len(p), [MODES[1]] * 3 + [MODES[0]] * 2 + [None, MODES[0]]
+    rows = Predictions([f"c{i}" for i in range(n)], np.log(p / (1 - p + 1e-12) + 1e-12), p, np.full(n, 0.5),
+                       np.zeros(n), modes, np.zeros(n), np.ones(n)).records("autorater:m")
     for r in rows:
         assert 0 <= r["p_success"] <= 1
         assert r["outcome"] == ("success" if r["p_success"] >= 0.5 else "failure"), r

@@ -23,26 +23,28 @@ from autorater.config import AutoraterConfig
 from autorater.model import Autorater
 from data.suite import Suite
 from training.cache import CachedClips, FeatureCache
-from training.dataset import build_examples, suite_examples
-from training.train import TrainConfig, TrainingData, predict_rows, prepare, train
+from training.dataset import build_examples
+from training.train import TrainConfig, TrainingData, prepare, train
 
 
 def predict_cached(model: Autorater, suite: Suite, cache_dir: str, last_frame_only: bool = False,
-                   name: str = "autorater", calibration: dict | None = None) -> list[dict]:
+                   name: str = "autorater", calibration: dict | None = None, batch_size: int = 64) -> list[dict]:
     """Predictions for every continuation of ``suite`` from the feature cache (fast re-scoring), calibrated
     with ``calibration`` (a calibration.json dict: temperature, marker offset) when given."""
-    from autorater.predict import calibrate_outputs, to_records
+    from autorater.rater import Rater
 
     ids = suite.continuation_ids()
     clips = FeatureCache(cache_dir).load(model, [str(suite.video_path(i)) for i in ids])
     if last_frame_only:
         clips = _last_frame(clips)
-    ex = suite_examples(suite, ids)
-    data = TrainingData(ex, clips, torch.full((len(ids),), -1), torch.full((len(ids),), -1))
-    raw = predict_rows(model, data, np.arange(len(ids)))
-    raw["p_success"], raw["marker_s"] = calibrate_outputs(raw["logit"], raw["marker_s"], clips.durations_s.tolist(),
-                                                          calibration)
-    rows = to_records(ids, raw, model, name)
+    rater, key = Rater(model, calibration, name), "frames" if clips.is_frames else "features"
+    rows = []
+    for start in range(0, len(ids), batch_size):
+        part, batch = slice(start, start + batch_size), ids[start:start + batch_size]
+        rows += rater.rate(batch, times_s=clips.times_s[part], durations_s=clips.durations_s[part].tolist(),
+                           takeovers_s=[suite.takeover_of(c) for c in batch],
+                           instructions=[suite.instruction_of(c) for c in batch],
+                           **{key: clips.features[part]}).records(name)
     return [r if i not in clips.errors else {"continuation_id": r["continuation_id"], "error": clips.errors[i]}
             for i, r in enumerate(rows)]
 

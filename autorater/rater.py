@@ -1,0 +1,155 @@
+"""One owner for a rated model: the model folder's weights, config, calibration and name; typed predictions.
+
+Every prediction path goes through a :class:`Rater`: ``autorater predict`` and ``evaluate``
+(``iter_suite_predictions``), the labelling job and its Ray actors (``serving/label.py``), the HTTP
+service, active learning, and the baselines' cached path. It decodes (an undecodable video becomes an
+``error`` row, never a lost one), rates from frames or cached features into :class:`Predictions`, applies
+the folder's ``calibration.json``, and writes SUITE_FORMAT rows.
+
+Example:
+    >>> rater = Rater.load("model")                                          # doctest: +SKIP
+    >>> rows = list(rater.rate_suite(Suite.load("new-suite")))                # doctest: +SKIP
+    >>> rows[0]["p_success"], rows[0]["marker_s"], rater.name                 # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+import torch
+
+from autorater.model import Autorater, resolve_device
+from autorater.predict import ClipInput, load_clip, model_name, predict_batch, read_calibration
+from data.suite import Suite
+from data.video import VideoError
+
+
+@dataclass
+class Predictions:
+    """Ratings of the continuations ``ids`` (one batch), calibrated by the rater's ``calibration.json``."""
+
+    ids: list[str]
+    logit: np.ndarray  # raw success score (before the temperature and shift)
+    p_success: np.ndarray  # calibrated P(success)
+    marker_s: np.ndarray  # the marker, less the calibrated offset of its predicted outcome
+    marker_spread_s: np.ndarray  # the spread of the marker distribution (its uncertainty)
+    failure_mode: list[str | None]  # the likeliest failure mode of a predicted failure; None for a success
+    p_match: np.ndarray  # does the instruction belong to the video (the match head)
+    duration_s: np.ndarray  # the videos' durations
+
+    @property
+    def outcome(self) -> list[str]:
+        # from the written value: 0.4999996 rounds to 0.5, a success
+        return ["success" if round(float(p), 6) >= 0.5 else "failure" for p in self.p_success]
+
+    def records(self, name: str, duration: bool = False) -> list[dict]:
+        """SUITE_FORMAT prediction lines (plus ``logit`` and ``marker_spread_s`` for calibration; with
+        ``duration``, the video's ``duration_s``, which the labelling job's part files keep)."""
+        rows = []
+        for i, (cid, outcome) in enumerate(zip(self.ids, self.outcome)):
+            row = {"continuation_id": cid, "p_success": round(float(self.p_success[i]), 6), "outcome": outcome,
+                   "marker_s": round(float(self.marker_s[i]), 4),
+                   "failure_mode": self.failure_mode[i] if outcome == "failure" else None, "model": name,
+                   "logit": round(float(self.logit[i]), 6), "marker_spread_s": round(float(self.marker_spread_s[i]), 4)}
+            if duration:
+                row["duration_s"] = round(float(self.duration_s[i]), 6)
+            rows.append(row)
+        return rows
+
+
+@dataclass
+class Decoded:
+    """A batch after decoding: the clips of the ids that decode, the error of each one that does not."""
+
+    ids: list[str]
+    clips: dict[str, ClipInput] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+class Rater:
+    """A model with its calibration and name. ``Rater.load(folder)`` reads the folder once: weights and config
+    (``Autorater.from_pretrained``, checked), ``calibration.json`` (checked; none: uncalibrated) and the
+    registered name from ``metadata.json``."""
+
+    def __init__(self, model: Autorater, calibration: dict | None = None, name: str = "autorater",
+                 folder: Path | None = None):
+        self.model, self.calibration, self.name, self.folder = model, calibration or {}, name, folder
+
+    @classmethod
+    def load(cls, folder: str | Path, device: str = "cpu") -> "Rater":
+        folder = Path(folder)
+        model = Autorater.from_pretrained(folder).to(resolve_device(device))
+        return cls(model, read_calibration(folder), model_name(folder), folder)
+
+    @property
+    def config(self):
+        return self.model.config
+
+    def record(self):
+        """The folder's ``calibration.json`` as a ``CalibrationRecord`` (the selective policy), or None."""
+        from calibration import CalibrationRecord
+
+        path = None if self.folder is None else self.folder / "calibration.json"
+        return CalibrationRecord.from_json(path) if path is not None and path.is_file() else None
+
+    # -- decoding and rating -----------------------------------------------------------------
+    def decode(self, suite: Suite, ids: Sequence[str]) -> Decoded:
+        """Decode ``ids`` for this model; a video that cannot be decoded is kept as its error, naming the file."""
+        cfg, out = self.config, Decoded(list(ids))
+        for cid in ids:
+            try:
+                out.clips[cid] = load_clip(suite.video_path(cid), suite.instruction_of(cid), suite.takeover_of(cid),
+                                           cfg.num_frames, cfg.image_size, cfg.frame_fit)
+            except VideoError as err:
+                out.errors[cid] = str(err)
+        return out
+
+    def rate_clips(self, ids: Sequence[str], clips: Sequence[ClipInput]) -> Predictions:
+        """Rate decoded clips (one batch)."""
+        return self.rate(list(ids), times_s=torch.from_numpy(np.stack([c.times_s for c in clips])),
+                         durations_s=[c.duration_s for c in clips], takeovers_s=[c.takeover_s for c in clips],
+                         instructions=[c.instruction for c in clips],
+                         frames=torch.from_numpy(np.stack([c.frames for c in clips])))
+
+    def rate(self, ids: list[str], *, times_s: torch.Tensor, durations_s: Sequence[float],
+             takeovers_s: Sequence[float], instructions: Sequence[str], frames: torch.Tensor | None = None,
+             features: torch.Tensor | None = None) -> Predictions:
+        """Rate one batch from frames (b, t, H, W, 3) or cached encoder features (b, t, c, h, w)."""
+        raw = predict_batch(self.model, times_s=times_s, durations_s=durations_s, takeovers_s=takeovers_s,
+                            instructions=instructions, frames=frames, features=features, calibration=self.calibration)
+        modes = self.config.failure_modes
+        return Predictions(ids, raw["logit"], raw["p_success"], raw["marker_s"], raw["marker_spread_s"],
+                           [modes[m] if m >= 0 else None for m in raw["failure_mode"]], raw["p_match"],
+                           np.asarray(durations_s, dtype=np.float64))
+
+    def rows(self, decoded: Decoded, duration: bool = False) -> list[dict]:
+        """One row per id of the batch, in order: its prediction, or an ``error`` row when it did not decode."""
+        good = [cid for cid in decoded.ids if cid in decoded.clips]
+        rated = {}
+        if good:
+            rated = {r["continuation_id"]: r for r in
+                     self.rate_clips(good, [decoded.clips[c] for c in good]).records(self.name, duration)}
+        return [rated.get(cid) or {"continuation_id": cid, "error": decoded.errors[cid], "model": self.name}
+                for cid in decoded.ids]
+
+    def rate_suite(self, suite: Suite, ids: Iterable[str] | None = None, batch_size: int = 16,
+                   progress: bool = False) -> Iterator[dict]:
+        """One row per continuation (all, or ``ids``), in order, batch by batch."""
+        ids = list(ids) if ids is not None else suite.continuation_ids()
+        bar = None
+        if progress:
+            from tqdm import tqdm
+            bar = tqdm(total=len(ids), desc="rating", unit="video")
+        for start in range(0, len(ids), batch_size):
+            chunk = ids[start:start + batch_size]
+            yield from self.rows(self.decode(suite, chunk))
+            if bar is not None:
+                bar.update(len(chunk))
+        if bar is not None:
+            bar.close()
+
+
+__all__ = ["Decoded", "Predictions", "Rater"]
