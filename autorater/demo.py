@@ -39,7 +39,7 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai") -> int:
     import torch
 
     from autorater.models import PRESETS
-    from autorater.predict import read_calibration
+    from autorater.rater import read_calibration
     from autorater.registry import default_tracking_uri, promote
     from data.files import write_text_atomic
     from data.generate import generate_suite

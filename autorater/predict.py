@@ -8,7 +8,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -41,48 +40,11 @@ def load_clip(path: str | Path, instruction: str, takeover_s: float, num_frames:
                      instruction)
 
 
-def read_calibration(model_dir: str | Path | None) -> dict:
-    """The model folder's ``calibration.json`` as a dict ({} when not calibrated yet)."""
-    if model_dir is None or not (Path(model_dir) / "calibration.json").is_file():
-        return {}
-    path = Path(model_dir) / "calibration.json"
-    try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"cannot read {path}: {err} (fix: rerun `autorater calibrate`)") from None
-    if not isinstance(d, dict):
-        raise ValueError(f"{path} must be a JSON object (fix: rerun `autorater calibrate`)")
-    try:  # the same checks as the code that applies it
-        _scaler(d)
-        from calibration import MarkerOffset
-
-        MarkerOffset.from_dict(d)
-    except ValueError as err:
-        raise ValueError(f"{path}: {err} (fix: rerun `autorater calibrate`)") from None
-    return d
-
-
 def _scaler(calibration: dict):
     """The stored temperature and shift as a ``TemperatureScaler`` (none stored: the identity)."""
     from calibration import TemperatureScaler
 
     return TemperatureScaler.from_dict({"temperature": 1.0, **calibration})
-
-
-def model_name(model_dir: str | Path | None) -> str:
-    """``name@version`` from the folder's metadata.json (the registered model version), else the folder name."""
-    if model_dir is None:
-        return "autorater"
-    meta_path = Path(model_dir) / "metadata.json"
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"cannot read {meta_path}: {err} (fix: restore it, or delete it: it is optional)") from None
-    if not isinstance(meta, dict):
-        raise ValueError(f"{meta_path} must be a JSON object (fix: restore it, or delete it: it is optional)")
-    name = meta.get("registered_name") or "autorater"
-    version = meta.get("registered_version")
-    return f"{name}@{version}" if version else f"{name}:{Path(model_dir).name}"
 
 
 def real_length(times_s: torch.Tensor) -> int:
@@ -144,5 +106,7 @@ def iter_suite_predictions(model: Autorater, suite: Suite, ids: Iterable[str] | 
 
 def predict_suite(model: Autorater, suite: Suite, model_dir: str | Path | None = None, **kwargs) -> list[dict]:
     """All predictions of a suite, calibrated with the model folder's calibration.json when there is one."""
+    from autorater.rater import model_name, read_calibration
+
     return list(iter_suite_predictions(model, suite, calibration=read_calibration(model_dir),
                                        name=model_name(model_dir), **kwargs))

@@ -14,6 +14,8 @@ Example:
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -21,10 +23,66 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import torch
 
-from autorater.model import Autorater, resolve_device
-from autorater.predict import ClipInput, load_clip, model_name, predict_batch, read_calibration
+from autorater.model import Autorater, check_calibration_file, resolve_device
+from autorater.predict import ClipInput, calibrate_outputs, load_clip, predict_batch
+from data.files import write_text_atomic
 from data.suite import Suite
 from data.video import VideoError
+
+# -- the folder's own files (besides config.json and model.safetensors: autorater.model) ----------
+CALIBRATION_FILE, METADATA_FILE = "calibration.json", "metadata.json"
+
+
+def read_calibration(folder: str | os.PathLike | None) -> dict:
+    """The folder's ``calibration.json``, checked as the code that applies it reads it ({} when not calibrated)."""
+    path = None if folder is None else Path(folder) / CALIBRATION_FILE
+    if path is None or not path.is_file():
+        return {}
+    record = check_calibration_file(path)
+    try:
+        calibrate_outputs(np.zeros(1), np.zeros(1), [1.0], record)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err} (fix: rerun `autorater calibrate`)") from None
+    return record
+
+
+def read_record(folder: str | os.PathLike | None):
+    """The folder's ``calibration.json`` as a ``calibration.CalibrationRecord`` (the selective policy, the drift
+    sample), or None when the model is not calibrated."""
+    from calibration import CalibrationRecord
+
+    path = None if folder is None else Path(folder) / CALIBRATION_FILE
+    return CalibrationRecord.from_json(path) if path is not None and path.is_file() else None
+
+
+def read_metadata(folder: str | os.PathLike) -> dict:
+    """The folder's ``metadata.json`` (training summary, MLflow run, registered version); {} when there is none."""
+    path = Path(folder) / METADATA_FILE
+    if not path.is_file():
+        return {}
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"cannot read {path}: {err} (fix: restore it, or delete it: it is optional)") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path} must be a JSON object (fix: restore it, or delete it: it is optional)")
+    return meta
+
+
+def update_metadata(folder: str | os.PathLike, **fields) -> dict:
+    """Merge ``fields`` into the folder's ``metadata.json`` (other keys kept), written atomically; the result."""
+    meta = {**read_metadata(folder), **fields}
+    write_text_atomic(Path(folder) / METADATA_FILE, json.dumps(meta, indent=1, default=str) + "\n")
+    return meta
+
+
+def model_name(folder: str | os.PathLike | None) -> str:
+    """``name@version`` of the registered model version (from ``metadata.json``), else ``autorater:<folder>``."""
+    if folder is None:
+        return "autorater"
+    meta = read_metadata(folder)
+    name, version = meta.get("registered_name") or "autorater", meta.get("registered_version")
+    return f"{name}@{version}" if version else f"{name}:{Path(folder).name}"
 
 
 @dataclass
@@ -90,10 +148,7 @@ class Rater:
 
     def record(self):
         """The folder's ``calibration.json`` as a ``CalibrationRecord`` (the selective policy), or None."""
-        from calibration import CalibrationRecord
-
-        path = None if self.folder is None else self.folder / "calibration.json"
-        return CalibrationRecord.from_json(path) if path is not None and path.is_file() else None
+        return read_record(self.folder)
 
     # -- decoding and rating -----------------------------------------------------------------
     def decode(self, suite: Suite, ids: Sequence[str]) -> Decoded:
@@ -152,4 +207,5 @@ class Rater:
             bar.close()
 
 
-__all__ = ["Decoded", "Predictions", "Rater"]
+__all__ = ["CALIBRATION_FILE", "METADATA_FILE", "Decoded", "Predictions", "Rater", "model_name", "read_calibration",
+           "read_metadata", "update_metadata"]

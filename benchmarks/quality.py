@@ -229,11 +229,12 @@ def _reuse(folder: str, result: dict, variant: list[str]):
     if variant:
         raise SystemExit("--model scores a saved model as it is: leave --set/--train-set out (its recipe is in its "
                          "metadata.json)")
-    meta_path = Path(folder) / "metadata.json"
-    if not meta_path.is_file():
-        raise SystemExit(f"--model {folder}: no metadata.json there; pass a model folder this benchmark wrote "
-                         f"(e.g. bench-out/quality/model-seed_0)")
-    meta = json.loads(meta_path.read_text())
+    from autorater.rater import read_metadata
+
+    meta = read_metadata(folder)
+    if "train_config" not in meta:
+        raise SystemExit(f"--model {folder}: no training record in its metadata.json; pass a model folder this "
+                         f"benchmark wrote (e.g. bench-out/quality/model-seed_0)")
     result["train_config"] = meta["train_config"]
     result["train"].update(reused=str(folder), wall_s=meta.get("wall_s"), best=meta.get("best"), peak_rss_gib=None)
     return Autorater.from_pretrained(folder), meta.get("mlflow_run_id")

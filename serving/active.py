@@ -226,7 +226,7 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
             calibration records no references of this suite.
     """
     from autorater.model import Autorater
-    from autorater.predict import read_calibration
+    from autorater.rater import read_calibration
     from autorater.registry import promote
     from calibration import paired_comparison
     from serving.calibrate import calibrate_model

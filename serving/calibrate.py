@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from autorater.model import Autorater
-from autorater.predict import iter_suite_predictions, model_name
+from autorater.predict import iter_suite_predictions
+from autorater.rater import CALIBRATION_FILE, model_name, read_record
 from calibration import (
     CalibrationRecord,
     InsufficientReferencesError,
@@ -96,7 +97,7 @@ def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target
              "scaling_ids": [i for i, m in zip(ids, part) if m],
              "threshold_ids": [i for i, m in zip(ids, part) if not m]}
     record = CalibrationRecord.from_fitted(scaler, policy, logits, suite.info.name, suite.info.version, marker, split)
-    record.to_json(model_dir / "calibration.json")
+    record.to_json(model_dir / CALIBRATION_FILE)
 
     category = [suite.scenario_by_id[s].category for s in scenario]
     report = agreement_report(ids, y, true_marker, scenario, category, p, calibrated_marker,
@@ -155,12 +156,9 @@ def check_drift(model_dir: str | Path, logits) -> dict | None:
     Returns:
         ``drift_check``'s result plus ``calibration_suite`` (name@version): PSI, KS test, ``drifted``, message.
     """
-    path = Path(model_dir) / "calibration.json"
     logits = np.asarray([x for x in logits if np.isfinite(x)], dtype=float)
-    if not path.is_file() or logits.size == 0:
-        return None
-    record = CalibrationRecord.from_json(path)
-    if not record.score_count:
+    record = read_record(model_dir)
+    if record is None or logits.size == 0 or not record.score_count:
         return None
     result = drift_check(record.score_sample(), logits)
     result["calibration_suite"] = f"{record.reference_suite}@{record.reference_suite_version}"

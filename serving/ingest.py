@@ -36,7 +36,7 @@ from data.files import append_line_durably, jsonl_text, write_text_atomic
 from data.labels import label_table, majority_vote
 from data.suite import Annotation, Problem, Suite, annotation_problems, read_jsonl, record_to_dict, write_jsonl
 from data.video import VideoError, video_info
-from serving.label import JOB_FILE, LABELS_FILE, folder_lock, read_jsonl_rows
+from serving.folder import LabelsFolder, folder_lock, read_jsonl_rows
 from serving.labelstudio import TASKS_FILE, ExportProblem, parse_export
 
 HUMAN_FILE, PROBLEMS_FILE = "human_annotations.jsonl", "ingest-problems.jsonl"
@@ -266,20 +266,18 @@ def upsert_loaded_suite(current: Suite, rows: list[dict]) -> Upsert:
 
 def ingest(labels_dir: str | os.PathLike, export: str | os.PathLike, append_to_suite: bool = True) -> dict:
     """Merge the human labels of ``export`` into ``labels_dir`` (and the suite's annotations); returns counts."""
-    labels_dir = Path(labels_dir)
-    if not (labels_dir / LABELS_FILE).is_file():
-        raise FileNotFoundError(f"{labels_dir} has no {LABELS_FILE}: pass the folder written by `autorater label` "
-                                f"(finish it with --resume first)")
-    with folder_lock(labels_dir, "labelling or ingest job"):
-        return _ingest_locked(labels_dir, Path(export), append_to_suite)
+    folder = LabelsFolder(labels_dir)
+    folder.read_finished(" (finish it with --resume first)")  # a clear error before the lock
+    with folder.lock("labelling or ingest job"):
+        return _ingest_locked(folder, Path(export), append_to_suite)
 
 
-def _ingest_locked(labels_dir: Path, export: Path, append_to_suite: bool) -> dict:
+def _ingest_locked(folder: LabelsFolder, export: Path, append_to_suite: bool) -> dict:
     if not export.is_file():
         raise FileNotFoundError(f"export {export} does not exist (fix: export the Label Studio project as JSON)")
-    job = json.loads((labels_dir / JOB_FILE).read_text(encoding="utf-8"))
+    labels_dir = folder.root
+    job, labels = folder.read_finished()
     suite = Suite.load(job["suite"])
-    labels = read_jsonl_rows(labels_dir / LABELS_FILE)
     durations = {r["continuation_id"]: r["duration_s"] for r in labels if r.get("duration_s") is not None}
     new, problems, cancelled = read_labels(export, suite, labels_dir / "labelstudio" / TASKS_FILE, durations)
 
@@ -294,7 +292,7 @@ def _ingest_locked(labels_dir: Path, export: Path, append_to_suite: bool) -> dic
         append_line_durably(labels_dir / PROBLEMS_FILE, json.dumps(
             {"export": str(export), "level": p.level, "where": p.where, "message": p.message, "fix": p.fix},
             ensure_ascii=False))
-    write_text_atomic(labels_dir / LABELS_FILE, jsonl_text(merged))
+    write_text_atomic(folder.labels, jsonl_text(merged))
 
     # Every human label, not only this run's: a run that stopped before this step is made good here.
     appended = append_annotations(suite, human, durations) if append_to_suite and human else 0

@@ -1,14 +1,7 @@
 """``autorater label``: rate a new suite version in batches, resumably, and route the uncertain cases to humans.
 
-The job writes into one folder:
-
-    LABELS_DIR/
-      job.json          what is being labelled, by which model, with which settings (checked on --resume)
-      parts/            one file per batch of continuations, written atomically as the job goes
-      labels.jsonl      every continuation exactly once: the model's label or ``decision: human``
-      errors.jsonl      the videos that could not be decoded (they go to humans)
-      summary.json      counts, coverage, the operating point, the drift check
-      labelstudio/      config.xml and tasks.json: the human queue for Label Studio (see serving.labelstudio)
+The job writes one labels folder (``serving.folder``: ``job.json``, ``parts/``, ``labels.jsonl``,
+``errors.jsonl``, ``summary.json``, ``labelstudio/``).
 
 Exactly once, whatever happens: batch ``k`` always holds the same continuations (the suite's order cut
 into ``batch_size`` slices) and is written with a temp file, fsync and rename, so after a crash,
@@ -31,67 +24,19 @@ Example:
 from __future__ import annotations
 
 import concurrent.futures as futures
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
-import re
 import time
-import warnings
 import zlib
 from pathlib import Path
 
 import numpy as np
 
-from autorater.predict import model_name
-from autorater.rater import Rater
+from autorater.rater import CALIBRATION_FILE, Rater, model_name, read_record
 from data.files import jsonl_text, write_text_atomic
 from data.suite import Suite
-
-JOB_FILE, LABELS_FILE, ERRORS_FILE, SUMMARY_FILE, PARTS_DIR = (
-    "job.json", "labels.jsonl", "errors.jsonl", "summary.json", "parts")
-PART_NAME = re.compile(r"part-(\d{5})\.jsonl")
-_JOB_KEYS = ("suite", "suite_name", "suite_version", "continuations", "ids_sha1", "model", "model_name",
-             "weights_sha1", "calibration_sha1", "batch_size", "audit_share", "seed", "on_drift", "audit_hash")
-
-
-class LabelJobError(ValueError):
-    """The labels folder cannot be used for this job (another job's folder, or an unfinished one)."""
-
-
-def _sha1_file(path: Path) -> str | None:
-    if not path.is_file():
-        return None
-    h = hashlib.sha1()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-@contextlib.contextmanager
-def folder_lock(folder: Path, what: str, wait: bool = False):
-    """An exclusive lock on ``folder`` (``.lock`` inside it) while one writer works there.
-
-    A second writer waits for it (``wait``) or is refused at once with a clear error (the default:
-    two labelling jobs on one folder are a mistake, not a queue).
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "a") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise LabelJobError(f"{folder} is busy: another {what} is writing there; wait for it to finish") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def read_jsonl_rows(path: Path) -> list[dict]:
-    """The JSON objects of a JSON Lines file the product wrote (one per non-empty line)."""
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+from serving.folder import JOB_FILE, LabelJobError, LabelsFolder, read_jsonl_rows, sha1_file, write_jsonl_rows
 
 
 def audit_draw(continuation_id: str, seed: int, method: str = "blake2b") -> float:
@@ -114,35 +59,13 @@ def job_spec(model_dir: Path, suite: Suite, batch_size: int, audit_share: float,
     return {"suite": str(suite.root.resolve()), "suite_name": suite.info.name, "suite_version": suite.info.version,
             "continuations": len(ids), "ids_sha1": hashlib.sha1("\n".join(ids).encode()).hexdigest(),
             "model": str(model_dir.resolve()), "model_name": model_name(model_dir),
-            "weights_sha1": _sha1_file(model_dir / "model.safetensors"),
-            "calibration_sha1": _sha1_file(model_dir / "calibration.json"), "batch_size": int(batch_size),
+            "weights_sha1": sha1_file(model_dir / "model.safetensors"),
+            "calibration_sha1": sha1_file(model_dir / CALIBRATION_FILE), "batch_size": int(batch_size),
             "audit_share": float(audit_share), "seed": int(seed), "on_drift": on_drift, "audit_hash": "blake2b"}
 
 
-def _open_job(out: Path, spec: dict, resume: bool) -> bool:
-    """Create or re-open the job folder; True when the job is already finished."""
-    job_path = out / JOB_FILE
-    if job_path.is_file():
-        old = json.loads(job_path.read_text(encoding="utf-8"))
-        if "audit_hash" not in old:  # written before the draw changed: the folder keeps its own
-            spec["audit_hash"] = old["audit_hash"] = "crc32"
-        changed = [k for k in _JOB_KEYS if old.get(k) != spec.get(k)]
-        if changed:
-            raise LabelJobError(f"{out} holds another labelling job (different {', '.join(changed)}); "
-                                f"choose another --out, or delete {out} to start again")
-        finished = (out / LABELS_FILE).is_file()
-        if not finished and not resume:
-            done = len(list((out / PARTS_DIR).glob("part-*.jsonl")))
-            raise LabelJobError(f"{out} holds an unfinished labelling job ({done} batches done); "
-                                f"pass --resume to finish it, or choose another --out")
-        return finished
-    (out / PARTS_DIR).mkdir(parents=True, exist_ok=True)
-    write_text_atomic(job_path, json.dumps(spec, indent=1) + "\n")
-    return False
-
-
-def _rate_batches(rater: Rater, suite: Suite, out: Path, batches: list[list[str]], todo: list[int], workers: int,
-                  bar) -> None:
+def _rate_batches(rater: Rater, suite: Suite, folder: LabelsFolder, batches: list[list[str]], todo: list[int],
+                  workers: int, bar) -> None:
     """Decode (``workers`` threads, a few batches ahead) and rate the batches ``todo``; one file each."""
     with futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         ahead = max(2, workers + 1)
@@ -152,7 +75,7 @@ def _rate_batches(rater: Rater, suite: Suite, out: Path, batches: list[list[str]
                 nxt = todo[i + ahead]
                 pending[nxt] = pool.submit(rater.decode, suite, batches[nxt])
             rows = rater.rows(pending.pop(k).result(), duration=True)
-            write_text_atomic(out / PARTS_DIR / f"part-{k:05d}.jsonl", jsonl_text(rows))
+            write_jsonl_rows(folder.part(k), rows)
             if bar is not None:
                 bar.update(len(batches[k]))
 
@@ -173,7 +96,7 @@ class _RayRater:
         return {"k": np.asarray(batch["k"]), "text": np.asarray(texts, dtype=object)}
 
 
-def _rate_batches_ray(model_dir: Path, suite: Suite, out: Path, batches: list[list[str]], todo: list[int],
+def _rate_batches_ray(model_dir: Path, suite: Suite, folder: LabelsFolder, batches: list[list[str]], todo: list[int],
                       workers: int, address: str | None, bar) -> None:
     """The same batches on Ray Data: ``map_batches`` over an actor pool (one model per actor); the driver writes
     each part file as it arrives, so resuming works exactly as with the local backend."""
@@ -192,20 +115,18 @@ def _rate_batches_ray(model_dir: Path, suite: Suite, out: Path, batches: list[li
                         fn_constructor_args=(str(model_dir.resolve()), str(suite.root.resolve()), 1))
     for row in ds.iter_rows():
         k = int(row["k"])
-        write_text_atomic(out / PARTS_DIR / f"part-{k:05d}.jsonl", row["text"])
+        write_text_atomic(folder.part(k), row["text"])
         if bar is not None:
             bar.update(len(batches[k]))
 
 
 def _decide(rows: list[dict], model_dir: Path, spec: dict) -> tuple[list[dict], dict]:
     """Apply the stored calibration: each row gets ``decision``, ``audit`` and a ``reason`` when human."""
-    from calibration import CalibrationRecord
     from serving.calibrate import check_drift
 
     scored = [r for r in rows if "error" not in r]
     drift = check_drift(model_dir, [r["logit"] for r in scored])
-    path = model_dir / "calibration.json"
-    record = CalibrationRecord.from_json(path) if path.is_file() else None
+    record = read_record(model_dir)
     auto = np.zeros(len(scored), dtype=bool)
     routed_by = None
     if record is None:
@@ -283,36 +204,23 @@ def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLi
     spec = job_spec(model_dir, suite, batch_size, audit_share, seed, on_drift)
     if out.exists() and not (out / JOB_FILE).is_file() and any(p.name != ".lock" for p in out.iterdir()):
         raise LabelJobError(f"{out} exists and is not a labels folder (no {JOB_FILE}); choose an empty or new --out")
-    with folder_lock(out, "labelling or ingest job"):
-        return _label_locked(model_dir, suite, out, spec, resume, workers, batch_size, video_url_prefix, backend,
+    folder = LabelsFolder(out)
+    with folder.lock("labelling or ingest job"):
+        return _label_locked(model_dir, suite, folder, spec, resume, workers, batch_size, video_url_prefix, backend,
                              ray_address, progress)
 
 
-def part_files(parts: Path, n_batches: int) -> set[int]:
-    """The batches whose part file exists (``part-00012.jsonl``); any other file there is ignored with a warning."""
-    done, stray = set(), []
-    for p in sorted(parts.iterdir()) if parts.is_dir() else []:
-        m = PART_NAME.fullmatch(p.name)
-        if m and int(m.group(1)) < n_batches and p.is_file():
-            done.add(int(m.group(1)))
-        elif not p.name.endswith(".tmp"):
-            stray.append(p.name)
-    if stray:
-        warnings.warn(f"{parts}: ignored {len(stray)} file(s) that are not this job's part files: {stray[:5]} "
-                      f"(fix: remove them; only part-NNNNN.jsonl, written by the job, are read)", stacklevel=2)
-    return done
-
-
-def _label_locked(model_dir: Path, suite: Suite, out: Path, spec: dict, resume: bool, workers: int, batch_size: int,
-                  video_url_prefix: str | None, backend: str, ray_address: str | None, progress: bool) -> dict:
+def _label_locked(model_dir: Path, suite: Suite, folder: LabelsFolder, spec: dict, resume: bool, workers: int,
+                  batch_size: int, video_url_prefix: str | None, backend: str, ray_address: str | None,
+                  progress: bool) -> dict:
     from serving.labelstudio import write_labelstudio_files
 
-    if _open_job(out, spec, resume):
-        return json.loads((out / SUMMARY_FILE).read_text(encoding="utf-8"))
+    if folder.open_job(spec, resume):
+        return json.loads(folder.summary.read_text(encoding="utf-8"))
     started = time.time()
     ids = suite.continuation_ids()
     batches = [ids[i:i + batch_size] for i in range(0, len(ids), batch_size)]
-    done = part_files(out / PARTS_DIR, len(batches))
+    done = folder.done_parts(len(batches))
     todo = [k for k in range(len(batches)) if k not in done]
     if todo:
         bar = None
@@ -322,23 +230,23 @@ def _label_locked(model_dir: Path, suite: Suite, out: Path, spec: dict, resume: 
                                                                                             for k in todo))
         try:
             if backend == "ray":
-                _rate_batches_ray(model_dir, suite, out, batches, todo, workers, ray_address, bar)
+                _rate_batches_ray(model_dir, suite, folder, batches, todo, workers, ray_address, bar)
             else:
-                _rate_batches(Rater.load(model_dir), suite, out, batches, todo, workers, bar)
+                _rate_batches(Rater.load(model_dir), suite, folder, batches, todo, workers, bar)
         finally:
             if bar is not None:
                 bar.close()
 
-    rows = [r for k in range(len(batches)) for r in read_jsonl_rows(out / PARTS_DIR / f"part-{k:05d}.jsonl")]
+    rows = [r for k in range(len(batches)) for r in read_jsonl_rows(folder.part(k))]
     if [r["continuation_id"] for r in rows] != ids:  # cannot happen with whole part files; say so if it does
-        raise LabelJobError(f"the part files in {out / PARTS_DIR} do not cover the suite exactly once; "
-                            f"delete {out} and label again")
+        raise LabelJobError(f"the part files in {folder.parts} do not cover the suite exactly once; "
+                            f"delete {folder.root} and label again")
     labels, info = _decide(rows, model_dir, spec)
     errors = [{"continuation_id": r["continuation_id"], "video": suite.get(r["continuation_id"]).video,
                "error": r["error"], "fix": "re-encode the video (H.264 mp4) or re-record it; it was sent to humans"}
               for r in labels if "error" in r]
-    write_text_atomic(out / ERRORS_FILE, jsonl_text(errors))
-    tasks = write_labelstudio_files(out / "labelstudio", suite, labels, video_url_prefix=video_url_prefix)
+    write_jsonl_rows(folder.errors, errors)
+    tasks = write_labelstudio_files(folder.root / "labelstudio", suite, labels, video_url_prefix=video_url_prefix)
     n_auto = sum(r["decision"] == "auto" for r in labels)
     summary = {"suite": f"{suite.info.name}@{suite.info.version}", "model": spec["model_name"],
                "continuations": len(labels), "auto": n_auto, "human": len(labels) - n_auto,
@@ -348,8 +256,8 @@ def _label_locked(model_dir: Path, suite: Suite, out: Path, spec: dict, resume: 
                            for k in sorted({r["reason"] for r in labels if "reason" in r})},
                **info, "rated_this_run": sum(len(batches[k]) for k in todo),
                "wall_s_this_run": round(time.time() - started, 2)}
-    write_text_atomic(out / SUMMARY_FILE, json.dumps(summary, indent=1, default=_json_default) + "\n")
-    write_text_atomic(out / LABELS_FILE, jsonl_text(labels))  # last: its presence marks the job finished
+    write_text_atomic(folder.summary, json.dumps(summary, indent=1, default=_json_default) + "\n")
+    write_jsonl_rows(folder.labels, labels)  # last: its presence marks the job finished
     return summary
 
 
@@ -385,4 +293,4 @@ def format_summary(summary: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["LabelJobError", "audit_draw", "folder_lock", "format_summary", "job_spec", "label_suite", "read_jsonl_rows"]
+__all__ = ["audit_draw", "format_summary", "job_spec", "label_suite"]

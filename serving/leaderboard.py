@@ -83,7 +83,7 @@ from calibration.rates import (
 )
 from data.files import write_text_atomic
 from data.suite import Suite
-from serving.label import JOB_FILE, LABELS_FILE, read_jsonl_rows
+from serving.folder import LabelsFolder
 
 
 def _marker_pairs(rows: list[dict], suite: Suite) -> dict[str, list[tuple[float, float]]]:
@@ -109,12 +109,8 @@ def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool =
         use_references: correct the labels with the suite's gold references (``rate_vs_gold``) where an
             agent has at least 2 labelled ones; otherwise, or when False, treat human labels as the truth.
     """
-    labels_dir = Path(labels_dir)
-    if not (labels_dir / LABELS_FILE).is_file():
-        raise FileNotFoundError(f"{labels_dir} has no {LABELS_FILE}: pass a folder written by `autorater label`")
-    job = json.loads((labels_dir / JOB_FILE).read_text(encoding="utf-8"))
+    job, rows = LabelsFolder(labels_dir).read_finished()
     suite = Suite.load(job["suite"])
-    rows = read_jsonl_rows(labels_dir / LABELS_FILE)
     rng = np.random.default_rng(seed)
     gold = {r.continuation_id: r.outcome for r in suite.references} if use_references else None
     for r in rows:

@@ -438,7 +438,7 @@ def _record_annotation(suite_dir: Path, payload: dict, limits: VideoLimits = DEF
     """Check a webhook's annotation field by field and bring the pool suite up to date with it (added, updated,
     or already there); the row passes the suite's record checks first, so the suite still loads. One read of the
     suite, under its folder's lock (Label Studio waits 1 s for a webhook's answer)."""
-    from serving.label import folder_lock
+    from serving.folder import folder_lock
 
     task, ann = payload.get("task"), payload.get("annotation")
     if not isinstance(task, dict) or not isinstance(ann, dict) or not isinstance(task.get("data"), dict):
@@ -460,8 +460,8 @@ def _record_annotation(suite_dir: Path, payload: dict, limits: VideoLimits = DEF
 def _delete_annotations(suite_dir: Path, payload: dict, limits: VideoLimits = DEFAULT_LIMITS) -> dict:
     """``ANNOTATIONS_DELETED``: the deleted annotations' labels leave the pool suite (kept in its history file), so
     a label deleted in Label Studio is not silently kept for training."""
+    from serving.folder import folder_lock
     from serving.ingest import remove_loaded_suite
-    from serving.label import folder_lock
 
     items = payload.get("annotations")
     ok = isinstance(items, list) and 0 < len(items) <= 100_000 and all(

@@ -17,7 +17,7 @@ from pathlib import Path
 from data.annotators import simulate_annotations
 from data.files import write_text_atomic
 from data.suite import load_truth
-from serving.label import JOB_FILE
+from serving.folder import LabelsFolder
 from serving.labelstudio import TASKS_FILE, annotations_to_export
 
 
@@ -26,7 +26,7 @@ def simulate_queue_export(labels_dir: str | os.PathLike, out: str | os.PathLike,
     """Answer every task of ``labels_dir/labelstudio/tasks.json``; write the export to ``out``; return its task
     count."""
     labels_dir = Path(labels_dir)
-    job = json.loads((labels_dir / JOB_FILE).read_text(encoding="utf-8"))
+    job = LabelsFolder(labels_dir).read_job()
     tasks = json.loads((labels_dir / "labelstudio" / TASKS_FILE).read_text(encoding="utf-8"))
     wanted = {t["data"]["continuation_id"] for t in tasks}
     truths = [t for t in load_truth(job["suite"]) if t["continuation_id"] in wanted]

@@ -136,6 +136,6 @@ def test_a_corrupt_marker_offset_is_refused_with_the_fix(env, tmp_path):
     record = json.loads((bad / "calibration.json").read_text())
     (bad / "calibration.json").write_text(json.dumps({**record, "marker_offset_success_s": "late"}))
     with pytest.raises(ValueError, match="marker_offset_success_s must be a finite number.*autorater calibrate"):
-        from autorater.predict import read_calibration
+        from autorater.rater import read_calibration
 
         read_calibration(bad)

@@ -16,7 +16,8 @@ import pytest
 
 from autorater import cli
 from data.suite import Suite
-from serving.label import LabelJobError, audit_draw, label_suite
+from serving.folder import LabelJobError
+from serving.label import audit_draw, label_suite
 from serving_env import make_env, set_calibration, torch_threads
 from tiny_suites import read_lines
 

@@ -242,8 +242,8 @@ def test_cli_ingest_and_its_errors(env, labelled, capsys):
 def test_a_second_writer_on_one_labels_folder_is_refused_and_concurrent_appends_all_land(env, labelled):
     import threading
 
+    from serving.folder import LabelJobError, folder_lock
     from serving.ingest import append_annotations
-    from serving.label import LabelJobError, folder_lock
 
     export = _write(labelled["root"] / "export.json",
                     annotations_to_export(labelled["tasks"], _answers(env, labelled["tasks"])))

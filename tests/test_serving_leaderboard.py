@@ -19,7 +19,8 @@ from calibration.rates import (
     wilson_interval,
 )
 from data.suite import load_truth
-from serving.label import JOB_FILE, LABELS_FILE, job_spec
+from serving.folder import JOB_FILE, LABELS_FILE
+from serving.label import job_spec
 from serving.leaderboard import format_leaderboard, leaderboard, write_report
 from serving_env import make_env, torch_threads
 

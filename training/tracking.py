@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from autorater.rater import update_metadata
 from autorater.registry import (
     DEFAULT_MODEL_NAME,
     ensure_experiment,
@@ -49,7 +50,6 @@ from autorater.registry import (
     mlflow_key,
     redact_uri,
 )
-from data.files import write_text_atomic
 
 DEFAULT_EXPERIMENT = "autorater"
 MODEL_ARTIFACT_PATH = "model"
@@ -139,24 +139,6 @@ def _context_tags() -> dict[str, str]:
         return {k: str(v) for k, v in resolve_tags().items()}
     except Exception:  # best effort: a broken context provider must not stop training
         return {}
-
-
-def _read_json(path: Path) -> dict:
-    if not path.is_file():
-        return {}
-    try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"cannot read {path}: {err} (fix: restore metadata.json or delete it)") from None
-    return d if isinstance(d, dict) else {}
-
-
-def update_metadata(model_dir: str | os.PathLike, **fields) -> dict:
-    """Merge ``fields`` into the model folder's ``metadata.json`` (existing keys kept); return the result."""
-    path = Path(model_dir) / "metadata.json"
-    meta = {**_read_json(path), **fields}
-    write_text_atomic(path, json.dumps(meta, indent=1, default=str) + "\n")
-    return meta
 
 
 # ----------------------------------------------------------------------------------------------
@@ -527,5 +509,5 @@ def format_runs_table(rows: Sequence[Mapping], max_metric_columns: int = 8) -> s
 
 __all__ = [
     "DEFAULT_EXPERIMENT", "KIND_TAG", "TrackedModel", "TrainingRun", "compare_runs", "flatten_metrics",
-    "flatten_params", "format_runs_table", "log_evaluation", "log_run_metrics", "track_training", "update_metadata",
+    "flatten_params", "format_runs_table", "log_evaluation", "log_run_metrics", "track_training",
 ]

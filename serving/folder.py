@@ -1,0 +1,202 @@
+"""The labels folder: what ``autorater label`` writes and ``ingest``, ``leaderboard`` and the service read.
+
+    LABELS_DIR/
+      job.json          what is being labelled, by which model, with which settings (checked on --resume)
+      parts/            one file per batch of continuations (``part-00012.jsonl``), written atomically
+      labels.jsonl      every continuation exactly once (:class:`LabelRow`); written last: it marks the job finished
+      errors.jsonl      the videos that could not be decoded (they go to humans)
+      summary.json      counts, coverage, the operating point, the drift check
+      human.jsonl       the human labels taken back by ``ingest`` (and their history)
+      labelstudio/      the human queue (serving.labelstudio)
+
+One writer at a time (:meth:`LabelsFolder.lock`); every file is written whole or not at all
+(``data.files.write_text_atomic``: a temp file, fsync and rename).
+
+Example:
+    >>> folder = LabelsFolder("labels-v3")                       # doctest: +SKIP
+    >>> job, rows = folder.read_finished()                       # doctest: +SKIP
+    >>> rows[0]["decision"], job["model_name"]                   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, TypedDict
+
+from data.files import jsonl_text, write_text_atomic
+
+JOB_FILE, LABELS_FILE, ERRORS_FILE, SUMMARY_FILE, PARTS_DIR = (
+    "job.json", "labels.jsonl", "errors.jsonl", "summary.json", "parts")
+PART_NAME = re.compile(r"part-(\d{5})\.jsonl")
+JOB_KEYS = ("suite", "suite_name", "suite_version", "continuations", "ids_sha1", "model", "model_name",
+            "weights_sha1", "calibration_sha1", "batch_size", "audit_share", "seed", "on_drift", "audit_hash")
+
+
+class LabelJobError(ValueError):
+    """The labels folder cannot be used for this job (another job's folder, an unfinished one, a busy one)."""
+
+
+class LabelRow(TypedDict, total=False):
+    """One line of ``labels.jsonl``: the label, where it came from, and the model's own rating."""
+
+    continuation_id: str
+    outcome: str | None  # "success" | "failure"; None while a routed continuation awaits its human label
+    marker_s: float | None
+    failure_mode: str | None
+    p_success: float | None  # calibrated; None for an undecodable video
+    model: str  # ``name@version`` of the rater
+    decision: str  # "auto" | "human"
+    reason: str  # why a continuation went to humans: "uncertain", "uncalibrated", "drift", "video_error", ...
+    audit: bool  # auto-labelled and drawn into the random audit slice (also sent to humans)
+    error: str  # the video could not be decoded
+    model_outcome: str
+    model_marker_s: float
+    model_failure_mode: str | None
+    logit: float
+    marker_spread_s: float
+    duration_s: float
+    label_source: str  # after ``ingest``: "human" or "model"
+    human_outcome: str
+    human_marker_s: float | None
+    human_n: int
+
+
+def sha1_file(path: Path) -> str | None:
+    """The SHA-1 of a file's bytes (None when there is no file)."""
+    if not path.is_file():
+        return None
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path, what: str, wait: bool = False) -> Iterator[None]:
+    """An exclusive lock on ``folder`` (``.lock`` inside it) while one writer works there.
+
+    A second writer waits for it (``wait``) or is refused at once with a clear error (the default:
+    two labelling jobs on one folder are a mistake, not a queue).
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LabelJobError(f"{folder} is busy: another {what} is writing there; wait for it to finish") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def read_jsonl_rows(path: Path) -> list[dict]:
+    """The JSON objects of a JSON Lines file the product wrote (one per non-empty line)."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def write_jsonl_rows(path: Path, rows: list[dict]) -> None:
+    """Write ``rows`` as JSON Lines, whole or not at all (NaN refused: the old file stays)."""
+    write_text_atomic(path, jsonl_text(rows))
+
+
+@dataclass(frozen=True)
+class LabelsFolder:
+    """The paths of one labels folder and the reads every reader of it needs."""
+
+    root: Path
+
+    def __init__(self, root: str | os.PathLike):
+        object.__setattr__(self, "root", Path(root))
+
+    @property
+    def job(self) -> Path:
+        return self.root / JOB_FILE
+
+    @property
+    def labels(self) -> Path:
+        return self.root / LABELS_FILE
+
+    @property
+    def errors(self) -> Path:
+        return self.root / ERRORS_FILE
+
+    @property
+    def summary(self) -> Path:
+        return self.root / SUMMARY_FILE
+
+    @property
+    def parts(self) -> Path:
+        return self.root / PARTS_DIR
+
+    def part(self, k: int) -> Path:
+        """Batch ``k``'s part file."""
+        return self.parts / f"part-{k:05d}.jsonl"
+
+    def lock(self, what: str, wait: bool = False):
+        """:func:`folder_lock` on this folder."""
+        return folder_lock(self.root, what, wait)
+
+    def read_job(self) -> dict:
+        """``job.json``: the suite, the model and the settings of the job that wrote the folder."""
+        if not self.job.is_file():
+            raise FileNotFoundError(f"{self.root} has no {JOB_FILE}: pass a folder written by `autorater label`")
+        return json.loads(self.job.read_text(encoding="utf-8"))
+
+    def read_finished(self, hint: str = "") -> tuple[dict, list[LabelRow]]:
+        """The job and its labels, once the job has finished (``labels.jsonl`` written)."""
+        if not self.labels.is_file():
+            raise FileNotFoundError(f"{self.root} has no {LABELS_FILE}: pass a folder written by `autorater label`"
+                                    f"{hint}")
+        return self.read_job(), read_jsonl_rows(self.labels)
+
+    def done_parts(self, n_batches: int) -> set[int]:
+        """The batches whose part file exists; any other file there is ignored with a warning."""
+        done, stray = set(), []
+        for p in sorted(self.parts.iterdir()) if self.parts.is_dir() else []:
+            m = PART_NAME.fullmatch(p.name)
+            if m and int(m.group(1)) < n_batches and p.is_file():
+                done.add(int(m.group(1)))
+            elif not p.name.endswith(".tmp"):
+                stray.append(p.name)
+        if stray:
+            warnings.warn(f"{self.parts}: ignored {len(stray)} file(s) that are not this job's part files: "
+                          f"{stray[:5]} (fix: remove them; only part-NNNNN.jsonl, written by the job, are read)",
+                          stacklevel=2)
+        return done
+
+    def open_job(self, spec: dict, resume: bool) -> bool:
+        """Create the folder for the job ``spec``, or re-open the same job's; True when it has already finished.
+
+        Another job's folder, or an unfinished one without ``resume``, is a :class:`LabelJobError`.
+        """
+        if self.job.is_file():
+            old = json.loads(self.job.read_text(encoding="utf-8"))
+            if "audit_hash" not in old:  # written before the draw changed: the folder keeps its own
+                spec["audit_hash"] = old["audit_hash"] = "crc32"
+            changed = [k for k in JOB_KEYS if old.get(k) != spec.get(k)]
+            if changed:
+                raise LabelJobError(f"{self.root} holds another labelling job (different {', '.join(changed)}); "
+                                    f"choose another --out, or delete {self.root} to start again")
+            finished = self.labels.is_file()
+            if not finished and not resume:
+                done = len(list(self.parts.glob("part-*.jsonl")))
+                raise LabelJobError(f"{self.root} holds an unfinished labelling job ({done} batches done); "
+                                    f"pass --resume to finish it, or choose another --out")
+            return finished
+        self.parts.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(self.job, json.dumps(spec, indent=1) + "\n")
+        return False
+
+
+__all__ = ["ERRORS_FILE", "JOB_FILE", "JOB_KEYS", "LABELS_FILE", "PARTS_DIR", "SUMMARY_FILE", "LabelJobError",
+           "LabelRow", "LabelsFolder", "folder_lock", "read_jsonl_rows", "sha1_file", "write_jsonl_rows"]
