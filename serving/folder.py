@@ -27,7 +27,6 @@ import json
 import os
 import re
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, TypedDict
 
@@ -109,34 +108,16 @@ def write_jsonl_rows(path: Path, rows: list[dict]) -> None:
     write_text_atomic(path, jsonl_text(rows))
 
 
-@dataclass(frozen=True)
 class LabelsFolder:
     """The paths of one labels folder and the reads every reader of it needs."""
 
-    root: Path
-
     def __init__(self, root: str | os.PathLike):
-        object.__setattr__(self, "root", Path(root))
+        self.root = Path(root)
+        self.job, self.labels, self.errors, self.summary, self.parts = (
+            self.root / name for name in (JOB_FILE, LABELS_FILE, ERRORS_FILE, SUMMARY_FILE, PARTS_DIR))
 
-    @property
-    def job(self) -> Path:
-        return self.root / JOB_FILE
-
-    @property
-    def labels(self) -> Path:
-        return self.root / LABELS_FILE
-
-    @property
-    def errors(self) -> Path:
-        return self.root / ERRORS_FILE
-
-    @property
-    def summary(self) -> Path:
-        return self.root / SUMMARY_FILE
-
-    @property
-    def parts(self) -> Path:
-        return self.root / PARTS_DIR
+    def __repr__(self) -> str:
+        return f"LabelsFolder({str(self.root)!r})"
 
     def part(self, k: int) -> Path:
         """Batch ``k``'s part file."""

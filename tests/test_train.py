@@ -208,7 +208,10 @@ def test_train_writes_a_loadable_model_folder_with_its_metadata(tmp_path):
     suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
     tc = TrainConfig(epochs=2, aggregation="majority", cache_dir=str(tmp_path / "cache"))
     logged = []
+    torch.manual_seed(123)
+    caller_state = torch.random.get_rng_state()
     result = train([suite], PRESETS["tiny"], tc, out=tmp_path / "m", log=lambda epoch, m: logged.append(epoch))
+    assert torch.equal(torch.random.get_rng_state(), caller_state)  # seeded inside, the caller's state untouched
     assert logged == [1, 2] and [h["epoch"] for h in result.history] == [1, 2]
     assert result.best["epoch"] in (1, 2)
     loaded = Autorater.from_pretrained(tmp_path / "m")
@@ -216,6 +219,9 @@ def test_train_writes_a_loadable_model_folder_with_its_metadata(tmp_path):
     _, data = prepare([Suite.load(tmp_path / "suite")], loaded.config, tc)
     rows = np.arange(len(data.ex))
     assert np.array_equal(predict_rows(result.model, data, rows)["logit"], predict_rows(loaded, data, rows)["logit"])
+    torch.manual_seed(7)  # another caller state: the same seed still gives the same model
+    again = train([suite], PRESETS["tiny"], tc)
+    assert np.array_equal(predict_rows(again.model, data, rows)["logit"], predict_rows(loaded, data, rows)["logit"])
 
 
 @pytest.mark.parametrize("words", [False, True], ids=["model-text", "own-words"])

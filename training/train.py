@@ -143,6 +143,16 @@ class TrainingData:
 # ----------------------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def seeded(seed: int):
+    """Torch's default generators seeded with ``seed`` for the block, then put back as they were: parameter init
+    and dropout draw from them, so a run is reproducible and leaves the caller's random state untouched."""
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
+
+
 def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig,
             progress: bool = False) -> tuple[Autorater, TrainingData]:
     """Labels from the annotations, the vocabulary and failure modes, the model, and cached features."""
@@ -153,8 +163,8 @@ def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainCon
         cfg = cfg.replace(vocab=sorted({w for t in ex.instructions for w in tokenize_words(t)}))
     if not cfg.failure_modes:
         cfg = cfg.replace(failure_modes=sorted({m for m in ex.failure_mode if m}))
-    torch.manual_seed(tc.seed)  # parameter init; the data order has its own generator below
-    model = Autorater(cfg)
+    with seeded(tc.seed):  # parameter init; the data order has its own generator (train)
+        model = Autorater(cfg)
     clips = FeatureCache(tc.cache_dir).load(model, ex.video_paths, progress=progress)
     if clips.errors:
         keep = [i for i in range(len(ex)) if i not in clips.errors]
@@ -435,6 +445,13 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
             with the same ``model_config``): fine-tuning a champion on new labels.
     """
     tc = tc or TrainConfig()
+    with seeded(tc.seed):
+        return _train(suites, model_config, tc, out, log, progress, prepared, should_stop, init_state)
+
+
+def _train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig, out: str | Path | None,
+           log: Callable[[int, dict], None] | None, progress: bool, prepared: tuple[Autorater, TrainingData] | None,
+           should_stop: Callable[[int, dict], bool] | None, init_state: dict | None) -> TrainResult:
     if tc.rotate and not top_down(suites):  # the saved recipe says what was done
         tc = dataclasses.replace(tc, rotate=False)
     start = time.time()
