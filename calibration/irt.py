@@ -12,6 +12,8 @@ autorater as measured on the references), and the likelihood is that of the *lab
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from scipy import optimize, special, stats
 
@@ -20,6 +22,7 @@ from ._checks import as_binary, as_float, check_fitted, same_length
 _EPS = 1e-12
 
 
+@dataclass(eq=False)
 class ItemResponseModel:
     """Joint maximum a posteriori fit of abilities and difficulties, with Laplace (normal) intervals.
 
@@ -60,15 +63,13 @@ class ItemResponseModel:
         True
     """
 
-    def __init__(self, model: str = "1pl", ability_prior_sd: float = 3.0, difficulty_prior_sd: float | None = None,
-                 discrimination_prior_sd: float = 0.5, level: float = 0.95, eb_rounds: int = 5, max_iter: int = 500):
-        self.model = model
-        self.ability_prior_sd = ability_prior_sd
-        self.difficulty_prior_sd = difficulty_prior_sd
-        self.discrimination_prior_sd = discrimination_prior_sd
-        self.level = level
-        self.eb_rounds = eb_rounds
-        self.max_iter = max_iter
+    model: str = "1pl"
+    ability_prior_sd: float = 3.0
+    difficulty_prior_sd: float | None = None
+    discrimination_prior_sd: float = 0.5
+    level: float = 0.95
+    eb_rounds: int = 5
+    max_iter: int = 500
 
     def fit(self, agents, scenarios, labels, sensitivity=None, specificity=None, weights=None) -> ItemResponseModel:
         """Fits abilities and difficulties to labels.

@@ -11,6 +11,8 @@ tests them. ``cross_validated_calibration`` measures the scaler out of sample.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ._checks import as_binary, as_float, check_fitted, same_length
@@ -88,6 +90,7 @@ def cross_validated_calibration(logits, y, groups=None, n_folds: int = 5, seed: 
     return {**out, "ece_cv": expected_calibration_error(p, y, n_bins), "brier_cv": brier_score(p, y), "n_folds": k}
 
 
+@dataclass(eq=False)
 class SplitCalibrator:
     """Temperature scaling and the selective policy fitted on disjoint parts of the references.
 
@@ -151,20 +154,16 @@ class SplitCalibrator:
         ['auto', 'human', 'auto']
     """
 
-    def __init__(self, target_agreement: float = 0.95, confidence: float = 0.9, scaling_share: float = 0.3,
-                 min_references: int = 100, max_marker_uncertainty_s: float | None = None,
-                 on_infeasible: str = "route_all", start_errors: int | tuple[int, ...] = (2, 5), min_per_class: int = 5,
-                 n_folds: int = 5, seed: int = 0):
-        self.target_agreement = target_agreement
-        self.confidence = confidence
-        self.scaling_share = scaling_share
-        self.min_references = min_references
-        self.max_marker_uncertainty_s = max_marker_uncertainty_s
-        self.on_infeasible = on_infeasible
-        self.start_errors = start_errors
-        self.min_per_class = min_per_class
-        self.n_folds = n_folds
-        self.seed = seed
+    target_agreement: float = 0.95
+    confidence: float = 0.9
+    scaling_share: float = 0.3
+    min_references: int = 100
+    max_marker_uncertainty_s: float | None = None
+    on_infeasible: str = "route_all"
+    start_errors: int | tuple[int, ...] = (2, 5)
+    min_per_class: int = 5
+    n_folds: int = 5
+    seed: int = 0
 
     def fit(self, logits, y, groups=None, marker_uncertainty=None) -> SplitCalibrator:
         """Splits the references, fits the scaler on one part and certifies the thresholds on the other.

@@ -12,15 +12,10 @@
 Kept for the folders trained with it and as the comparison in the README's history; the events models
 (``general``, ``events``) replaced it as the recipe.
 
-Example:
+Example (inputs and outputs as in ``autorater.model``):
     >>> from autorater.models import PRESETS
-    >>> model = Autorater(PRESETS["tiny_transformer"].replace(vocab=["go", "to", "the", "red", "ball"]))
-    >>> frames = torch.zeros(2, 8, 32, 32, 3, dtype=torch.uint8)
-    >>> times = torch.arange(8).float().repeat(2, 1) / 8
-    >>> out = model(frames=frames, times_s=times, takeover_s=torch.zeros(2),
-    ...             instructions=["go to the red ball"] * 2)
-    >>> out.success_logit.shape, out.marker_logits.shape
-    (torch.Size([2]), torch.Size([2, 9]))
+    >>> type(Autorater(PRESETS["tiny_transformer"].replace(vocab=["go", "to", "the", "red", "ball"]))).__name__
+    'TransformerRater'
 """
 
 from __future__ import annotations
@@ -35,6 +30,7 @@ from torch import nn
 from autorater.config import AutoraterConfig
 from autorater.encoders import BagOfWords, create_text_encoder
 from autorater.model import Autorater, AutoraterOutput, Targets
+from autorater.models.events import EventsConfig
 
 
 @dataclass
@@ -69,13 +65,7 @@ class TransformerConfig(AutoraterConfig):
     verify_places: int = 0  # > 0: the verifier reads each frame at this many learned places (PlacePool)
     marker_head: str = "distribution"  # "distribution": softmax over frames + end; "crossing": per-frame reached
 
-    def feature_key(self, frozen: bool) -> str:
-        if frozen and self.encoder == "pixels":
-            return f"pixels-{self.grid_size}g-{self.pixel_cells}k-{self.image_size}px-{self.num_frames}f"
-        if frozen:
-            pixels = f"-pix{self.pixel_cells}" if self.pixel_cells else ""
-            return f"{self.encoder}-stage{self.encoder_stage}-{self.image_size}px-{self.num_frames}f{pixels}"
-        return super().feature_key(frozen)
+    feature_key = EventsConfig.feature_key  # the same encoder fields: the same cached features
 
 
 def time_embedding(times_s: torch.Tensor, dim: int) -> torch.Tensor:

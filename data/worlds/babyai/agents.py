@@ -157,23 +157,16 @@ class NoisyPolicy(_BotPolicy):
         super().__init__(env, ctx, rng)
 
 
-class DistractorPolicy(Policy):
-    """Expert play toward another object with the same verb (``ctx.distractor_spec``), then chores
-    that avoid the instruction's own objects."""
+class _DriveThenChores(Policy):
+    """A bot driver plays toward a goal; once it has nothing left to do, chores (avoiding ``avoid``)."""
 
-    def __init__(self, env, ctx, rng):
+    def __init__(self, env, ctx, rng, avoid=()):
         super().__init__(env, ctx, rng)
-        self.avoid = [o for objs in target_sets(build_instr(ctx.spec, env)) for o in objs]
+        self.avoid = list(avoid)
         self.driver: BotDriver | None = None
         self.after: _Chores | None = None
 
-    def act(self) -> int:
-        self.t += 1
-        if self.driver is None and self.after is None:
-            if self.ctx.distractor_spec is None:
-                self.after = _Chores(self.env, self.rng, avoid=self.avoid)
-            else:
-                self.driver = BotDriver(self.env, build_instr(self.ctx.distractor_spec, self.env))
+    def drive(self) -> int:
         if self.after is None:
             action = self.driver.suggest()
             if action is not None:
@@ -188,42 +181,49 @@ class DistractorPolicy(Policy):
             self.driver.observe(action)
 
 
+class DistractorPolicy(_DriveThenChores):
+    """Expert play toward another object with the same verb (``ctx.distractor_spec``), then chores
+    that avoid the instruction's own objects."""
+
+    def __init__(self, env, ctx, rng):
+        super().__init__(env, ctx, rng, avoid=[o for objs in target_sets(build_instr(ctx.spec, env)) for o in objs])
+
+    def act(self) -> int:
+        self.t += 1
+        if self.driver is None and self.after is None:
+            if self.ctx.distractor_spec is None:
+                self.after = _Chores(self.env, self.rng, avoid=self.avoid)
+            else:
+                self.driver = BotDriver(self.env, build_instr(self.ctx.distractor_spec, self.env))
+        return self.drive()
+
+
 class RandomPolicy(Policy):
     def act(self) -> int:
         self.t += 1
         return random_action(self.env, self.rng)
 
 
-class DithererPolicy(Policy):
+class DithererPolicy(_DriveThenChores):
     """Wanders first, then plays like the expert (a fresh bot from where it stands), then chores."""
 
     def __init__(self, env, ctx, rng):
         super().__init__(env, ctx, rng)
         self.wander_steps = int(round(rng.uniform(0.25, 0.55) * ctx.horizon))
         self.instr = build_instr(ctx.spec, env)  # at the first frame: location words refer to it
-        self.driver: BotDriver | None = None
-        self.after: _Chores | None = None
 
     def act(self) -> int:
         self.t += 1
         if self.t <= self.wander_steps:
             return wander_action(self.env, self.rng)
-        if self.after is None:
-            if self.driver is None:
-                self.driver = BotDriver(self.env, self.instr)
-            action = self.driver.suggest()
-            if action is not None:
-                return action
-            self.after = _Chores(self.env, self.rng)
-        return self.after.act()
+        if self.driver is None and self.after is None:
+            self.driver = BotDriver(self.env, self.instr)
+        return self.drive()
 
     def observe(self, action: int) -> None:
-        if self.after is not None:
-            self.after.observe(action)
-        elif self.driver is not None:
-            self.driver.observe(action)
-        elif action == DROP:
+        if self.after is None and self.driver is None and action == DROP:  # still wandering
             self.instr.update_objs_poss()
+        super().observe(action)
 
 
 class QuitterPolicy(_BotPolicy):
