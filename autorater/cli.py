@@ -420,6 +420,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--workdir", default="runs", help="local store for MLflow, caches and downloaded models")
         p.add_argument("--quiet", action="store_true", help="no progress bars")
 
+    def model_and_suite(p, model_help="model folder, or models:/autorater@champion", suite_help=None):
+        p.add_argument("--model", required=True, help=model_help)
+        p.add_argument("--suite", required=True, help=suite_help)
+
     p = sub.add_parser("train", help="train an autorater on the annotations of one or more suites")
     device_arg(p)
     p.add_argument("--suite", action="append", required=True, help="training suite (repeat for several)")
@@ -437,8 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("predict", help="rate every continuation of a suite (SUITE_FORMAT predictions)")
     device_arg(p)
-    p.add_argument("--model", required=True, help="model folder, or models:/autorater@champion")
-    p.add_argument("--suite", required=True)
+    model_and_suite(p)
     p.add_argument("--out", required=True, help="predictions .jsonl")
     p.add_argument("--batch-size", type=int, default=16)
     model_args(p)
@@ -446,8 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("evaluate", help="score a model against gold labels, beside the human annotators")
     device_arg(p)
-    p.add_argument("--model", required=True)
-    p.add_argument("--suite", required=True)
+    model_and_suite(p, model_help=None)
     p.add_argument("--gold", choices=["references", "truth", "both"], default="both",
                    help="references.jsonl, the simulator truth of synthetic suites, or both")
     p.add_argument("--out", help="report .json")
@@ -455,8 +457,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("calibrate", help="fit the temperature, shift and selective policy on a suite's references")
-    p.add_argument("--model", required=True, help="local model folder (calibration.json is written into it)")
-    p.add_argument("--suite", required=True, help="suite with references.jsonl (and annotations for the comparison)")
+    model_and_suite(p, "local model folder (calibration.json is written into it)",
+                    "suite with references.jsonl (and annotations for the comparison)")
     p.add_argument("--target-agreement", type=float, default=0.95)
     p.add_argument("--confidence", type=float, default=0.9)
     p.add_argument("--max-marker-uncertainty-s", type=float, default=None,
@@ -497,8 +499,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_promote)
 
     p = sub.add_parser("label", help="auto-label a new suite version; route the uncertain continuations to humans")
-    p.add_argument("--model", required=True, help="model folder, or models:/autorater@champion")
-    p.add_argument("--suite", required=True, help="the new suite version")
+    model_and_suite(p, suite_help="the new suite version")
     p.add_argument("--out", required=True, help="labels folder (labels.jsonl, summary.json, labelstudio/ ...)")
     p.add_argument("--resume", action="store_true", help="finish an interrupted job in --out")
     p.add_argument("--workers", type=int, default=2, help="decoding threads (local) or rating actors (ray)")
