@@ -223,7 +223,7 @@ def cmd_tune(args) -> int:
 
 def cmd_compare(args) -> int:
     from autorater.registry import default_tracking_uri
-    from training.tracking import compare_runs, format_runs_table
+    from training.compare import compare_runs, format_runs_table
 
     rows = compare_runs(args.tracking_uri or default_tracking_uri(args.workdir), args.experiment,
                         args.metric or None, args.max_runs, kind=args.kind, order_by=args.order_by)
@@ -269,7 +269,8 @@ def cmd_ingest(args) -> int:
 
 
 def cmd_leaderboard(args) -> int:
-    from serving.leaderboard import format_leaderboard, leaderboard, write_report
+    from serving.leaderboard import leaderboard
+    from serving.report import format_leaderboard, write_report
 
     board = leaderboard(args.labels, seed=args.seed, with_truth=args.truth)
     print(format_leaderboard(board))

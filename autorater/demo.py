@@ -48,7 +48,8 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai") -> int:
     from serving.calibrate import calibrate_model, format_calibration
     from serving.ingest import format_ingest, ingest
     from serving.label import format_summary, label_suite
-    from serving.leaderboard import format_leaderboard, leaderboard, write_report
+    from serving.leaderboard import leaderboard
+    from serving.report import format_leaderboard, write_report
     from serving.simulate import simulate_queue_export
     from training.baselines import predict_cached, predict_majority, train_majority
     from training.evaluate import evaluate, format_report

@@ -21,7 +21,8 @@ from calibration.rates import (
 from data.suite import load_truth
 from serving.folder import JOB_FILE, LABELS_FILE
 from serving.label import job_spec
-from serving.leaderboard import format_leaderboard, leaderboard, write_report
+from serving.leaderboard import leaderboard
+from serving.report import format_leaderboard, write_report
 from serving_env import make_env, torch_threads
 
 

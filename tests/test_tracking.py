@@ -22,7 +22,7 @@ from autorater.model import Autorater
 from autorater.models import PRESETS
 from autorater.predict import predict_suite
 from model_suites import fresh_tracking_uri, make_tiny_suite
-from training import tracking
+from training import compare, tracking
 from training.train import TrainConfig
 
 
@@ -157,18 +157,18 @@ def test_log_evaluation_keeps_only_finite_numbers_and_stores_the_report(env):
 
 
 def test_compare_runs_lists_runs_with_params_and_metrics(env):
-    rows = tracking.compare_runs(env["uri"], experiment="autorater", kind="train")
+    rows = compare.compare_runs(env["uri"], experiment="autorater", kind="train")
     by_id = {r["run_id"]: r for r in rows}
     first = by_id[env["tracked"].run_id]
     assert first["run_name"] == "first" and first["registered"] == f"autorater@{env['tracked'].version}"
     assert first["params"]["model.encoder"] == "pixels"
     assert "best_val_balanced_accuracy" in first["metrics"]
     assert [r["start_time"] for r in rows] == sorted((r["start_time"] for r in rows), reverse=True)
-    table = tracking.format_runs_table(tracking.compare_runs(env["uri"]))
+    table = compare.format_runs_table(compare.compare_runs(env["uri"]))
     assert "first" in table and env["tracked"].run_id[:8] in table and "best_val_balanced_accuracy" in table
     with pytest.raises(ValueError, match="no experiment 'nope'"):
-        tracking.compare_runs(env["uri"], experiment="nope")
-    assert "no runs" in tracking.format_runs_table([])
+        compare.compare_runs(env["uri"], experiment="nope")
+    assert "no runs" in compare.format_runs_table([])
 
 
 def test_a_failed_training_ends_its_run_failed(env, tmp_path):

@@ -15,8 +15,8 @@ _HOMES = {
     "training.cache": ["CachedClips", "FeatureCache"],
     "training.dataset": ["Examples", "build_examples", "marker_indices", "suite_examples"],
     "training.evaluate": ["format_failure_modes", "format_report", "gold_table"],
-    "training.tracking": ["TrackedModel", "TrainingRun", "compare_runs", "format_runs_table", "log_evaluation",
-                          "track_training"],
+    "training.compare": ["compare_runs", "format_runs_table"],
+    "training.tracking": ["TrackedModel", "TrainingRun", "log_evaluation", "track_training"],
     "training.train": ["TrainConfig", "TrainResult", "load_config_file"],
     "training.tune": ["default_storage", "trials_table", "write_best_config"],
 }
