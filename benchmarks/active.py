@@ -3,7 +3,8 @@
     python -m benchmarks.active [--pool-scenarios 1000] [--test-scenarios 200] [--start 250] [--budget 250]
                                 [--rounds 3] [--epochs 12] [--min-steps 1500] [--strategies random,uncertainty]
                                 [--no-diversity] [--random-rounds 0]
-                                [--pool DIR --test DIR] [--cache DIR] [--out bench-out/active]
+                                [--pool DIR --test DIR] [--cache DIR] [--config babyai-grid]
+                                [--out bench-out/active]
 
 A pool suite and a test suite are generated (the four training levels, the five standard agents,
 simulated annotators), or given (``--pool``/``--test``: e.g. the quality benchmark's training suite
@@ -74,8 +75,18 @@ def run_strategy(strategy: str, pool, test, start: set[str], budget: int, rounds
             trained[key] = (model, ba, trained[key][2] if key in trained else round(time.time() - t))
         return trained[key]
 
+    from data.suite import load_truth
+
     trained = {} if trained is None else trained
     done = done or []
+    votes: dict[str, list[bool]] = {}
+    for a in pool.annotations:  # what the labelled set tells the picker: the annotators' majority
+        votes.setdefault(a.continuation_id, []).append(a.outcome == "success")
+    says_success = {c: np.mean(v) >= 0.5 for c, v in votes.items()}
+    try:  # a generated pool's simulator truth: how balanced the picked batches really are
+        truth = {t["continuation_id"]: t["outcome"] == "success" for t in load_truth(pool.root)}
+    except FileNotFoundError:
+        truth = {}
     labelled, curve = set(start), []
     candidates = [c for c in pool.continuation_ids() if c not in {r.continuation_id for r in pool.references}]
     for r in range(rounds + 1):
@@ -102,7 +113,11 @@ def run_strategy(strategy: str, pool, test, start: set[str], budget: int, rounds
             p["scenario_id"], p["category"] = c.scenario_id, pool.scenario_by_id[c.scenario_id].category
             p["duration_s"] = durations[p["continuation_id"]]
         picker = "random" if r < random_rounds else strategy
-        labelled = labelled | set(select(preds, budget, picker, diversity=diversity, seed=seed + r))
+        successes = sum(says_success.get(c, False) for c in labelled)
+        picked = set(select(preds, budget, picker, diversity=diversity, seed=seed + r,
+                            labelled=(successes, len(labelled) - successes)))
+        point["next_batch_success_share"] = float(np.mean([truth[c] for c in picked])) if picked and truth else None
+        labelled = labelled | picked
     return curve
 
 
@@ -130,8 +145,64 @@ def shares_by_budget(curves: dict) -> dict:
     return out
 
 
-SAME_SETUP = ("start", "budget", "rounds", "epochs", "min_steps", "no_diversity", "random_rounds", "pool", "test")
-OLDER = {"random_rounds": 0}  # settings added since runs were first saved, as those runs had them
+def headline(runs: dict[str, dict], fixed: float = 0.85, of_full: float = 0.95) -> dict:
+    """The issue's headline over runs of one setup (seeds): for each strategy, the labels each run needed to reach
+    ``fixed`` balanced accuracy and ``of_full`` of its own full-pool model's (``full_pool_ba``), and their mean
+    when every run reached it; and per budget, each strategy's mean lead over random with a 95% t interval over
+    the runs (None with one run)."""
+    from scipy import stats
+
+    strategies = [s for s in next(iter(runs.values()))["curves"] if all(s in r["curves"] for r in runs.values())]
+    needed = {}
+    for s in strategies:
+        per_target = {}
+        for name, target in (("fixed", lambda run: fixed), ("of_full", lambda run: of_full * run["full_pool_ba"])):
+            got = [labels_to_reach(run["curves"][s], target(run)) if name == "fixed" or run.get("full_pool_ba")
+                   else None for run in runs.values()]
+            per_target[name] = {"per_run": got, "reached": sum(g is not None for g in got),
+                                "mean": float(np.mean(got)) if all(g is not None for g in got) else None}
+        needed[s] = per_target
+    lead = {}
+    for s in strategies:
+        if s == "random" or "random" not in strategies:
+            continue
+        by_run = [({p["labels"]: p["balanced_accuracy"] for p in run["curves"][s]},
+                   {p["labels"]: p["balanced_accuracy"] for p in run["curves"]["random"]}) for run in runs.values()]
+        budgets = sorted(set.intersection(*(set(a) & set(b) for a, b in by_run)))
+        lead[s] = []
+        for b in budgets[1:]:  # the first budget is the shared random start
+            diffs = np.array([a[b] - r[b] for a, r in by_run])
+            half = (float(stats.t.ppf(0.975, len(diffs) - 1) * diffs.std(ddof=1) / np.sqrt(len(diffs)))
+                    if len(diffs) > 1 else None)
+            mean = float(diffs.mean())
+            ci = None if half is None else [mean - half, mean + half]
+            lead[s].append({"labels": b, "mean_lead": mean, "ci95": ci, "per_run": diffs.tolist()})
+    full = [run.get("full_pool_ba") for run in runs.values()]
+    return {"fixed_target": fixed, "share_of_full_pool": of_full, "full_pool_ba": full, "labels_needed": needed,
+            "lead_over_random": lead, "runs": len(runs)}
+
+
+def _print_headline(h: dict) -> None:
+    def cell(t):
+        return f"{t['mean']:.0f}" if t["mean"] is not None else f"reached in {t['reached']}/{h['runs']}"
+
+    full = [f"{x:.3f}" for x in h["full_pool_ba"] if x is not None]
+    print(f"\nlabels needed (mean over {h['runs']} run(s); full-pool model BA: {', '.join(full) or '-'})")
+    print(f"{'strategy':<14}{'to ' + format(h['fixed_target'], '.2f') + ' BA':>18}"
+          f"{format(h['share_of_full_pool'], '.0%') + ' of the full pool':>24}")
+    for s, t in h["labels_needed"].items():
+        print(f"{s:<14}{cell(t['fixed']):>18}{cell(t['of_full']):>24}")
+    for s, points in h["lead_over_random"].items():
+        print(f"{s} minus random, BA: " + ", ".join(
+            f"{p['labels']}: {p['mean_lead']:+.3f}" + ("" if p["ci95"] is None else
+                                                      f" [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]")
+            for p in points))
+
+
+SAME_SETUP = ("start", "budget", "rounds", "epochs", "min_steps", "no_diversity", "random_rounds", "pool", "test",
+              "config")
+# settings added since runs were first saved, as those runs had them
+OLDER = {"random_rounds": 0, "config": "babyai-grid"}
 
 
 def _setup(folder: str, run: dict) -> dict:
@@ -174,6 +245,7 @@ def combine(runs: dict[str, dict]) -> dict:
     per_run = {name: shares_by_budget({s: run["curves"][s] for s in strategies}) for name, run in runs.items()}
     shares = shares_by_budget(mean)
     return {"runs": list(runs), "setup": setup, "mean_curves": mean, "share_by_budget": shares,
+            "headline": headline(runs),
             "labels_needed_share": at_final(shares),
             "labels_needed_share_per_run": {name: at_final(by_budget) or None for name, by_budget in per_run.items()}}
 
@@ -255,6 +327,7 @@ def _combine_main(folders: list[str], out: Path) -> int:
     for name, shares in result["labels_needed_share_per_run"].items():
         print(f"  {name}: " + ("-" if not shares else ", ".join(
             f"{s} {_pct(v)}" for s, v in shares.items())))
+    _print_headline(result["headline"])
     print(f"\nwritten: {out / 'combined.json'}, {out / 'combined.png'}")
     return 0
 
@@ -267,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     from data.generate import generate_suite
     from data.suite import Suite
     from data.video import video_info
-    from training.train import TrainConfig
+    from training.train import TrainConfig, train
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pool-scenarios", type=int, default=1000)
@@ -281,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
                              "a small set gets more epochs, so the curve measures labels, not training length; "
                              "0: --epochs as given")
     parser.add_argument("--strategies", default="random,uncertainty")
+    parser.add_argument("--config", default="babyai-grid", choices=sorted(PRESETS),
+                        help="the model preset (general: Meta-World pools, with --pool/--test)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-diversity", action="store_true",
                         help="pick by score alone (as `active select --no-diversity`), not spread over scenarios and "
@@ -331,18 +406,30 @@ def main(argv: list[str] | None = None) -> int:
 
     trained: dict = {}
     for s in args.strategies.split(","):
-        save(s, run_strategy(s, pool, test, start, args.budget, args.rounds, tc, PRESETS["babyai-grid"], durations,
+        save(s, run_strategy(s, pool, test, start, args.budget, args.rounds, tc, PRESETS[args.config], durations,
                              args.seed, diversity=not args.no_diversity, trained=trained, done=done.get(s),
                              on_round=lambda curve, s=s: save(s, curve), random_rounds=args.random_rounds))
+    full_path = out / "full_pool.json"  # the model trained on every pool label: what the curves climb toward
+    full = json.loads(full_path.read_text()) if full_path.is_file() else {}
+    if full.get("settings") != settings:
+        t = time.time()
+        model = train([_subset(pool, set(candidates))], PRESETS[args.config], tc).model
+        full = {"settings": settings, "labels": len(candidates), "balanced_accuracy": _score(model, test, tc.cache_dir),
+                "train_s": round(time.time() - t)}
+        write_text_atomic(full_path, json.dumps(full) + "\n")
+    print(f"  full pool: {full['labels']} labelled continuations, test BA {full['balanced_accuracy']:.3f}", flush=True)
     curves = {name: [{k: v for k, v in p.items() if k != "labelled"} for p in curve] for name, curve in curves.items()}
     final = curves["random"][-1] if "random" in curves else None
     shares = shares_by_budget(curves)
     saving = at_final(shares)  # the issue's criterion: random's final budget
     result = {"args": vars(args), "curves": curves, "random_final": final, "labels_needed_share": saving,
-              "share_by_budget": shares, "wall_s": round(time.time() - began)}
+              "share_by_budget": shares, "full_pool_ba": full["balanced_accuracy"],
+              "full_pool_labels": full["labels"], "wall_s": round(time.time() - began)}
+    result["headline"] = headline({str(out): result})
     (out / "active.json").write_text(json.dumps(result, indent=1) + "\n")
     plot(curves, out / "active.png", random_rounds=args.random_rounds)
     _print_table(curves, shares)
+    _print_headline(result["headline"])
     print(f"\nwritten: {out / 'active.json'}, {out / 'active.png'} ({result['wall_s']} s)")
     return 0
 

@@ -11,10 +11,10 @@
    suite version, and the agreement of the auto-labelled part with the simulator truth.
 3. The leaderboard against the truth over ``--repeats`` repeated audit draws (a new audit slice and new
    simulated annotators each time, the model's predictions fixed): Spearman and MMRV of the per-agent
-   rates with the true rates, and the empirical coverage of the 95% intervals, for the leaderboard's rate
-   (references pooled across agents when they allow it), for each agent corrected by its own references,
-   for the plain share of successes among the final labels (no correction) and with the human labels
-   taken as the truth.
+   rates (and of the item-response abilities) with the true rates, and the empirical coverage of the 95%
+   intervals, for the leaderboard's rate (references pooled across agents when they allow it), for each
+   agent corrected by its own references, for the plain share of successes among the final labels (no
+   correction) and with the human labels taken as the truth.
 
 Prints a table and writes ``labelling.json``.
 """
@@ -71,30 +71,33 @@ def bench_leaderboard(labels_dir: Path, suite, repeats: int, audit_share: float,
 
     truths = {t["continuation_id"]: t for t in load_truth(suite.root)}
     agent_of = {c.continuation_id: c.agent_id for c in suite.continuations}
+    scenario_of = {c.continuation_id: c.scenario_id for c in suite.continuations}
     true_rate = {a: float(np.mean([truths[c]["outcome"] == "success" for c in agent_of if agent_of[c] == a]))
                  for a in sorted(set(agent_of.values()))}
     base = [json.loads(line) for line in (labels_dir / "labels.jsonl").read_text().splitlines()]
     gold = {r.continuation_id: r.outcome for r in suite.references}
     out = {}
     for name, use_gold in (("vs_references", True), ("vs_humans", False)):
-        out[name] = _repeat(base, truths, agent_of, true_rate, gold if use_gold else None, repeats, audit_share,
-                            annotators)
+        out[name] = _repeat(base, truths, agent_of, scenario_of, true_rate, gold if use_gold else None, repeats,
+                            audit_share, annotators)
     return {"repeats": repeats, "audit_share": audit_share, "true_rates": true_rate, "references": len(gold), **out}
 
 
-def _repeat(base, truths, agent_of, true_rate, gold, repeats, audit_share, annotators) -> dict:
+def _repeat(base, truths, agent_of, scenario_of, true_rate, gold, repeats, audit_share, annotators) -> dict:
     from calibration.metrics import rank_metrics
     from calibration.rates import group_estimates
     from data.annotators import simulate_annotations
     from data.labels import label_table, majority_vote
     from serving.label import audit_draw
+    from serving.leaderboard import ability_and_difficulty
 
     keys = ("rate", "labelled", "per_group")
     spearman, mmrv, covered, width = ({k: [] for k in keys} for _ in range(4))
-    pooled = []
+    pooled, ability_spearman, every_interval = [], [], []
     for seed in range(repeats):
         rows = [dict(r, audit=r["decision"] == "auto" and audit_draw(r["continuation_id"], 1000 + seed) < audit_share,
-                     agent_id=agent_of[r["continuation_id"]]) for r in base]
+                     agent_id=agent_of[r["continuation_id"]], scenario_id=scenario_of[r["continuation_id"]])
+                for r in base]
         asked = [truths[r["continuation_id"]] for r in rows if r["decision"] == "human" or r["audit"]]
         human = majority_vote(label_table(simulate_annotations(asked, n_per_item=annotators, seed=1000 + seed)))
         for r in rows:
@@ -102,6 +105,12 @@ def _repeat(base, truths, agent_of, true_rate, gold, repeats, audit_share, annot
                 else None
             r["outcome"] = r["human_outcome"] or (r["model_outcome"] if r["decision"] == "auto" else None)
         est, pooling = group_estimates(rows, gold, "agent_id", seed=seed)
+        abilities, difficulties, _ = ability_and_difficulty(rows, gold)  # the leaderboard's item-response fit
+        ability_spearman.append(rank_metrics({a: e["ability"] for a, e in abilities.items()}, true_rate)["spearman"])
+        labelled = {r["scenario_id"] for r in rows if r["outcome"] is not None}
+        every_interval.append(set(abilities) == set(true_rate) and set(difficulties) == labelled and all(
+            e["ability_ci"][0] <= e["ability"] <= e["ability_ci"][1] for e in abilities.values()) and all(
+            e["difficulty_ci"][0] <= e["difficulty"] <= e["difficulty_ci"][1] for e in difficulties.values()))
         pooled.append(pooling["pooled"])
         views = {"rate": est, "labelled": {a: {"rate": e["labelled_rate"]} for a, e in est.items()}}
         if gold:  # each agent corrected by its own references (the pooled correction's alternative)
@@ -113,7 +122,10 @@ def _repeat(base, truths, agent_of, true_rate, gold, repeats, audit_share, annot
             if key != "labelled":
                 covered[key] += [e["ci"][0] <= true_rate[a] <= e["ci"][1] for a, e in rates.items()]
                 width[key] += [e["ci"][1] - e["ci"][0] for e in rates.values()]
-    out = {"pooled_share": float(np.mean(pooled))}
+    out = {"pooled_share": float(np.mean(pooled)),
+           "ability": {"spearman_mean": float(np.mean(ability_spearman)),
+                       "spearman_min": float(np.min(ability_spearman)),
+                       "every_agent_and_scenario_with_an_interval": float(np.mean(every_interval))}}
     for key in keys:
         if spearman[key]:
             out[key] = {"spearman_mean": float(np.mean(spearman[key])), "spearman_min": float(np.min(spearman[key])),
@@ -179,6 +191,10 @@ def main(argv: list[str] | None = None) -> int:
         wide = f"{r['mean_interval_width']:.3f}" if "mean_interval_width" in r else "-"
         print(f"{name:<46}{r['spearman_mean']:>11.3f} / {r['spearman_min']:.3f}{r['mmrv_mean']:>7.3f}{cover:>10}"
               f"{wide:>7}")
+    a = g["ability"]
+    print(f"{'the ability (1PL item response, by source error)':<46}{a['spearman_mean']:>11.3f} / "
+          f"{a['spearman_min']:.3f}     -  every agent and scenario with an interval in "
+          f"{a['every_agent_and_scenario_with_an_interval']:.0%} of the draws")
     print(f"\nwritten: {out / 'labelling.json'}")
     return 0
 

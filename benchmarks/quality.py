@@ -233,8 +233,9 @@ def _reuse(folder: str, result: dict, variant: list[str]):
 
     meta = read_metadata(folder)
     if "train_config" not in meta:
-        raise SystemExit(f"--model {folder}: no training record in its metadata.json; pass a model folder this "
-                         f"benchmark wrote (e.g. bench-out/quality/model-seed_0)")
+        raise SystemExit(f"--model {folder}: no training record in its metadata.json (no metadata.json, or one "
+                         f"without train_config); pass a model folder this benchmark wrote "
+                         f"(e.g. bench-out/quality/model-seed_0)")
     result["train_config"] = meta["train_config"]
     result["train"].update(reused=str(folder), wall_s=meta.get("wall_s"), best=meta.get("best"), peak_rss_gib=None)
     return Autorater.from_pretrained(folder), meta.get("mlflow_run_id")

@@ -1,6 +1,7 @@
 """The quality benchmark: its recipe-variant options (--set / --train-set FIELD=VALUE), its pooled score on the two
 unseen-scenario draws, and the grounding probe's windows."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -240,6 +241,33 @@ def test_combining_seeds_averages_the_budgets_all_runs_reached_and_refuses_anoth
     with pytest.raises(ValueError, match="random_rounds differ"):  # a warm start is another setup
         combine({**runs, "d": run(3, [0.6], [0.6], random_rounds=1)})
     assert combine({"a": runs["a"], "e": run(4, [0.6], [0.6], random_rounds=0)})["setup"]["random_rounds"] == 0
+
+
+def test_the_headline_counts_labels_to_each_target_and_the_lead_over_random_with_its_interval():
+    from benchmarks.active import headline
+
+    def run(random, smart, full):
+        def curve(bas):
+            return [{"labels": 100 * (i + 1), "balanced_accuracy": b} for i, b in enumerate(bas)]
+
+        return {"curves": {"random": curve(random), "smart": curve(smart)}, "full_pool_ba": full}
+
+    runs = {"a": run([0.6, 0.8, 0.9], [0.6, 0.9, 0.92], 0.9), "b": run([0.6, 0.7, 0.8], [0.6, 0.8, 0.9], 1.0),
+            "c": run([0.6, 0.75, 0.84], [0.6, 0.86, 0.88], 0.9)}
+    h = headline(runs)
+    smart, random = h["labels_needed"]["smart"], h["labels_needed"]["random"]
+    expected = [100 + 100 * 0.25 / 0.3, 250, 100 + 100 * 0.25 / 0.26]  # linear between rounds
+    assert smart["fixed"]["per_run"] == pytest.approx(expected)
+    assert smart["fixed"]["mean"] == pytest.approx(np.mean(expected))
+    assert random["fixed"]["reached"] == 1 and random["fixed"]["mean"] is None  # b and c never reach 0.85
+    assert smart["of_full"]["per_run"][1] is None and smart["of_full"]["reached"] == 2  # 95% of 1.0: not reached
+    assert smart["of_full"]["per_run"][0] == pytest.approx(100 + 100 * (0.855 - 0.6) / 0.3)
+    lead = h["lead_over_random"]["smart"]
+    assert [p["labels"] for p in lead] == [200, 300]  # not the shared start
+    assert lead[0]["mean_lead"] == pytest.approx((0.1 + 0.1 + 0.11) / 3)
+    lo, hi = lead[0]["ci95"]
+    assert lo < lead[0]["mean_lead"] < hi and lo > 0  # three leads of about 0.1: the interval excludes 0
+    assert headline({"a": runs["a"]})["lead_over_random"]["smart"][0]["ci95"] is None  # one run: no interval
 
 
 def test_a_resumed_active_benchmark_refuses_progress_from_other_settings(tmp_path):
