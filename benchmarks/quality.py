@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
 
     calibration = _reference_calibration(model, train_suite, tc.cache_dir)
     result["calibration"] = calibration
-    scored = {}
+    scored, scored_grid = {}, {}
     for name, suite in suites.items():
         methods = {"autorater": B.predict_cached(model, suite, tc.cache_dir),
                    "autorater_calibrated": B.predict_cached(model, suite, tc.cache_dir, name="autorater_calibrated",
@@ -210,10 +210,15 @@ def main(argv: list[str] | None = None) -> int:
         print(format_report(report) + "\n", flush=True)
         log_evaluation(uri, run_id, report, prefix=f"quality.{name}")
         scored[name] = methods["autorater"]
+        if grid is not None:
+            scored_grid[name] = methods["babyai_grid"]
     result["unseen_scenarios_pooled"] = pooled_outcome(
         [(scored[n], suites[n]) for n in ("unseen_scenarios", "unseen_scenarios_2") if n in scored])
     result["unseen_scenarios_failure_modes"] = pooled_failure_modes(
         [(scored[n], suites[n]) for n in ("unseen_scenarios", "unseen_scenarios_2") if n in scored])
+    if scored_grid:
+        result["unseen_scenarios_failure_modes_babyai_grid"] = pooled_failure_modes(
+            [(scored_grid[n], suites[n]) for n in ("unseen_scenarios", "unseen_scenarios_2") if n in scored_grid])
     result["throughput"] = _throughput(model, suites["unseen_scenarios"], 40 if args.quick else 200)
     report_name = f"quality{slug}.json"
     (out / report_name).write_text(json.dumps(result, indent=1, default=float) + "\n")
