@@ -131,3 +131,39 @@ def test_a_model_rates_on_the_device_it_is_on_and_answers_on_the_cpu():
     out = predict_batch(model, frames=frames, times_s=torch.arange(8.0).repeat(2, 1) / 8, durations_s=[1.0, 1.0],
                         takeovers_s=[0.0, 0.0], instructions=["red", "blue"])
     assert out["p_success"].shape == (2,) and np.isfinite(out["p_success"]).all()
+
+
+def test_calibrate_label_active_and_serve_take_the_general_model_unchanged(trained, tmp_path):
+    import shutil
+
+    from fastapi.testclient import TestClient
+
+    from data.suite import Reference, Suite
+    from serving.service import create_app
+
+    model = tmp_path / "model"
+    shutil.copytree(trained["model"], model)
+    pool = camera_suite(tmp_path / "pool", n_scenarios=12, seed=1)  # new videos, the same kind
+    truth = {a.continuation_id: a for a in pool.annotations}
+    refs = [Reference(c, truth[c].outcome, truth[c].marker_s) for c in pool.continuation_ids()[:16]]
+    Suite(pool.root, pool.info, pool.scenarios, pool.continuations, [], refs).write(pool.root)
+    assert cli.main(["calibrate", "--model", str(model), "--suite", str(pool.root), "--quiet"]) == 0
+    assert (model / "calibration.json").is_file()  # 16 references: too few to certify, so every label goes to humans
+
+    assert cli.main(["label", "--model", str(model), "--suite", str(pool.root), "--out", str(tmp_path / "labels"),
+                     "--quiet"]) == 0
+    labels = read_lines(tmp_path / "labels" / "labels.jsonl")
+    assert [r["continuation_id"] for r in labels] == pool.continuation_ids()
+    assert all(0 <= r["p_success"] <= 1 and r["decision"] in ("auto", "human") for r in labels)
+
+    assert cli.main(["active", "select", "--model", str(model), "--pool", str(pool.root), "--budget", "4",
+                     "--out", str(tmp_path / "queue"), "--quiet"]) == 0
+    picked = read_lines(tmp_path / "queue" / "selection.jsonl")
+    assert len(picked) == 4 and {r["continuation_id"] for r in picked} <= set(pool.continuation_ids()[16:])
+
+    client = TestClient(create_app(model, tmp_path))
+    cid = pool.continuation_ids()[-1]
+    r = client.post("/v1/rate", json={"video": f"pool/videos/{cid}.mp4", "instruction": pool.instruction_of(cid)})
+    assert r.status_code == 200, r.text
+    assert r.json()["p_success"] == pytest.approx(next(x["p_success"] for x in labels if x["continuation_id"] == cid),
+                                                  abs=1e-5)
