@@ -253,7 +253,7 @@ def cmd_label(args) -> int:
     summary = label_suite(model_dir, Suite.load(args.suite), args.out, resume=args.resume, workers=args.workers,
                           batch_size=args.batch_size, audit_share=args.audit_share, seed=args.seed,
                           on_drift=args.on_drift, video_url_prefix=args.video_url_prefix, backend=args.backend,
-                          ray_address=args.address, progress=not args.quiet)
+                          ray_address=args.address, progress=not args.quiet, device=args.device)
     print(format_summary(summary))
     print(f"written: {args.out}/labels.jsonl, errors.jsonl, summary.json, labelstudio/config.xml and tasks.json "
           f"({summary['human_tasks']} tasks for the annotators)")
@@ -346,7 +346,8 @@ def cmd_serve(args) -> int:
     _threads()
     _, model_dir = _load_model(args.model, args.tracking_uri, args.workdir, load=False)
     app = create_app(model_dir, args.media_root, token=token, suite=args.suite, timeout_s=args.timeout_s,
-                     max_upload_bytes=int(args.max_upload_mb * 2 ** 20), max_decodes=args.max_decodes)
+                     max_upload_bytes=int(args.max_upload_mb * 2 ** 20), max_decodes=args.max_decodes,
+                     device=args.device)
     print(f"serving {model_dir} on http://{args.host}:{args.port} (media root {args.media_root}; "
           f"{'bearer token required' if token else 'no auth'}; OpenAPI at /docs)")
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
@@ -500,6 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_promote)
 
     p = sub.add_parser("label", help="auto-label a new suite version; route the uncertain continuations to humans")
+    device_arg(p)
     model_and_suite(p, suite_help="the new suite version")
     p.add_argument("--out", required=True, help="labels folder (labels.jsonl, summary.json, labelstudio/ ...)")
     p.add_argument("--resume", action="store_true", help="finish an interrupted job in --out")
@@ -576,6 +578,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_active_round)
 
     p = sub.add_parser("serve", help="HTTP service: /v1/rate and the Label Studio ML-backend protocol")
+    device_arg(p)
     p.add_argument("--model", required=True, help="model folder, or models:/autorater@champion")
     p.add_argument("--media-root", required=True, help="folder that video paths in requests are relative to")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")

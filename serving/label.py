@@ -172,7 +172,7 @@ def _decide(rows: list[dict], model_dir: Path, spec: dict) -> tuple[list[dict], 
 def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLike, *, resume: bool = False,
                 workers: int = 1, batch_size: int = 16, audit_share: float = 0.1, seed: int = 0,
                 on_drift: str = "warn", video_url_prefix: str | None = None, backend: str = "local",
-                ray_address: str | None = None, progress: bool = False) -> dict:
+                ray_address: str | None = None, progress: bool = False, device: str = "cpu") -> dict:
     """Label every continuation of ``suite`` with the model folder ``model_dir``; returns the summary.
 
     Args:
@@ -191,6 +191,7 @@ def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLi
             of ``workers`` actors, each loading the model once; same batches, same part files, same result).
         ray_address: the Ray cluster to join (None: start a local Ray on this machine).
         progress: show a progress bar.
+        device: where the local backend rates ("auto": a GPU when present); Ray actors rate on their CPU.
     """
     if not 0.0 <= audit_share <= 1.0:
         raise ValueError(f"audit_share must be in [0, 1], got {audit_share}")
@@ -207,12 +208,12 @@ def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLi
     folder = LabelsFolder(out)
     with folder.lock("labelling or ingest job"):
         return _label_locked(model_dir, suite, folder, spec, resume, workers, batch_size, video_url_prefix, backend,
-                             ray_address, progress)
+                             ray_address, progress, device)
 
 
 def _label_locked(model_dir: Path, suite: Suite, folder: LabelsFolder, spec: dict, resume: bool, workers: int,
                   batch_size: int, video_url_prefix: str | None, backend: str, ray_address: str | None,
-                  progress: bool) -> dict:
+                  progress: bool, device: str) -> dict:
     from serving.labelstudio import write_labelstudio_files
 
     if folder.open_job(spec, resume):
@@ -232,7 +233,7 @@ def _label_locked(model_dir: Path, suite: Suite, folder: LabelsFolder, spec: dic
             if backend == "ray":
                 _rate_batches_ray(model_dir, suite, folder, batches, todo, workers, ray_address, bar)
             else:
-                _rate_batches(Rater.load(model_dir), suite, folder, batches, todo, workers, bar)
+                _rate_batches(Rater.load(model_dir, device), suite, folder, batches, todo, workers, bar)
         finally:
             if bar is not None:
                 bar.close()

@@ -205,8 +205,8 @@ def _plain(value: Any, depth: int = 0) -> Any:
 class _Rater:
     """The rater (model, calibration, name) and a lock: one prediction at a time (the model is not re-entrant)."""
 
-    def __init__(self, model_dir: Path, limits: VideoLimits = DEFAULT_LIMITS):
-        self.rater = Rater.load(model_dir)
+    def __init__(self, model_dir: Path, limits: VideoLimits = DEFAULT_LIMITS, device: str = "cpu"):
+        self.rater = Rater.load(model_dir, device)
         self.model, self.name = self.rater.model, self.rater.name
         self.record = self.rater.record()
         self.lock = threading.Lock()
@@ -244,11 +244,13 @@ class _Rater:
 def create_app(model_dir: str | os.PathLike, media_root: str | os.PathLike, *, token: str | None = None,
                suite: str | os.PathLike | None = None, timeout_s: float = 90.0,
                max_upload_bytes: int = MAX_UPLOAD_BYTES, max_json_bytes: int = MAX_JSON_BYTES,
-               max_decodes: int = MAX_DECODES, video_limits: VideoLimits = DEFAULT_LIMITS) -> FastAPI:
+               max_decodes: int = MAX_DECODES, video_limits: VideoLimits = DEFAULT_LIMITS,
+               device: str = "cpu") -> FastAPI:
     """The FastAPI app. ``suite``: the pool suite whose ``annotations.jsonl`` the webhook appends to.
 
     ``timeout_s`` is one deadline per request (all of a ``/predict`` request's tasks together); ``max_decodes``
     ratings run at once, more are answered 503; videos over ``video_limits`` are refused (422) before decoding.
+    ``device``: where the model rates ("auto": a GPU when present).
     """
     media_root = Path(media_root)
     if not media_root.is_dir():
@@ -256,7 +258,7 @@ def create_app(model_dir: str | os.PathLike, media_root: str | os.PathLike, *, t
                                 f"video paths are relative to)")
     if not (timeout_s > 0 and max_decodes >= 1):
         raise ValueError(f"timeout_s must be > 0 and max_decodes >= 1, got {timeout_s} and {max_decodes}")
-    rater = _Rater(Path(model_dir), video_limits)
+    rater = _Rater(Path(model_dir), video_limits, device)
     app = FastAPI(title="autorater", version="1",
                   description="Rates agent continuation videos against their instruction; a Label Studio ML backend.")
     app.add_middleware(RequestGuard, token=token, json_limit=max_json_bytes, upload_limit=max_upload_bytes)
