@@ -48,3 +48,23 @@ def test_no_module_imports_a_private_name_of_another():
                     found += [f"{path.relative_to(root)}:{node.lineno} {alias.name}" for alias in node.names
                               if alias.name.startswith("_") and not alias.name.startswith("__")]
     assert not found, f"private names imported across modules (make them public in their module): {found}"
+
+
+def test_imports_go_down_the_layers_and_only_the_cli_reaches_up():
+    import ast
+    from pathlib import Path
+
+    layer = {"data": 0, "calibration": 1, "autorater": 2, "training": 3, "serving": 4, "benchmarks": 5}
+    cli = {"autorater/cli.py", "autorater/demo.py"}  # the entry point (and the demo it runs) wires every layer
+    root = Path(__file__).resolve().parent.parent
+    upward = []
+    for package, rank in layer.items():
+        for path in sorted((root / package).rglob("*.py")):
+            name = path.relative_to(root).as_posix()
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                modules = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                           [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level
+                           else [])
+                upward += [f"{name}:{node.lineno} {m}" for m in modules
+                           if layer.get(m.split(".")[0], -1) > rank and name not in cli]
+    assert not upward, f"imports of a layer above (move the code down, or into the CLI): {upward}"
