@@ -123,8 +123,13 @@ class SplitCalibrator:
 
     Args:
         target_agreement, confidence, min_references, max_marker_uncertainty_s, on_infeasible,
-            start_errors: as ``SelectivePolicy`` (``min_references`` counts threshold-part references).
-        scaling_share: share of the references that fit the scaler (two parameters need few).
+            start_errors: as ``SelectivePolicy`` (``min_references`` counts threshold-part references). One
+            start by default, not ``SelectivePolicy``'s two: with a few hundred references the second start's
+            Bonferroni share costs more than it finds (on a 0.94-BA BabyAI model's 300 references, over 20
+            splits: certified 19 times, 81% auto-labelled on average, against 16 times and 65% with
+            ``(2, 5)`` and a 0.3 scaling share).
+        scaling_share: share of the references that fit the scaler (two parameters need few: 0.2 leaves
+            the threshold part, which alone certifies, as large as it can be).
         min_per_class: the fewest gold successes, and gold failures, the scaling part needs to fit the
             scaler; with fewer, the scores are left as they are (temperature 1, shift 0) rather than fitted
             to one class (which sends every probability to 0 or 1). The rule reads the scaling part only, so
@@ -147,7 +152,7 @@ class SplitCalibrator:
         >>> y = (rng.random(600) < 1 / (1 + np.exp(-true_logit))).astype(int)
         >>> fitted = SplitCalibrator(target_agreement=0.9).fit(3 * true_logit - 1, y, groups=np.arange(600) // 2)
         >>> int(fitted.scaling_mask_.sum()), fitted.policy_.n_references_
-        (180, 420)
+        (120, 480)
         >>> fitted.policy_.feasible_, fitted.policy_.bound_ >= 0.9
         (True, True)
         >>> fitted.decide([9.0, 0.1, -9.0]).tolist()
@@ -156,11 +161,11 @@ class SplitCalibrator:
 
     target_agreement: float = 0.95
     confidence: float = 0.9
-    scaling_share: float = 0.3
+    scaling_share: float = 0.2
     min_references: int = 100
     max_marker_uncertainty_s: float | None = None
     on_infeasible: str = "route_all"
-    start_errors: int | tuple[int, ...] = (2, 5)
+    start_errors: int | tuple[int, ...] = 2
     min_per_class: int = 5
     n_folds: int = 5
     seed: int = 0

@@ -56,7 +56,7 @@ class CalibrationResult:
 
 def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target_agreement: float = 0.95,
                     confidence: float = 0.9, max_marker_uncertainty_s: float | None = None,
-                    progress: bool = False, scaling_share: float = 0.3, seed: int = 0,
+                    progress: bool = False, scaling_share: float = 0.2, seed: int = 0,
                     reference_ids: list[str] | None = None) -> CalibrationResult:
     """Fit and store the calibration of the model folder ``model_dir`` on ``suite``'s references.
 
