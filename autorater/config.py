@@ -100,4 +100,15 @@ class AutoraterConfig:
         return f"frames-{self.image_size}px-{self.num_frames}f{'-pad' if self.frame_fit == 'pad' else ''}"
 
 
-__all__ = ["AutoraterConfig", "SHARED_CONFIG_FIELDS"]
+def encoder_feature_key(config, frozen: bool) -> str | None:
+    """The cache key of a frozen frame encoder's features for the configs that name one (``encoder``,
+    ``encoder_stage``, ``pixel_cells``, ``grid_size``: the events and transformer architectures); None otherwise."""
+    if frozen and config.encoder == "pixels":
+        return f"pixels-{config.grid_size}g-{config.pixel_cells}k-{config.image_size}px-{config.num_frames}f"
+    if frozen:
+        pixels = f"-pix{config.pixel_cells}" if config.pixel_cells else ""
+        return f"{config.encoder}-stage{config.encoder_stage}-{config.image_size}px-{config.num_frames}f{pixels}"
+    return None
+
+
+__all__ = ["AutoraterConfig", "SHARED_CONFIG_FIELDS", "encoder_feature_key"]

@@ -224,7 +224,9 @@ def test_the_labelling_benchmark_scores_every_estimate_over_repeated_draws(board
 
     res = bench_leaderboard(board_env["labels"], board_env["suite"], repeats=2, audit_share=0.2)
     g, h = res["vs_references"], res["vs_humans"]
-    assert set(g) == {"pooled_share", "rate", "labelled", "per_group"} and "per_group" not in h
+    assert set(g) == {"pooled_share", "ability", "rate", "labelled", "per_group"} and "per_group" not in h
+    assert -1 <= g["ability"]["spearman_min"] <= g["ability"]["spearman_mean"] <= 1
+    assert g["ability"]["every_agent_and_scenario_with_an_interval"] == 1.0
     assert g["pooled_share"] == 0.0  # a handful of references: never pooled, so the rate is each agent's own
     assert g["rate"] == g["per_group"]
     for r in (g["rate"], g["per_group"], h["rate"]):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from autorater.config import AutoraterConfig
+from autorater.config import AutoraterConfig, encoder_feature_key
 from autorater.events import EventHead, active_frames, event_losses, first_events, log1mexp
 from autorater.mirror import mirror_all, mirror_words
 from autorater.model import Autorater, AutoraterOutput, Targets
@@ -46,12 +46,7 @@ class EventsConfig(AutoraterConfig):
     mirror_tta: bool = False  # at prediction, also rate every clip mirrored left-right ("left" <-> "right")
 
     def feature_key(self, frozen: bool) -> str:
-        if frozen and self.encoder == "pixels":
-            return f"pixels-{self.grid_size}g-{self.pixel_cells}k-{self.image_size}px-{self.num_frames}f"
-        if frozen:
-            pixels = f"-pix{self.pixel_cells}" if self.pixel_cells else ""
-            return f"{self.encoder}-stage{self.encoder_stage}-{self.image_size}px-{self.num_frames}f{pixels}"
-        return super().feature_key(frozen)
+        return encoder_feature_key(self, frozen) or super().feature_key(frozen)
 
 
 class EventsRater(Autorater):

@@ -27,10 +27,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autorater.config import AutoraterConfig
+from autorater.config import AutoraterConfig, encoder_feature_key
 from autorater.encoders import BagOfWords, create_text_encoder
 from autorater.model import Autorater, AutoraterOutput, Targets
-from autorater.models.events import EventsConfig
 
 
 @dataclass
@@ -65,7 +64,8 @@ class TransformerConfig(AutoraterConfig):
     verify_places: int = 0  # > 0: the verifier reads each frame at this many learned places (PlacePool)
     marker_head: str = "distribution"  # "distribution": softmax over frames + end; "crossing": per-frame reached
 
-    feature_key = EventsConfig.feature_key  # the same encoder fields: the same cached features
+    def feature_key(self, frozen: bool) -> str:
+        return encoder_feature_key(self, frozen) or super().feature_key(frozen)
 
 
 def time_embedding(times_s: torch.Tensor, dim: int) -> torch.Tensor:
