@@ -53,12 +53,13 @@ def test_same_seed_same_suite_whatever_the_workers(suite_dir, frames, tmp_path):
         assert (other / name).read_text() == (suite_dir / name).read_text(), name
     for cid, video in frames.items():
         # The rendered frames are the same (tests/test_worlds.py checks them before encoding); x264 now and
-        # then encodes the same frames a little differently from run to run, so the decoded ones match up to
-        # its noise: a few levels on a few pixels.
+        # then encodes the same frames a little differently from run to run (even on one thread: 7 decodings
+        # of 15 encodings of one clip differed), so the decoded ones match up to its noise: a few levels on a
+        # few pixels (up to 19 on one pixel seen), never a different picture.
         again = read_video(other / "videos" / f"{cid}.mp4").frames
         assert again.shape == video.shape, cid
         diff = np.abs(again.astype(int) - video.astype(int))
-        assert diff.max() <= 12 and diff.mean() < 0.5, cid
+        assert diff.mean() < 0.5 and np.percentile(diff, 99.9) <= 12 and diff.max() <= 48, cid
 
 
 def test_truth_without_videos_matches_the_suite(truths):
