@@ -59,7 +59,7 @@ def predict_batch(model: Autorater, *, times_s: torch.Tensor, durations_s: Seque
                   features: torch.Tensor | None = None, calibration: dict | None = None) -> dict[str, np.ndarray]:
     """Raw model outputs for one batch, from frames (b, t, H, W, 3) or cached encoder features.
 
-    ``calibration`` is the model folder's calibration.json (:func:`read_calibration`; None or {}: none).
+    ``calibration`` is the model folder's calibration.json (``autorater.rater.read_calibration``; None or {}: none).
 
     Returns:
         ``logit`` (b,), ``p_success`` (b,, scaled by the calibration's temperature), ``marker_s`` (b,,
@@ -89,7 +89,7 @@ def calibrate_outputs(logit: np.ndarray, marker_s: np.ndarray, durations_s: Sequ
 
     calibration = calibration or {}
     p = _scaler(calibration).predict_proba(np.asarray(logit, dtype=np.float64))
-    success = (np.round(p, 6) >= 0.5).astype(int)  # the outcome ``to_records`` writes
+    success = (np.round(p, 6) >= 0.5).astype(int)  # the outcome ``Predictions.outcome`` writes
     marker_s = MarkerOffset.from_dict(calibration).transform(marker_s, success, np.asarray(durations_s, float))
     return p, marker_s
 

@@ -153,15 +153,15 @@ def headline(runs: dict[str, dict], fixed: float = 0.85, of_full: float = 0.95) 
     from scipy import stats
 
     strategies = [s for s in next(iter(runs.values()))["curves"] if all(s in r["curves"] for r in runs.values())]
+    targets = {"fixed": [fixed] * len(runs),  # per run; None: the run has no full-pool model (an interrupted one)
+               "of_full": [of_full * r["full_pool_ba"] if r.get("full_pool_ba") else None for r in runs.values()]}
     needed = {}
     for s in strategies:
-        per_target = {}
-        for name, target in (("fixed", lambda run: fixed), ("of_full", lambda run: of_full * run["full_pool_ba"])):
-            got = [labels_to_reach(run["curves"][s], target(run)) if name == "fixed" or run.get("full_pool_ba")
-                   else None for run in runs.values()]
-            per_target[name] = {"per_run": got, "reached": sum(g is not None for g in got),
-                                "mean": float(np.mean(got)) if all(g is not None for g in got) else None}
-        needed[s] = per_target
+        needed[s] = {}
+        for name, per_run in targets.items():
+            got = [None if t is None else labels_to_reach(r["curves"][s], t) for r, t in zip(runs.values(), per_run)]
+            needed[s][name] = {"per_run": got, "reached": sum(g is not None for g in got),
+                               "mean": float(np.mean(got)) if all(g is not None for g in got) else None}
     lead = {}
     for s in strategies:
         if s == "random" or "random" not in strategies:

@@ -133,11 +133,15 @@ class LabelsFolder:
             raise FileNotFoundError(f"{self.root} has no {JOB_FILE}: pass a folder written by `autorater label`")
         return json.loads(self.job.read_text(encoding="utf-8"))
 
-    def read_finished(self, hint: str = "") -> tuple[dict, list[LabelRow]]:
-        """The job and its labels, once the job has finished (``labels.jsonl`` written)."""
+    def check_finished(self, hint: str = "") -> None:
+        """FileNotFoundError (with ``hint``) unless the job has finished (``labels.jsonl`` written)."""
         if not self.labels.is_file():
             raise FileNotFoundError(f"{self.root} has no {LABELS_FILE}: pass a folder written by `autorater label`"
                                     f"{hint}")
+
+    def read_finished(self, hint: str = "") -> tuple[dict, list[LabelRow]]:
+        """The job and its labels, once the job has finished."""
+        self.check_finished(hint)
         return self.read_job(), read_jsonl_rows(self.labels)
 
     def done_parts(self, n_batches: int) -> set[int]:

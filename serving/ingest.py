@@ -267,7 +267,7 @@ def upsert_loaded_suite(current: Suite, rows: list[dict]) -> Upsert:
 def ingest(labels_dir: str | os.PathLike, export: str | os.PathLike, append_to_suite: bool = True) -> dict:
     """Merge the human labels of ``export`` into ``labels_dir`` (and the suite's annotations); returns counts."""
     folder = LabelsFolder(labels_dir)
-    folder.read_finished(" (finish it with --resume first)")  # a clear error before the lock
+    folder.check_finished(" (finish it with --resume first)")  # a clear error before the lock
     with folder.lock("labelling or ingest job"):
         return _ingest_locked(folder, Path(export), append_to_suite)
 

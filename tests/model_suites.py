@@ -10,6 +10,7 @@ Videos are 8 frames of 32x32 at 8 fps (1.0 s), the ``tiny`` preset's input size,
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 
@@ -52,6 +53,25 @@ def one_thread():
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     return before
+
+
+@contextlib.contextmanager
+def trained_by_cli(root: Path, suite: Suite, *args: str):
+    """``autorater train`` on ``suite`` into ``root/model`` (one torch thread, no MLflow; ``args``: more flags), for a
+    test module's fixture; yields ``{"root", "suite", "model"}`` and puts the thread count back after."""
+    import pytest
+
+    from autorater import cli
+
+    with pytest.MonkeyPatch.context() as mp:
+        before = one_thread()
+        mp.setattr(cli, "_threads", lambda: None)
+        try:
+            assert cli.main(["train", "--suite", str(suite.root), "--out", str(root / "model"), "--no-tracking",
+                             "--cache-dir", str(root / "cache"), "--quiet", *args]) == 0
+            yield {"root": root, "suite": suite, "model": root / "model"}
+        finally:
+            torch.set_num_threads(before)
 
 
 def bright_square_video(path: str | Path, success: bool, rng: np.random.Generator) -> Path:

@@ -6,29 +6,21 @@ import json
 import math
 
 import pytest
-import torch
 
 from autorater import cli
 from calibration import CalibrationRecord
-from model_suites import learnable_suite, one_thread
+from model_suites import learnable_suite, trained_by_cli
 from tiny_suites import read_lines
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     root = tmp_path_factory.mktemp("calibrate")
-    with pytest.MonkeyPatch.context() as mp:
-        before = one_thread()
-        mp.setattr(cli, "_threads", lambda: None)
-        suite = learnable_suite(root / "suite", n_scenarios=10, per_scenario=2, n_references=12)
-        config = root / "config.json"
-        config.write_text(json.dumps({"preset": "tiny", "train": {"epochs": 3}}))
-        assert cli.main(["train", "--suite", str(suite.root), "--out", str(root / "model"), "--config", str(config),
-                         "--no-tracking", "--cache-dir", str(root / "cache"), "--quiet"]) == 0
-        try:
-            yield {"root": root, "suite": suite, "model": root / "model"}
-        finally:
-            torch.set_num_threads(before)
+    suite = learnable_suite(root / "suite", n_scenarios=10, per_scenario=2, n_references=12)
+    config = root / "config.json"
+    config.write_text(json.dumps({"preset": "tiny", "train": {"epochs": 3}}))
+    with trained_by_cli(root, suite, "--config", str(config)) as env:
+        yield env
 
 
 def test_calibrate_writes_calibration_json_report_and_plots(env, capsys):

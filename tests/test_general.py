@@ -15,23 +15,15 @@ import torch
 from autorater import Autorater, cli
 from autorater.models import DEFAULT_PRESET, PRESETS, GeneralConfig
 from data.video import read_video
-from model_suites import CAMERA_SHAPE, camera_suite, one_thread
+from model_suites import CAMERA_SHAPE, camera_suite, one_thread, trained_by_cli
 from tiny_suites import read_lines
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("general")
-    with pytest.MonkeyPatch.context() as mp:
-        before = one_thread()
-        mp.setattr(cli, "_threads", lambda: None)
-        suite = camera_suite(root / "suite")
-        assert cli.main(["train", "--suite", str(suite.root), "--out", str(root / "model"), "--no-tracking",
-                         "--cache-dir", str(root / "cache"), "--quiet"]) == 0  # no --config: the default recipe
-        try:
-            yield {"root": root, "suite": suite, "model": root / "model"}
-        finally:
-            torch.set_num_threads(before)
+    with trained_by_cli(root, camera_suite(root / "suite")) as env:  # no --config: the default recipe
+        yield env
 
 
 def test_the_default_recipe_is_the_general_model():

@@ -39,11 +39,7 @@ class CachedClips:
 def cache_key(config: AutoraterConfig, frozen: bool) -> str:
     """A folder name per input setting; ``-s2``: clips shorter than ``num_frames`` padded at the end (the sampling
     since the events model), not repeated throughout."""
-    return _key(config, frozen) + "-s2"
-
-
-def _key(config: AutoraterConfig, frozen: bool) -> str:
-    return config.feature_key(frozen)
+    return config.feature_key(frozen) + "-s2"
 
 
 def content_hash(path: str | Path) -> str:
