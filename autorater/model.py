@@ -51,6 +51,17 @@ class AutoraterOutput:
                                                               self.failure_logits, self.match_logit)))
 
 
+def read_frames(times_s: torch.Tensor, takeover_s: torch.Tensor) -> torch.Tensor:
+    """(b, t) bool: the frames a model reads: from the last one at or before the takeover (the reference state)
+    on, repeats of the previous frame (padding) left out."""
+    new = torch.ones_like(times_s, dtype=torch.bool)
+    new[:, 1:] = times_s[:, 1:] > times_s[:, :-1]
+    after = times_s >= takeover_s[:, None]
+    before = torch.zeros_like(after)
+    before[:, :-1] = after[:, 1:] & ~after[:, :-1]  # the frame just before the first one after the takeover
+    return new & (after | before)
+
+
 def resolve_device(name: str = "auto") -> torch.device:
     """``"auto"``: CUDA when a GPU is present, else the CPU; or any torch device name ("cpu", "cuda:1")."""
     if name == "auto":
@@ -112,23 +123,35 @@ class Autorater(nn.Module):
 
     def forward(self, times_s: torch.Tensor, takeover_s: torch.Tensor, instructions: list[str],
                 frames: torch.Tensor | None = None, features: torch.Tensor | None = None,
-                targets: Targets | None = None) -> AutoraterOutput:
+                targets: Targets | None = None, clip_index: torch.Tensor | None = None) -> AutoraterOutput:
         """Rate a batch of clips.
 
         Args:
             times_s: (b, t) time of each sampled frame, seconds from the first frame.
             takeover_s: (b,) when the agent takes over, seconds.
             instructions: b instructions.
-            frames: (b, t, H, W, 3) uint8; or pass ``features`` from the frame encoder (b, t, c, h, w).
+            frames: (b, t, H, W, 3) uint8; or pass ``features``, what the frame encoder's ``cacheable`` returns
+                (the feature cache's entries).
             targets: when given, the output carries the loss.
+            clip_index: (b,) long: row i rates clip ``clip_index[i]`` of ``frames`` / ``features`` (a batch whose
+                rows pair one video with several instructions encodes each video once).
         """
         device = self.device
         if features is None:
-            features = self.frame_encoder(frames.to(device))
+            features = self.frame_encoder.cacheable(frames.to(device))
+        times_s, takeover_s = times_s.to(device), takeover_s.to(device)
+        if clip_index is None:
+            features = self.frame_encoder.finish(features.to(device), read_frames(times_s, takeover_s))
+        else:
+            clip_index = clip_index.to(device)
+            row_of = torch.zeros(len(features), dtype=torch.long, device=device).scatter_(
+                0, clip_index, torch.arange(len(clip_index), device=device))  # a row of each clip: same times
+            keep = read_frames(times_s[row_of], takeover_s[row_of])
+            features = self.frame_encoder.finish(features.to(device), keep)[clip_index]
         if targets is not None:
             targets = dataclasses.replace(targets, **{f.name: getattr(targets, f.name).to(device)
                                                       for f in dataclasses.fields(targets) if f.name != "weights"})
-        return self.rate(features.to(device), times_s.to(device), takeover_s.to(device), instructions, targets)
+        return self.rate(features, times_s, takeover_s, instructions, targets)
 
     @property
     def device(self) -> torch.device:
@@ -158,9 +181,9 @@ class Autorater(nn.Module):
 
     # -- folders ------------------------------------------------------------------------------
     def trainable_state_dict(self) -> dict[str, torch.Tensor]:
-        """Everything but the frozen pretrained encoders (they are rebuilt from their packages)."""
-        skip = [name + "." for name in ("frame_encoder", "text_encoder")
-                if getattr(getattr(self, name, None), "frozen", False)]
+        """Everything but the frozen pretrained encoders or parts of them (they are rebuilt from their packages)."""
+        skip = [f"frame_encoder.{p}" for p in self.frame_encoder.fixed_prefixes()]
+        skip += ["text_encoder."] if getattr(getattr(self, "text_encoder", None), "frozen", False) else []
         return {k: v.detach().contiguous() for k, v in self.state_dict().items()
                 if not any(k.startswith(s) for s in skip)}
 
@@ -256,7 +279,7 @@ def weights_sha256(state: dict[str, torch.Tensor]) -> str:
     for name in sorted(state):
         t = state[name].detach().contiguous().cpu()
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
 
 
@@ -345,4 +368,4 @@ def check_calibration_file(path: str | Path) -> dict:
 
 
 __all__ = ["Autorater", "AutoraterOutput", "Targets", "check_calibration_file", "module_device", "non_finite_tensors",
-           "read_safetensors_header", "resolve_device", "weights_sha256"]
+           "read_frames", "read_safetensors_header", "resolve_device", "weights_sha256"]

@@ -95,7 +95,7 @@ def test_cached_features_give_the_same_outputs_as_frames(grounding):
     model, x = tiny_model(**grounding), inputs()
     with torch.no_grad():
         from_frames = model(**x)
-        features = model.frame_encoder(x.pop("frames"))  # (b, t, c, h, w)
+        features = model.frame_encoder.cacheable(x.pop("frames"))  # what the feature cache stores
         from_features = model(**x, features=features)
     assert features.shape[:2] == (B, T)
     assert outputs_equal(from_frames, from_features)

@@ -330,7 +330,7 @@ def test_a_mirrored_batch_swaps_its_words_and_its_partners_with_it(tmp_path):
     rows = np.arange(len(data.ex))
     inputs, tg = make_batch(data, rows, tc, np.random.default_rng(3))
     n = len(rows)
-    feats = inputs["features"]
+    feats = inputs["features"][inputs["clip_index"]]  # one row per clip rated
     t = feats.shape[1]
     flipped = [not torch.equal(feats[i], data.clips.features[r, :t]) for i, r in enumerate(rows)]
     assert 0 < sum(flipped) < n
@@ -354,7 +354,7 @@ def test_a_recoloured_batch_renames_its_colours_in_its_words_and_its_partners(tm
     model, data = prepare([suite], PRESETS["tiny"], tc)
     rows = np.arange(len(data.ex))
     inputs, tg = make_batch(data, rows, tc, np.random.default_rng(0))
-    n, feats = len(rows), inputs["features"]
+    n, feats = len(rows), inputs["features"][inputs["clip_index"]]
     renamed = [i for i in range(n) if inputs["instructions"][i] != data.ex.instructions[i]]
     assert renamed and all(data.ex.instructions[i] == "blue" for i in renamed)  # red is the agent's: it stays
     shows_blue = [i for i in renamed if data.ex.p_success[i] > 0.5]  # success: it shows the named colour
@@ -394,7 +394,7 @@ def test_relaxed_rows_keep_a_success_and_add_negatives_of_another_object_or_colo
             len(rows):]  # its failures are timeouts only: a wrong object is no decisive failure here (go_to)
     data.decisive = frozenset({"goto"})
     inputs, tg = make_batch(data, rows, tc, np.random.default_rng(0))
-    n, feats, words = len(rows), inputs["features"], inputs["instructions"]
+    n, feats, words = len(rows), inputs["features"][inputs["clip_index"]], inputs["instructions"]
     start = next(j for j in range(n, len(words)) if len(words[j].split()) == 4)  # "pick up the ball": no colour
     assert (len(words) - start) % 3 == 0 and len(words) - start >= 6
     for pos, neg, changed in zip(*(range(start + k, len(words), 3) for k in range(3))):

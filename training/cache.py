@@ -1,5 +1,8 @@
 """A feature cache: each video is decoded (and, for a frozen encoder, encoded) once, then re-used.
 
+An encoder whose top blocks fine-tune caches the output of its frozen bottom (``cacheable``): the training
+loop runs only the top.
+
 Entries are keyed by the video's content (SHA-1 of its bytes) and by everything that changes the
 features (encoder, stage, image size, frames sampled), and stored as safetensors files under
 ``root/<key>/<sha1>.safetensors``. For a trainable encoder the cache holds the decoded frames.
@@ -34,6 +37,7 @@ class CachedClips:
     durations_s: torch.Tensor  # (n,) float32
     is_frames: bool  # True when ``features`` holds decoded frames (trainable encoder)
     errors: dict[int, str]  # row -> message for videos that could not be decoded (their rows are zeros)
+    hashes: list[str | None] | None = None  # each row's video content (SHA-1): one video under two instructions
 
 
 def cache_key(config: AutoraterConfig, frozen: bool) -> str:
@@ -63,8 +67,8 @@ class FeatureCache:
         """Features for every path, computing and storing the missing ones."""
         from safetensors.torch import load_file, save_file
 
-        cfg = model.config
-        frozen = getattr(model.frame_encoder, "frozen", False)
+        cfg, encoder = model.config, model.frame_encoder
+        frozen = not encoder.caches_frames  # the cache holds the encoder's fixed part's output, else the frames
         folder = self.root / cache_key(cfg, frozen)
         folder.mkdir(parents=True, exist_ok=True)
         hashes, errors = [], {}
@@ -91,7 +95,7 @@ class FeatureCache:
                     errors[i] = str(err)
             if clips:
                 frames = torch.from_numpy(np.stack([c.frames for c in clips.values()]))
-                out = model.frame_encoder(frames).to(torch.float16).cpu() if frozen else frames
+                out = encoder.cacheable(frames).to(torch.float16).cpu() if frozen else frames
                 for (i, clip), value in zip(clips.items(), out):
                     tmp = folder / f"{hashes[i]}.{os.getpid()}.tmp"
                     save_file({"x": value.contiguous(), "times_s": torch.from_numpy(clip.times_s.astype(np.float32)),
@@ -111,4 +115,4 @@ class FeatureCache:
         return CachedClips(features=torch.stack([r["x"] for r in rows]),
                            times_s=torch.stack([r["times_s"] for r in rows]),
                            durations_s=torch.cat([r["duration_s"] for r in rows]),
-                           is_frames=not frozen, errors=errors)
+                           is_frames=not frozen, errors=errors, hashes=hashes)

@@ -6,6 +6,7 @@ never from a suite's reference episodes (they are kept to calibrate and measure 
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -24,6 +25,8 @@ class Examples:
     suite_index: list[int] = field(default_factory=list)  # which suite of the list each row comes from
     continuation_ids: list[str] = field(default_factory=list)
     scenario_keys: list[str] = field(default_factory=list)  # "<suite>/<scenario_id>", for grouped splits
+    task_keys: list[str] = field(default_factory=list)  # what the instruction asks (task_key): rows of one task are
+    #                                                     never each other's instruction negatives
     video_paths: list[str] = field(default_factory=list)
     instructions: list[str] = field(default_factory=list)
     categories: list[str] = field(default_factory=list)
@@ -44,12 +47,24 @@ def _majority_failure_mode(table: pd.DataFrame) -> pd.Series:
     return modes.groupby("continuation_id")["failure_mode"].agg(lambda s: Counter(s).most_common(1)[0][0])
 
 
+def task_key(scenario) -> str:
+    """What a scenario's instruction asks, across wordings: its ``metadata.task`` when the suite names one (the
+    generator does: ``drawer-open-v3``; a team can write its own task ids there), else its instruction's words,
+    lower-cased (two scenarios worded alike ask the same). Two paraphrases of one task describe the same success,
+    so an instruction of the same task is never used as a clip's negative (training/train.py)."""
+    task = (scenario.metadata or {}).get("task")
+    if isinstance(task, str) and task.strip():
+        return "task:" + task.strip()
+    return "words:" + " ".join(re.findall(r"[a-z0-9]+", scenario.instruction.lower()))
+
+
 def _append(ex: Examples, suite: Suite, si: int, c) -> None:
     """Append the unlabelled fields of continuation ``c`` of suite number ``si``."""
     scenario = suite.scenario_by_id[c.scenario_id]
     ex.suite_index.append(si)
     ex.continuation_ids.append(c.continuation_id)
     ex.scenario_keys.append(f"{si}/{c.scenario_id}")
+    ex.task_keys.append(task_key(scenario))
     ex.video_paths.append(str(suite.root / c.video))
     ex.instructions.append(scenario.instruction)
     ex.categories.append(scenario.category)

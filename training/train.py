@@ -54,6 +54,7 @@ class TrainConfig:
     epochs: int = 22
     batch_size: int = 16
     lr: float = 2e-3
+    encoder_lr: float = 3e-4  # the frame encoder's trainable blocks (pretrained: a smaller step than the head's)
     weight_decay: float = 0.02
     warmup_steps: int = 50
     patience: int = 8  # epochs without a better validation balanced accuracy before stopping
@@ -138,6 +139,8 @@ class TrainingData:
     pixel_cells: int = 0  # > 0: ``clips.features`` are "pixels" cells on a k x k sub-grid (training/augment.py)
     decisive: frozenset = frozenset()  # categories whose labelled failures include an early mistake (not only
     #                                    timeouts): acting on a wrong object ends the episode there
+    groups: list[str] | None = None  # split groups: scenarios that share a video (a suite and its instruction
+    #                                  swaps) are one group, so validation never sees a training video
 
 
 # ----------------------------------------------------------------------------------------------
@@ -169,14 +172,36 @@ def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainCon
     if clips.errors:
         keep = [i for i in range(len(ex)) if i not in clips.errors]
         ex = ex.subset(keep)
-        clips = CachedClips(clips.features[keep], clips.times_s[keep], clips.durations_s[keep], clips.is_frames, {})
+        clips = CachedClips(clips.features[keep], clips.times_s[keep], clips.durations_s[keep], clips.is_frames, {},
+                            [clips.hashes[i] for i in keep] if clips.hashes else None)
     marker = marker_indices(np.array(ex.marker_s, dtype=float), clips.times_s.numpy(), clips.durations_s.numpy())
     index = {m: i for i, m in enumerate(cfg.failure_modes)}
     failure = [index.get(m, -1) if p < 0.5 else -1 for m, p in zip(ex.failure_mode, ex.p_success)]
     decisive = frozenset(c for c, m, p in zip(ex.categories, ex.failure_mode, ex.p_success)
                          if p < 0.5 and m and m != "timeout")
     return model, TrainingData(ex, clips, torch.from_numpy(marker), torch.tensor(failure, dtype=torch.long),
-                        pixel_cells=cfg.pixel_cells if cfg.encoder == "pixels" else 0, decisive=decisive)
+                        pixel_cells=cfg.pixel_cells if cfg.encoder == "pixels" else 0, decisive=decisive,
+                        groups=shared_video_groups(ex.scenario_keys, clips.hashes))
+
+
+def shared_video_groups(scenario_keys: Sequence[str], hashes: Sequence[str | None] | None) -> list[str]:
+    """Each row's split group: its scenario, merged with every scenario that shows one of the same videos (a suite
+    and its instruction swaps hold the same videos under other scenario keys)."""
+    parent = {k: k for k in scenario_keys}
+
+    def root(k):
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+
+    first: dict[str, str] = {}
+    for key, h in zip(scenario_keys, hashes or [None] * len(scenario_keys)):
+        if h is not None:
+            a, b = root(key), root(first.setdefault(h, key))
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    return [root(k) for k in scenario_keys]
 
 
 def mirrorable(data: TrainingData) -> bool:
@@ -196,17 +221,18 @@ def _rotate(x: torch.Tensor, k: torch.Tensor, spatial_dims: tuple[int, int]) -> 
 
 def _mismatch_partners(rows: np.ndarray, data: TrainingData, share: float, rng: np.random.Generator,
                        successes_only: bool = False):
-    """For a share of the batch, another row of the batch whose instruction differs (same category preferred);
-    ``successes_only``: every success video of the batch, paired within its category only."""
+    """For a share of the batch, another row of the batch whose instruction asks another task (``task_keys``: a
+    paraphrase of the row's own task is never a negative), same category preferred; ``successes_only``: every
+    success video of the batch, paired within its category only."""
     chosen, partners = [], []
-    instr = [data.ex.instructions[r] for r in rows]
+    tasks = [data.ex.task_keys[r] for r in rows]
     cats = [data.ex.categories[r] for r in rows]
     if successes_only:
         picked = [i for i in rng.permutation(len(rows)) if data.ex.p_success[rows[i]] > 0.5]
     else:
         picked = rng.permutation(len(rows))[: int(round(share * len(rows)))]
     for i in picked:
-        other = [j for j in range(len(rows)) if instr[j] != instr[i]]
+        other = [j for j in range(len(rows)) if tasks[j] != tasks[i]]
         same = [j for j in other if cats[j] == cats[i]]
         pool = same if successes_only else (same or other)
         if pool:
@@ -215,7 +241,7 @@ def _mismatch_partners(rows: np.ndarray, data: TrainingData, share: float, rng: 
     return chosen, partners
 
 
-def _relaxed_rows(data: TrainingData, feats, instructions: list[str], match, idx, n_own: int, share: float,
+def _relaxed_rows(data: TrainingData, clip, instructions: list[str], match, idx, n_own: int, share: float,
                   rng: np.random.Generator):
     """For a share of the batch's own success rows in a category where a wrong object is a decisive failure,
     add three rows: the same video under its instruction with one colour word dropped (still a success,
@@ -239,19 +265,21 @@ def _relaxed_rows(data: TrainingData, feats, instructions: list[str], match, idx
         add_words += [weaker, weaker, changed]
         add_match += [1.0, 0.0, 0.0]
     if not add_rows:
-        return feats, instructions, match, idx
-    return (torch.cat([feats, feats[add_rows]]), instructions + add_words,
+        return clip, instructions, match, idx
+    return (torch.cat([clip, clip[add_rows]]), instructions + add_words,
             torch.cat([match, torch.tensor(add_match)]), torch.cat([idx, idx[add_rows]]))
 
 
 def make_batch(data: TrainingData, rows: np.ndarray, tc: TrainConfig, rng: np.random.Generator | None):
     """Model inputs and targets for ``rows``; with ``rng``, add mismatch negatives, rotations, mirrors, recolours
-    and the weaker-instruction rows (``TrainConfig.relax``)."""
+    and the weaker-instruction rows (``TrainConfig.relax``). Added rows re-use their video: the inputs hold each
+    clip once and ``clip_index`` says which clip each row rates (with ``rng`` only)."""
     ex, clips = data.ex, data.clips
     feats = clips.features[rows]
     instructions = [ex.instructions[r] for r in rows]
     match = torch.ones(len(rows))
     idx = torch.as_tensor(rows)
+    clip = torch.arange(len(rows))  # row -> clip of ``feats``
     if rng is not None:
         if tc.rotate:
             dims = (2, 3) if clips.is_frames else (3, 4)
@@ -262,7 +290,7 @@ def make_batch(data: TrainingData, rows: np.ndarray, tc: TrainConfig, rng: np.ra
         feats = recolour(feats, colours, data.pixel_cells)
         chosen, partners = _mismatch_partners(rows, data, tc.mismatch_share, rng, tc.match_on_successes)
         if chosen:
-            feats = torch.cat([feats, feats[chosen]])
+            clip = torch.cat([clip, clip[chosen]])
             instructions += [instructions[j] for j in partners]
             match = torch.cat([match, torch.zeros(len(chosen))])
             idx = torch.cat([idx, idx[chosen]])
@@ -271,10 +299,10 @@ def make_batch(data: TrainingData, rows: np.ndarray, tc: TrainConfig, rng: np.ra
         instructions = [mirror_words(t) if f else t for t, f in zip(instructions, flip)]
         instructions = [recolour_words(t, c) if c else t for t, c in zip(instructions, colours)]
         if tc.relax:
-            feats, instructions, match, idx = _relaxed_rows(data, feats, instructions, match, idx, len(rows),
-                                                            tc.relax, rng)
+            clip, instructions, match, idx = _relaxed_rows(data, clip, instructions, match, idx, len(rows),
+                                                           tc.relax, rng)
     success = torch.tensor([ex.p_success[i] for i in idx.tolist()], dtype=torch.float32)
-    # A success video paired with another scenario's instruction is (almost surely) a failure of that
+    # A success video paired with another task's instruction is (almost surely) a failure of that
     # instruction: the agent succeeded at *its* task, not this one. These free counterfactuals teach the
     # success head to read the instruction. A failure video's label under another instruction is unknown.
     swapped = match == 0
@@ -293,6 +321,8 @@ def make_batch(data: TrainingData, rows: np.ndarray, tc: TrainConfig, rng: np.ra
                                tc.counterfactual_weight))
     inputs = {"times_s": times, "takeover_s": torch.tensor([ex.takeover_s[i] for i in idx.tolist()]),
               "instructions": instructions, ("frames" if clips.is_frames else "features"): feats}
+    if rng is not None:
+        inputs["clip_index"] = clip
     return inputs, targets
 
 
@@ -338,12 +368,17 @@ class WeightAverage:
 
 def run_epoch(model: Autorater, data: TrainingData, rows: np.ndarray, tc: TrainConfig, opt, sched,
               rng: np.random.Generator, average: WeightAverage | None = None) -> dict:
+    """One pass over ``rows``; the mean losses and ``train_balanced_accuracy``: the live model's outcome on each
+    row's own clip and instruction as it was trained (augmented, dropout on), beside validation's to tell
+    memorisation from a shortcut that holds out of sample too."""
     model.train()
     totals: dict[str, float] = {}
     order = rng.permutation(rows)
     n_batches = 0
+    said, truth = [], []
     for start in range(0, len(order), tc.batch_size):
-        inputs, targets = make_batch(data, order[start:start + tc.batch_size], tc, rng)
+        batch = order[start:start + tc.batch_size]
+        inputs, targets = make_batch(data, batch, tc, rng)
         out = model(**inputs, targets=targets)
         opt.zero_grad(set_to_none=True)
         out.loss.backward()
@@ -355,18 +390,56 @@ def run_epoch(model: Autorater, data: TrainingData, rows: np.ndarray, tc: TrainC
         n_batches += 1
         for k, v in {"loss": out.loss, **out.losses}.items():
             totals[k] = totals.get(k, 0.0) + float(v.detach())
-    return {f"train_{k}": v / max(1, n_batches) for k, v in totals.items()}
+        said += (out.success_logit[:len(batch)].detach().cpu() >= 0).tolist()  # own rows come first
+        truth += [data.ex.p_success[r] > 0.5 for r in batch]
+    metrics = {f"train_{k}": v / max(1, n_batches) for k, v in totals.items()}
+    metrics["train_balanced_accuracy"] = outcome_metrics(np.array(truth, int), np.array(said, int))[
+        "balanced_accuracy"]
+    return metrics
+
+
+def subset_data(data: TrainingData, rows: np.ndarray, features: torch.Tensor | None = None) -> TrainingData:
+    """``data``'s ``rows`` only (re-indexed from 0), with other ``features`` for them if given."""
+    clips = data.clips
+    return dataclasses.replace(
+        data, ex=data.ex.subset(rows), marker_index=data.marker_index[rows], failure_index=data.failure_index[rows],
+        groups=[data.groups[r] for r in rows] if data.groups else None,
+        clips=CachedClips(clips.features[rows] if features is None else features, clips.times_s[rows],
+                          clips.durations_s[rows], clips.is_frames and features is None, {}))
+
+
+@torch.no_grad()
+def finished_features(model: Autorater, data: TrainingData, rows: np.ndarray, batch_size: int = 32) -> torch.Tensor:
+    """(rows, t, c, h, w) float16: the frame encoder's output on cached clips (its trainable part run once, as it
+    is now), for a stage that trains the head alone."""
+    from autorater.model import read_frames
+
+    encoder, clips = model.frame_encoder, data.clips
+    parts = []
+    for start in range(0, len(rows), batch_size):
+        r = rows[start:start + batch_size]
+        x = clips.features[r]
+        if clips.is_frames:
+            x = encoder.cacheable(x.to(model.device))
+        takeover = torch.tensor([data.ex.takeover_s[i] for i in r])
+        parts.append(encoder.finish(x.to(model.device), read_frames(clips.times_s[r], takeover)).to(torch.float16)
+                     .cpu())
+    return torch.cat(parts)
 
 
 def warm_up_match(model: Autorater, data: TrainingData, rows: np.ndarray, tc: TrainConfig, rng: np.random.Generator,
                   progress: bool = False, batch_size: int = 48, lr: float = 3e-3) -> list[float]:
     """Events: train the instruction match (each head's ``match``) alone on the success videos, own instruction
-    against another of its category around the annotators' marker; returns the mean match loss per epoch."""
+    against another of its category around the annotators' marker; returns the mean match loss per epoch. The
+    frame encoder does not train here: its output on those videos is computed once."""
     from autorater.events import active_frames, marker_window, match_loss
 
     heads = model.event_heads
     opt = torch.optim.Adam([p for head in heads for p in head.match.parameters()], lr=lr)
-    successes = np.array([r for r in rows if data.ex.p_success[r] > 0.5])
+    successes = np.array([r for r in rows if data.ex.p_success[r] > 0.5], dtype=np.int64)
+    if not model.frame_encoder.frozen:
+        data = subset_data(data, successes, finished_features(model, data, successes))
+        successes = np.arange(len(successes))
     pairs = dataclasses.replace(tc, match_on_successes=True)
     epochs = range(tc.match_warmup_epochs)
     if progress:
@@ -379,13 +452,12 @@ def warm_up_match(model: Autorater, data: TrainingData, rows: np.ndarray, tc: Tr
         order = rng.permutation(successes)
         for start in range(0, len(order), batch_size):
             inputs, targets = make_batch(data, order[start:start + batch_size], pairs, rng)
-            key = "frames" if "frames" in inputs else "features"
             device = model.device
-            features = inputs[key].to(device) if key == "features" else model.frame_encoder(inputs[key])
+            features = inputs["features"].to(device)[inputs["clip_index"].to(device)].float()
             times_s, match = inputs["times_s"].to(device), targets.match.to(device)
-            win = marker_window(times_s, targets.marker_index.to(device),
-                                active_frames(times_s, inputs["takeover_s"].to(device)))
-            loss = sum(match_loss(head.match_score(features, inputs["instructions"]), win,
+            active = active_frames(times_s, inputs["takeover_s"].to(device))
+            win = marker_window(times_s, targets.marker_index.to(device), active)
+            loss = sum(match_loss(model.match_score(head, features, inputs["instructions"], active), win,
                                   own=match == 1, other=match == 0) for head in heads) / len(heads)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -478,7 +550,7 @@ def _train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConf
                              f"train_only, or retrain")
         model.load_state_dict(init_state, strict=False)
     model.to(resolve_device(tc.device))  # features are cached on the CPU; each batch moves with the forward pass
-    train_rows, val_rows = split_groups(data.ex.scenario_keys, tc.val_share, tc.seed)
+    train_rows, val_rows = split_groups(data.groups or data.ex.scenario_keys, tc.val_share, tc.seed)
     tc = with_min_steps(tc, len(train_rows))
     fresh_events = isinstance(model, EventsRater) and init_state is None
     if fresh_events and model.config.architecture == "events":  # the grid's learned places start from the data
@@ -488,7 +560,10 @@ def _train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConf
             for head, prior in zip(heads, priors):
                 head.match.where.copy_(prior)
     params = trainable_parameters(model, tc.train_only)
-    opt = torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
+    encoder = {id(p) for p in model.frame_encoder.parameters()}
+    groups = [{"params": [p for p in params if id(p) not in encoder]},
+              {"params": [p for p in params if id(p) in encoder], "lr": tc.encoder_lr}]  # a pretrained part: smaller
+    opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=tc.lr, weight_decay=tc.weight_decay)
     steps = tc.epochs * int(np.ceil(len(train_rows) / tc.batch_size))
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / tc.warmup_steps) * 0.5 * (1 + np.cos(np.pi * min(1.0, s / max(1, steps)))))

@@ -97,6 +97,16 @@ class EventsRater(Autorater):
             views.append((mirror_all(features, self.config.pixel_cells), [mirror_words(t) for t in instructions]))
         return views
 
+    def run_head(self, head: nn.Module, features: torch.Tensor, instructions: list[str],
+                 active: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One head's per-frame class log-probabilities (b, t, classes) and instruction match (b, t)."""
+        return head(features, instructions)
+
+    def match_score(self, head: nn.Module, features: torch.Tensor, instructions: list[str],
+                    active: torch.Tensor) -> torch.Tensor:
+        """(b, t) one head's instruction match alone (the training's warm-up)."""
+        return head.match_score(features, instructions)
+
     def rate(self, features: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor, instructions: list[str],
              targets: Targets | None = None) -> AutoraterOutput:
         active = active_frames(times_s, takeover_s)
@@ -110,7 +120,7 @@ class EventsRater(Autorater):
         log_ps, marker, failure, matches, losses = [], [], [], [], []
         views = self.views(features, instructions) if targets is None else [(features, instructions)]
         for head, (feats, words) in itertools.product(self.event_heads, views):
-            logp, match = head(feats, words)  # (b, t, classes), (b, t)
+            logp, match = self.run_head(head, feats, words, active)  # (b, t, classes), (b, t)
             first, none = first_events(logp, active)  # (b, t, events), (b,)
             log_ps.append(torch.logsumexp(first[..., 0], 1))
             marker.append(torch.cat([torch.logsumexp(first, -1), none[:, None]], 1))  # log P(first event at t / none)

@@ -48,6 +48,9 @@ class GeneralConfig(AutoraterConfig):
     num_frames: int = 40  # sampled over the video; 5 s at 8 fps
     encoder: str = "efficientnet_lite0"  # a timm encoder in autorater.encoders.FRAME_ENCODERS
     encoder_stage: int = 2  # its feature stage (lite0: 2 -> stride 8, 40 channels; 3 -> stride 16, 112)
+    trainable_blocks: int = 0  # the encoder's last block groups below the stage that fine-tune (lite0 stage 3: 1 or
+    #                            2); the blocks below them are frozen and their maps cached. 0: all frozen
+    reference_frame: bool = False  # each position also reads its change since the takeover frame (the start state)
     pixel_cells: int = 1  # mean colours of each position on a k x k sub-grid, beside the features
     queries: int = 4  # instruction queries, each attending over the positions by content
     hidden: int = 128  # the per-frame event classifier's width
@@ -56,15 +59,16 @@ class GeneralConfig(AutoraterConfig):
 
     def feature_key(self, frozen: bool) -> str:
         pixels = f"-pix{self.pixel_cells}" if self.pixel_cells else ""
-        return f"{self.encoder}-stage{self.encoder_stage}-{self.image_size}px-{self.num_frames}f{pixels}-pad"
+        top = f"-top{self.trainable_blocks}" if self.trainable_blocks else ""  # the cache holds the blocks below
+        return f"{self.encoder}-stage{self.encoder_stage}{top}-{self.image_size}px-{self.num_frames}f{pixels}-pad"
 
 
 class QueryMatch(nn.Module):
     """Per frame, how well the positions the instruction looks for fit it: ``queries`` content-addressed looks."""
 
-    def __init__(self, channels: int, text_dim: int, queries: int, dim: int = 32):
+    def __init__(self, channels: int, text_dim: int, queries: int, dim: int = 32, views: int = 2):
         super().__init__()
-        self.cell = nn.Sequential(nn.Linear(2 * channels, 64), nn.GELU(), nn.Linear(64, dim))
+        self.cell = nn.Sequential(nn.Linear(views * channels, 64), nn.GELU(), nn.Linear(64, dim))
         self.key = nn.Linear(dim, dim)
         self.look = nn.Linear(text_dim, queries * dim)  # what to look for
         self.query = nn.Linear(text_dim, queries * dim)  # what the instruction wants there
@@ -76,7 +80,7 @@ class QueryMatch(nn.Module):
         return self.queries
 
     def per_place(self, cells: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
-        """cells (b, t, p, 2c), text (b, text_dim) -> (b, t, queries): each query's agreement."""
+        """cells (b, t, p, views c), text (b, text_dim) -> (b, t, queries): each query's agreement."""
         emb = self.cell(cells)  # (b, t, p, d)
         b, k, d = len(text), self.queries, self.dim
         look = self.look(text).view(b, k, d)
@@ -98,34 +102,42 @@ class GeneralHead(nn.Module):
     of any size and the instruction's sentence vectors (the module docstring's diagram)."""
 
     def __init__(self, channels: int, classes: int, queries: int = 4, hidden: int = 128, generic: int = 16,
-                 use_instruction: bool = True, max_tokens: int = 32):
+                 use_instruction: bool = True, max_tokens: int = 32, reference: bool = False):
         super().__init__()
         self.words = SentenceText(max_tokens)
         self.use_instruction = use_instruction
-        self.match = QueryMatch(channels, self.words.out_dim, queries)
-        self.generic = nn.Sequential(nn.Linear(2 * channels, 64), nn.GELU(), nn.Linear(64, generic))
+        self.reference = reference
+        views = 3 if reference else 2  # each position, its change since t-1, (its change since the takeover)
+        self.match = QueryMatch(channels, self.words.out_dim, queries, views=views)
+        self.generic = nn.Sequential(nn.Linear(views * channels, 64), nn.GELU(), nn.Linear(64, generic))
         self.verb = nn.Linear(self.words.out_dim, 16)
         self.mlp = nn.Sequential(nn.Linear(3 * 2 * generic + 3 * (queries + 1) + 16, hidden), nn.GELU(),
                                  nn.Linear(hidden, classes))
 
-    @staticmethod
-    def cells(features: torch.Tensor) -> torch.Tensor:
-        """(b, t, c, h, w) -> (b, t, h w, 2c): each position, normalised, and its change since the previous frame."""
+    def cells(self, features: torch.Tensor, active: torch.Tensor | None = None) -> torch.Tensor:
+        """(b, t, c, h, w) -> (b, t, h w, 2c or 3c): each position, normalised, its change since the previous frame
+        and, with ``reference``, since the takeover frame (the first ``active`` one, (b, t) bool)."""
         x = features.float().flatten(3).transpose(2, 3)
         x = F.layer_norm(x, x.shape[-1:])
-        return torch.cat([x, x - torch.cat([x[:, :1], x[:, :-1]], 1)], -1)
+        parts = [x, x - torch.cat([x[:, :1], x[:, :-1]], 1)]
+        if self.reference:
+            first = active.float().argmax(1) if active is not None else torch.zeros(len(x), dtype=torch.long)
+            parts.append(x - x[torch.arange(len(x)), first.to(x.device)][:, None])
+        return torch.cat(parts, -1)
 
     def text(self, instructions: list[str]) -> torch.Tensor:
         words = self.words(instructions).to(self.verb.weight.device)
         return words if self.use_instruction else torch.zeros_like(words)  # the blind twin reads nothing
 
-    def match_score(self, features: torch.Tensor, instructions: list[str]) -> torch.Tensor:
+    def match_score(self, features: torch.Tensor, instructions: list[str],
+                    active: torch.Tensor | None = None) -> torch.Tensor:
         """(b, t) the instruction match alone (the training's warm-up)."""
         text = self.text(instructions)
-        return self.match.total(self.match.per_place(self.cells(features), text), text)
+        return self.match.total(self.match.per_place(self.cells(features, active), text), text)
 
-    def forward(self, features: torch.Tensor, instructions: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        cells, text = self.cells(features), self.text(instructions)
+    def forward(self, features: torch.Tensor, instructions: list[str],
+                active: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        cells, text = self.cells(features, active), self.text(instructions)
         per_query = self.match.per_place(cells, text)  # (b, t, queries)
         match = self.match.total(per_query, text)  # (b, t)
         g = self.generic(cells)  # (b, t, p, generic)
@@ -139,14 +151,21 @@ class GeneralRater(EventsRater):
     """The events model (competing risks over frames, :class:`EventsRater`) with :class:`GeneralHead`."""
 
     def check_config(self) -> None:
-        if not getattr(self.frame_encoder, "frozen", False) or self.config.encoder in ("pixels",):
+        if self.frame_encoder.caches_frames or self.config.encoder in ("pixels",):
             raise ValueError(f"the general model reads a pretrained image encoder's feature maps; "
                              f"{self.config.encoder!r} is not one (fix: a timm encoder, e.g. efficientnet_lite0)")
 
     def make_head(self) -> nn.Module:
         config = self.config
         return GeneralHead(self.frame_encoder.out_channels, 1 + len(self.event_classes), config.queries,
-                           config.hidden, use_instruction=config.use_instruction, max_tokens=config.max_text_tokens)
+                           config.hidden, use_instruction=config.use_instruction, max_tokens=config.max_text_tokens,
+                           reference=config.reference_frame)
+
+    def run_head(self, head, features, instructions, active):
+        return head(features, instructions, active)
+
+    def match_score(self, head, features, instructions, active):
+        return head.match_score(features, instructions, active)
 
 
 __all__ = ["GeneralConfig", "GeneralHead", "GeneralRater", "QueryMatch"]
