@@ -91,8 +91,9 @@ class AutoraterConfig:
     def replace(self, **changes) -> "AutoraterConfig":
         return dataclasses.replace(self, **changes)
 
-    def decode_args(self) -> dict:
-        """Keyword arguments of ``data.video.read_video`` that give this model its frames."""
+    def decode_args(self, takeover_s: float | None = None) -> dict:
+        """Keyword arguments of ``data.video.read_video`` that give this model its frames (of a clip taken over at
+        ``takeover_s``: a model that reads nothing of the replayed context is decoded from the takeover on)."""
         return {"num_frames": self.num_frames, "size": self.image_size, "fit": self.frame_fit}
 
     def feature_key(self, frozen: bool) -> str:

@@ -88,14 +88,20 @@ class _FrameEncoder(nn.Module):
         return self.finish(self.cacheable(frames))
 
     def _per_frame(self, fn, frames: torch.Tensor) -> torch.Tensor:
-        """(b, t, H, W, 3) uint8 frames -> fn on (b t, 3, H, W) floats in [0, 1] -> (b, t, ...)."""
+        """(b, t, H, W, 3) uint8 frames -> fn on (n, 3, H, W) floats in [0, 1] -> (b, t, ...). A frame equal to the
+        one before it (a short clip's padding repeats its last frame) is computed once and copied."""
         from autorater.model import module_device
 
         b, t = frames.shape[:2]
         frames = frames.to(module_device(self, default=frames.device))  # no weights: stays put
-        x = frames.reshape(b * t, *frames.shape[2:]).permute(0, 3, 1, 2).float().div_(255.0)
-        y = fn(x)
-        return y.reshape(b, t, *y.shape[1:])
+        flat = frames.reshape(b * t, *frames.shape[2:])
+        fresh = torch.ones(b, t, dtype=torch.bool, device=flat.device)
+        if t > 1:
+            fresh[:, 1:] = (frames[:, 1:] != frames[:, :-1]).flatten(2).any(-1)
+        fresh = fresh.flatten()
+        y = fn(flat[fresh].permute(0, 3, 1, 2).float().div_(255.0))
+        source = torch.cumsum(fresh.long(), 0) - 1  # each frame's computed copy: its own, or the last fresh one
+        return y[source.to(y.device)].reshape(b, t, *y.shape[1:])
 
 
 class TinyCNN(_FrameEncoder):

@@ -31,11 +31,10 @@ class ClipInput:
     instruction: str
 
 
-def load_clip(path: str | Path, instruction: str, takeover_s: float, num_frames: int, image_size: int,
-              fit: str = "stretch") -> ClipInput:
-    """Decode a video for the model (``fit``: the config's ``frame_fit``); raises data.video.VideoError naming the
+def load_clip(path: str | Path, instruction: str, takeover_s: float, config) -> ClipInput:
+    """Decode a video as the model ``config`` reads it (``decode_args``); raises data.video.VideoError naming the
     file."""
-    clip = read_video(path, num_frames=num_frames, size=image_size, fit=fit)
+    clip = read_video(path, **config.decode_args(takeover_s))
     return ClipInput(clip.frames, clip.times_s.astype(np.float32), clip.info.duration_s, float(takeover_s),
                      instruction)
 

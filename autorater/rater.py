@@ -157,7 +157,7 @@ class Rater:
         for cid in ids:
             try:
                 out.clips[cid] = load_clip(suite.video_path(cid), suite.instruction_of(cid), suite.takeover_of(cid),
-                                           cfg.num_frames, cfg.image_size, cfg.frame_fit)
+                                           cfg)
             except VideoError as err:
                 out.errors[cid] = str(err)
         return out

@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -183,7 +184,7 @@ def sample_indices(num_frames: int, n: int | None) -> np.ndarray:
 
 def read_video(path: str | os.PathLike, num_frames: int | None = None,
                size: int | tuple[int, int] | None = None, *, limits: VideoLimits | None = DEFAULT_LIMITS,
-               deadline: float | None = None, fit: str = "stretch") -> Clip:
+               deadline: float | None = None, fit: str = "stretch", start_s: float = 0.0, before: int = 0) -> Clip:
     """Decode a video.
 
     Args:
@@ -194,6 +195,8 @@ def read_video(path: str | os.PathLike, num_frames: int | None = None,
         deadline: a ``time.monotonic()`` time; decoding stops between frames once it has passed.
         fit: how a frame of another aspect becomes ``size``: "stretch" (resized to it) or "pad" (the longer
             side resized to it, the frame centred on black: the aspect kept, as a camera's video needs).
+        start_s: sample from the frame shown at ``start_s`` on (a model that reads nothing of the replayed
+            context starts at the takeover), ``before`` frames earlier; times stay seconds from the first frame.
 
     Returns:
         The frames, their times in seconds and the video's info.
@@ -212,7 +215,12 @@ def read_video(path: str | os.PathLike, num_frames: int | None = None,
         size = (max(2, min(box[0], 2 * round(height * scale / 2))), max(2, min(box[1], 2 * round(width * scale / 2))))
     vr = _reader(path, size)
     fps = _checked_fps(vr, path, limits)
-    idx = sample_indices(len(vr), num_frames)
+    first = 0
+    if start_s or before:
+        if not (math.isfinite(start_s) and start_s >= 0) or before < 0:
+            raise ValueError(f"start_s must be a finite number >= 0 and before >= 0, got {start_s}, {before}")
+        first = max(0, min(len(vr) - 1, int(math.floor(start_s * fps + 1e-6))) - before)
+    idx = first + sample_indices(len(vr) - first, num_frames)
     try:
         frames = _get_frames(vr, idx, deadline, path)
     except DecodeTimeout:

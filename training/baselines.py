@@ -34,7 +34,8 @@ def predict_cached(model: Autorater, suite: Suite, cache_dir: str, last_frame_on
     from autorater.rater import Rater
 
     ids = suite.continuation_ids()
-    clips = FeatureCache(cache_dir).load(model, [str(suite.video_path(i)) for i in ids])
+    clips = FeatureCache(cache_dir).load(model, [str(suite.video_path(i)) for i in ids],
+                                         takeovers_s=[suite.takeover_of(i) for i in ids])
     if last_frame_only:
         clips = _last_frame(clips)
     rater, key = Rater(model, calibration, name), "frames" if clips.is_frames else "features"

@@ -63,8 +63,9 @@ class FeatureCache:
         self.misses = 0
 
     def load(self, model: Autorater, paths: Sequence[str | Path], batch_size: int = 32,
-             progress: bool = False) -> CachedClips:
-        """Features for every path, computing and storing the missing ones."""
+             progress: bool = False, takeovers_s: Sequence[float] | None = None) -> CachedClips:
+        """Features for every path (taken over at ``takeovers_s``: a model that reads nothing of the replayed context
+        caches the frames from the takeover on), computing and storing the missing ones."""
         from safetensors.torch import load_file, save_file
 
         cfg, encoder = model.config, model.frame_encoder
@@ -72,15 +73,20 @@ class FeatureCache:
         folder = self.root / cache_key(cfg, frozen)
         folder.mkdir(parents=True, exist_ok=True)
         hashes, errors = [], {}
+        takeovers = list(takeovers_s) if takeovers_s is not None else [None] * len(paths)
+        decode = [cfg.decode_args(t) for t in takeovers]
         for i, p in enumerate(paths):
             try:
                 hashes.append(content_hash(p))
             except OSError as err:
                 hashes.append(None)
                 errors[i] = f"video not found or unreadable: {p} ({err.strerror})"
-        todo = [i for i, h in enumerate(hashes) if h is not None and not (folder / f"{h}.safetensors").exists()]
+        # an entry is the video's content, decoded from where the model starts reading it
+        names = [None if h is None else h + (f"-from{d['start_s']:.4f}" if "start_s" in d else "")
+                 for h, d in zip(hashes, decode)]
+        todo = [i for i, h in enumerate(names) if h is not None and not (folder / f"{h}.safetensors").exists()]
         self.misses += len(todo)
-        self.hits += sum(h is not None for h in hashes) - len(todo)
+        self.hits += sum(h is not None for h in names) - len(todo)
         bar = None
         if progress and todo:
             from tqdm import tqdm
@@ -90,22 +96,22 @@ class FeatureCache:
             clips = {}
             for i in chunk:
                 try:
-                    clips[i] = read_video(paths[i], **cfg.decode_args())
+                    clips[i] = read_video(paths[i], **decode[i])
                 except VideoError as err:
                     errors[i] = str(err)
             if clips:
                 frames = torch.from_numpy(np.stack([c.frames for c in clips.values()]))
                 out = encoder.cacheable(frames).to(torch.float16).cpu() if frozen else frames
                 for (i, clip), value in zip(clips.items(), out):
-                    tmp = folder / f"{hashes[i]}.{os.getpid()}.tmp"
+                    tmp = folder / f"{names[i]}.{os.getpid()}.tmp"
                     save_file({"x": value.contiguous(), "times_s": torch.from_numpy(clip.times_s.astype(np.float32)),
                                "duration_s": torch.tensor([clip.info.duration_s], dtype=torch.float32)}, str(tmp))
-                    os.replace(tmp, folder / f"{hashes[i]}.safetensors")
+                    os.replace(tmp, folder / f"{names[i]}.safetensors")
             if bar is not None:
                 bar.update(len(chunk))
         if bar is not None:
             bar.close()
-        rows = [None if i in errors else load_file(str(folder / f"{h}.safetensors")) for i, h in enumerate(hashes)]
+        rows = [None if i in errors else load_file(str(folder / f"{h}.safetensors")) for i, h in enumerate(names)]
         template = next((r for r in rows if r is not None), None)
         if template is None:
             raise VideoError(f"none of the {len(paths)} videos could be decoded; first error: "

@@ -168,7 +168,7 @@ def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainCon
         cfg = cfg.replace(failure_modes=sorted({m for m in ex.failure_mode if m}))
     with seeded(tc.seed):  # parameter init; the data order has its own generator (train)
         model = Autorater(cfg)
-    clips = FeatureCache(tc.cache_dir).load(model, ex.video_paths, progress=progress)
+    clips = FeatureCache(tc.cache_dir).load(model, ex.video_paths, progress=progress, takeovers_s=ex.takeover_s)
     if clips.errors:
         keep = [i for i in range(len(ex)) if i not in clips.errors]
         ex = ex.subset(keep)

@@ -77,7 +77,7 @@ def upgrade(d: dict) -> dict:
     if d["architecture"] == "events" and "place_inputs" not in d:  # the first events folders
         d = {**d, "place_inputs": False}
     if d["architecture"] == "general":  # folders from before the encoder could fine-tune: frozen, no reference
-        d = {"trainable_blocks": 0, "reference_frame": False, **d}
+        d = {"trainable_blocks": 0, "reference_frame": False, "context_frames": -1, **d}
     return d
 
 

@@ -51,16 +51,26 @@ class GeneralConfig(AutoraterConfig):
     trainable_blocks: int = 0  # the encoder's last block groups below the stage that fine-tune (lite0 stage 3: 1 or
     #                            2); the blocks below them are frozen and their maps cached. 0: all frozen
     reference_frame: bool = False  # each position also reads its change since the takeover frame (the start state)
+    context_frames: int = -1  # frames decoded before the takeover frame (the event head reads one: the change into
+    #                           the takeover frame); -1: the whole video, the replayed context included
     pixel_cells: int = 1  # mean colours of each position on a k x k sub-grid, beside the features
     queries: int = 4  # instruction queries, each attending over the positions by content
     hidden: int = 128  # the per-frame event classifier's width
     members: int = 1  # independently initialised heads, their outcome distributions averaged
     max_text_tokens: int = 32
 
+    def decode_args(self, takeover_s: float | None = None) -> dict:
+        args = super().decode_args(takeover_s)
+        if self.context_frames >= 0 and takeover_s is not None:
+            args.update(start_s=float(takeover_s), before=self.context_frames)
+        return args
+
     def feature_key(self, frozen: bool) -> str:
         pixels = f"-pix{self.pixel_cells}" if self.pixel_cells else ""
         top = f"-top{self.trainable_blocks}" if self.trainable_blocks else ""  # the cache holds the blocks below
-        return f"{self.encoder}-stage{self.encoder_stage}{top}-{self.image_size}px-{self.num_frames}f{pixels}-pad"
+        context = f"-ctx{self.context_frames}" if self.context_frames >= 0 else ""
+        return (f"{self.encoder}-stage{self.encoder_stage}{top}-{self.image_size}px-{self.num_frames}f{context}{pixels}"
+                f"-pad")
 
 
 class QueryMatch(nn.Module):
