@@ -74,10 +74,11 @@ def _threads() -> None:
 
 def cmd_train(args) -> int:
     from data.suite import Suite
-    from training.train import load_config_file, train
+    from training.recipe import load_config
+    from training.train import train
 
     _threads()
-    model_cfg, train_cfg = load_config_file(args.config)
+    model_cfg, train_cfg = load_config(args.config)
     if args.epochs is not None:
         train_cfg.epochs = args.epochs
     if args.seed is not None:
@@ -198,13 +199,13 @@ def cmd_tune(args) -> int:
 
     from autorater.registry import default_tracking_uri
     from data.suite import Suite
-    from training.train import load_config_file
+    from training.recipe import load_config
     from training.tune import default_storage, trials_table, tune, write_best_config
 
     _threads()
     if args.quiet:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-    model_cfg, train_cfg = load_config_file(args.config)
+    model_cfg, train_cfg = load_config(args.config)
     train_cfg.cache_dir = args.cache_dir
     if args.epochs is not None:
         train_cfg.epochs = args.epochs
@@ -308,11 +309,11 @@ def cmd_active_round(args) -> int:
     from serving.active import run_round
 
     _threads()
-    from training.train import load_config_file
+    from training.recipe import load_config
 
     uri = args.tracking_uri or default_tracking_uri(args.workdir)
     _, model_dir = _load_model(args.model, uri, args.workdir, load=False)
-    train_config = load_config_file(args.config)[1] if args.config else None
+    train_config = load_config(args.config)[1] if args.config else None
     r = run_round(model_dir, args.pool, args.out, uri, references_dir=args.references, export=args.export,
                   tasks_file=args.tasks, finetune=not args.retrain, epochs=args.epochs, cache_dir=args.cache_dir,
                   seed=args.seed, train_config=train_config, progress=not args.quiet, level=args.level,
@@ -430,8 +431,8 @@ def build_parser() -> argparse.ArgumentParser:
     device_arg(p)
     p.add_argument("--suite", action="append", required=True, help="training suite (repeat for several)")
     p.add_argument("--out", required=True, help="model folder to write")
-    p.add_argument("--config", help='JSON: {"preset": "general", "model": {...}, "train": {...}}; presets: general '
-                                    '(the default), babyai-grid, transformer, tiny, tiny-general')
+    p.add_argument("--config", help='a preset (general: the default; babyai-grid, transformer, tiny, tiny-general) or '
+                                    'a JSON file {"preset": "general", "model": {...}, "train": {...}}')
     p.add_argument("--epochs", type=int, help="override the recipe's epochs")
     p.add_argument("--seed", type=int, help="override the recipe's seed")
     p.add_argument("--cache-dir", default="runs/cache", help="feature cache folder")
@@ -471,7 +472,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("tune", help="Optuna study (SQLite, resumable, pruned); every trial logged to MLflow")
     p.add_argument("--suite", action="append", required=True)
-    p.add_argument("--config", help="base config JSON (as for train)")
+    p.add_argument("--config", help="the base recipe: a preset name or a JSON file (as for train)")
     p.add_argument("--trials", type=int, default=20, help="trials to add to the study")
     p.add_argument("--study-name", default="autorater")
     p.add_argument("--storage", help="Optuna storage URL (default: sqlite under --workdir)")
@@ -569,8 +570,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--level", type=float, default=0.95,
                    help="level of the paired interval of the gain in balanced accuracy (promote when above --margin)")
     p.add_argument("--margin", type=float, default=0.0, help="the gain the interval's lower end must exceed")
-    p.add_argument("--config", help='the training recipe, JSON as for train (only its "train" part is used: '
-                                    'the architecture is the champion\'s)')
+    p.add_argument("--config", help='the training recipe: a preset name or a JSON file as for train (only its '
+                                    '"train" part is used: the architecture is the champion\'s)')
     p.add_argument("--epochs", type=int)
     p.add_argument("--cache-dir", default="runs/cache")
     p.add_argument("--seed", type=int, default=0)

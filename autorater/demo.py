@@ -53,8 +53,8 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai") -> int:
     from serving.simulate import simulate_queue_export
     from training.baselines import predict_cached, predict_majority, train_majority
     from training.evaluate import evaluate, format_report
+    from training.recipe import TrainConfig
     from training.tracking import track_training
-    from training.train import TrainConfig
 
     torch.set_num_threads(2)
     out.mkdir(parents=True, exist_ok=True)

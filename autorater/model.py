@@ -162,6 +162,12 @@ class Autorater(nn.Module):
              targets: Targets | None = None) -> AutoraterOutput:
         raise NotImplementedError
 
+    def init_from_data(self, features: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor,
+                       marker_index: torch.Tensor, success: torch.Tensor, seed: int) -> None:
+        """Before training from scratch: an architecture may start parts of itself where its training clips say
+        (features (n, t, ...) as cached, times_s (n, t), takeover_s (n,), the annotators' marker_index (n,),
+        success (n,) bool). Nothing by default."""
+
     # -- decoding -----------------------------------------------------------------------------
     def decode_marker(self, marker_logits: torch.Tensor, times_s: torch.Tensor, duration_s: torch.Tensor):
         """Marker time (s) and its uncertainty (s, the spread of the distribution) per clip.

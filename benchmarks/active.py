@@ -340,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     from data.generate import generate_suite
     from data.suite import Suite
     from data.video import video_info
-    from training.train import TrainConfig, train
+    from training.recipe import TrainConfig
+    from training.train import train
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pool-scenarios", type=int, default=1000)

@@ -118,9 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     from autorater.registry import default_tracking_uri
     from data.suite import Suite
     from training import baselines as B
-    from training.evaluate import evaluate, format_report
-    from training.tracking import log_evaluation, track_training
-    from training.train import TrainConfig
+    from training.recipe import TrainConfig
+    from training.tracking import track_training
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--world", choices=("babyai", "metaworld"), default="babyai")
@@ -146,16 +145,23 @@ def main(argv: list[str] | None = None) -> int:
                              "beside freshly trained baselines: re-scores it on held-out sets added since")
     parser.add_argument("--threads", type=int, default=2,
                         help="torch threads (2: this machine's cores; 1 to run two variants side by side)")
+    parser.add_argument("--seeds", default="0,1,2",
+                        help="training seeds: one model each, every held-out score reported per seed and as mean and "
+                             "range (default 0,1,2; --quick and --model: the first only)")
     args = parser.parse_args(argv)
     base = PRESETS[args.config]
     config = base.replace(**parse_overrides(args.set, type(base), "--set"))
     train_changes = parse_overrides(args.train_set, TrainConfig, "--train-set")
+    seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+    if args.quick or args.model:
+        seeds = seeds[:1]
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     paths = _suites(out / "suites", args.quick, args.world, args.view, args.image_size)
     suites = {k: Suite.load(v) for k, v in paths.items()}
-    train_suite = suites.pop("train")
+    train_suites = [suites.pop(k) for k in [k for k in suites if k == "train" or k.startswith("train_")]]
+    train_suite = train_suites[0]
     tc = TrainConfig(**{"cache_dir": str(out / "cache"), "epochs": args.epochs or (3 if args.quick else
                                                                                  TrainConfig().epochs),
                         **({"match_warmup_epochs": 2} if args.quick else {}), **train_changes})
@@ -165,66 +171,137 @@ def main(argv: list[str] | None = None) -> int:
     run_name = "default-recipe" if not variant else "variant " + " ".join(variant)
     slug = "" if not variant else "-" + variant_slug(variant)
     result = {"world": args.world, "preset": args.config, "config": config.to_dict(), "train_config": tc.to_dict(),
-              "overrides": variant,
-              "train": {"continuations": len(train_suite.continuations)}, "held_out": {}}
-    if args.model:
-        model, run_id = _reuse(args.model, result, variant)
-        config, tc = model.config, TrainConfig.from_dict({**result["train_config"], "cache_dir": tc.cache_dir})
-        result["config"], slug = config.to_dict(), "-rescored-" + variant_slug([Path(args.model).name])
-    else:
-        start = time.perf_counter()
-        trained, run_id, _ = track_training(uri, "autorater-quality", run_name, config, tc,
-                                            [train_suite], out=out / f"model{slug}", progress=True)
-        result["train"].update(wall_s=round(time.perf_counter() - start, 1), best=trained.best,
-                               peak_rss_gib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2))
-        model = trained.model
-    grid = None
-    if args.world == "babyai" and args.config not in ("babyai-grid", "base") and not args.autorater_only:
-        grid = track_training(uri, "autorater-quality", "babyai-grid", PRESETS["babyai-grid"], tc, [train_suite],
-                              out=out / "model-babyai-grid", progress=True)[0].model
+              "overrides": variant, "seeds": seeds,
+              "train": {"continuations": sum(len(s.continuations) for s in train_suites),
+                        "suites": [s.info.version for s in train_suites]}, "held_out": {}, "per_seed": {}}
+    baselines = None
     if not args.autorater_only:
-        blind = B.train_instruction_blind([train_suite], config, tc)
-        last = B.train_last_frame([train_suite], config, tc)
-        barcode = B.train_barcode([train_suite], config, tc, epochs=5 if args.quick else 30)
-        majority = B.train_majority([train_suite], tc)
-
-    calibration = _reference_calibration(model, train_suite, tc.cache_dir)
-    result["calibration"] = calibration
-    scored, scored_grid = {}, {}
-    for name, suite in suites.items():
-        methods = {"autorater": B.predict_cached(model, suite, tc.cache_dir),
-                   "autorater_calibrated": B.predict_cached(model, suite, tc.cache_dir, name="autorater_calibrated",
-                                                            calibration=calibration)}
-        if grid is not None:
-            methods["babyai_grid"] = B.predict_cached(grid, suite, tc.cache_dir, name="babyai_grid")
-        if not args.autorater_only:
-            methods.update({
-                "instruction_blind": B.predict_cached(blind, suite, tc.cache_dir, name="instruction_blind"),
-                "last_frame": [dict(r, marker_s=float("nan")) if "error" not in r else r for r in
-                               B.predict_cached(last, suite, tc.cache_dir, last_frame_only=True, name="last_frame")],
-                "barcode": B.predict_barcode(barcode, suite, tc.cache_dir),
-                "majority": B.predict_majority(majority, suite)})
-        report = evaluate(suite, methods, gold="truth", include_humans=bool(suite.annotations))
-        result["held_out"][name] = report
-        result.setdefault("selective", {})[name] = selective_on(methods["autorater"], suite, calibration)
-        print(format_report(report) + "\n", flush=True)
-        log_evaluation(uri, run_id, report, prefix=f"quality.{name}")
-        scored[name] = methods["autorater"]
-        if grid is not None:
-            scored_grid[name] = methods["babyai_grid"]
-    result["unseen_scenarios_pooled"] = pooled_outcome(
-        [(scored[n], suites[n]) for n in ("unseen_scenarios", "unseen_scenarios_2") if n in scored])
-    result["unseen_scenarios_failure_modes"] = pooled_failure_modes(
-        [(scored[n], suites[n]) for n in ("unseen_scenarios", "unseen_scenarios_2") if n in scored])
-    if scored_grid:
-        result["unseen_scenarios_failure_modes_babyai_grid"] = pooled_failure_modes(
-            [(scored_grid[n], suites[n]) for n in ("unseen_scenarios", "unseen_scenarios_2") if n in scored_grid])
+        baselines = {"instruction_blind": B.train_instruction_blind(train_suites, config, tc),
+                     "last_frame": B.train_last_frame(train_suites, config, tc),
+                     "barcode": B.train_barcode(train_suites, config, tc, epochs=5 if args.quick else 30),
+                     "majority": B.train_majority(train_suites, tc)}
+    for seed in seeds:
+        seed_tc = dataclasses.replace(tc, seed=seed)
+        seed_slug = slug + (f"-seed{seed}" if len(seeds) > 1 or seed else "")
+        if args.model:
+            model, run_id = _reuse(args.model, result, variant)
+            config, seed_tc = model.config, TrainConfig.from_dict({**result["train_config"], "cache_dir": tc.cache_dir})
+            result["config"], seed_slug = config.to_dict(), "-rescored-" + variant_slug([Path(args.model).name])
+            train_record = dict(result["train"])
+        else:
+            start = time.perf_counter()
+            trained, run_id, _ = track_training(uri, "autorater-quality", f"{run_name} seed {seed}", config, seed_tc,
+                                                train_suites, out=out / f"model{seed_slug}", progress=True)
+            train_record = {"wall_s": round(time.perf_counter() - start, 1), "best": trained.best,
+                            "history": trained.history,
+                            "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)}
+            model = trained.model
+        grid = None
+        if (args.world == "babyai" and args.config not in ("babyai-grid", "base") and not args.autorater_only
+                and seed == seeds[0]):
+            grid = track_training(uri, "autorater-quality", "babyai-grid", PRESETS["babyai-grid"], seed_tc,
+                                  train_suites, out=out / "model-babyai-grid", progress=True)[0].model
+        scored = _score_seed(model, grid, train_suite, suites, seed_tc, baselines if seed == seeds[0] else None,
+                             uri, run_id, out / "predictions" / (seed_slug.strip("-") or "default"))
+        scored["train"] = train_record
+        result["per_seed"][seed] = _seed_summary(scored)
+        if seed == seeds[0]:  # the full reports, baselines and annotators beside the model, of the first seed
+            result.update({k: v for k, v in scored.items() if k != "train"})
+            result["train"].update(train_record)
+        print(f"seed {seed}: " + ", ".join(f"{k} {v['balanced_accuracy']:.3f}"
+                                          for k, v in result["per_seed"][seed]["held_out"].items()), flush=True)
+    result["across_seeds"] = across_seeds(result["per_seed"])
     result["throughput"] = _throughput(model, suites["unseen_scenarios"], 40 if args.quick else 200)
     report_name = f"quality{slug}.json"
     (out / report_name).write_text(json.dumps(result, indent=1, default=float) + "\n")
     print(_summary(result))
     print(f"\nwritten to {out / report_name}; MLflow: {uri}")
     return 0
+
+
+def _score_seed(model, grid, train_suite, suites: dict, tc, baselines: dict | None, uri: str, run_id: str | None,
+                predictions: Path) -> dict:
+    """One trained model on every held-out set (beside the baselines and the grid model when given): the reports,
+    the reference-fitted calibration and its selective policy on each set, pooled scores; every prediction row
+    written under ``predictions`` (``<set>.jsonl``) so that two runs can be compared paired by scenario."""
+    from data.suite import write_jsonl
+    from training import baselines as B
+    from training.evaluate import evaluate, format_report
+    from training.tracking import log_evaluation
+
+    calibration = _reference_calibration(model, train_suite, tc.cache_dir)
+    result = {"calibration": calibration, "held_out": {}, "selective": {}}
+    scored, scored_grid = {}, {}
+    predictions.mkdir(parents=True, exist_ok=True)
+    for name, suite in suites.items():
+        methods = {"autorater": B.predict_cached(model, suite, tc.cache_dir),
+                   "autorater_calibrated": B.predict_cached(model, suite, tc.cache_dir, name="autorater_calibrated",
+                                                            calibration=calibration)}
+        write_jsonl(predictions / f"{name}.jsonl", methods["autorater"])
+        if grid is not None:
+            methods["babyai_grid"] = B.predict_cached(grid, suite, tc.cache_dir, name="babyai_grid")
+        if baselines is not None:
+            methods.update({
+                "instruction_blind": B.predict_cached(baselines["instruction_blind"], suite, tc.cache_dir,
+                                                      name="instruction_blind"),
+                "last_frame": [dict(r, marker_s=float("nan")) if "error" not in r else r for r in
+                               B.predict_cached(baselines["last_frame"], suite, tc.cache_dir, last_frame_only=True,
+                                                name="last_frame")],
+                "barcode": B.predict_barcode(baselines["barcode"], suite, tc.cache_dir),
+                "majority": B.predict_majority(baselines["majority"], suite)})
+        report = evaluate(suite, methods, gold="truth", include_humans=bool(suite.annotations))
+        result["held_out"][name] = report
+        result["selective"][name] = selective_on(methods["autorater"], suite, calibration)
+        print(format_report(report) + "\n", flush=True)
+        if run_id is not None:
+            log_evaluation(uri, run_id, report, prefix=f"quality.{name}")
+        scored[name] = methods["autorater"]
+        if grid is not None:
+            scored_grid[name] = methods["babyai_grid"]
+    draws = [n for n in ("unseen_scenarios", "unseen_scenarios_2") if n in scored]
+    result["unseen_scenarios_pooled"] = pooled_outcome([(scored[n], suites[n]) for n in draws])
+    result["unseen_scenarios_failure_modes"] = pooled_failure_modes([(scored[n], suites[n]) for n in draws])
+    if scored_grid:
+        result["unseen_scenarios_failure_modes_babyai_grid"] = pooled_failure_modes(
+            [(scored_grid[n], suites[n]) for n in draws])
+    return result
+
+
+def _seed_summary(scored: dict) -> dict:
+    """The numbers one seed is judged on: BA per held-out set (accuracy for the swaps), the marker, coverage."""
+    held = {}
+    for name, report in scored["held_out"].items():
+        m = report["methods"]["autorater"]
+        held[name] = {"balanced_accuracy": m["outcome"]["balanced_accuracy"], "accuracy": m["outcome"]["accuracy"]}
+    marker = scored["held_out"].get("unseen_scenarios", {}).get("methods", {}).get("autorater", {}).get("marker", {})
+    pooled = scored.get("unseen_scenarios_pooled") or {}
+    return {"held_out": held, "unseen_scenarios_pooled": pooled.get("balanced_accuracy"),
+            "marker_median_abs_error_s": marker.get("median_abs_error_s"),
+            "coverage": {n: s["coverage"] for n, s in scored["selective"].items()},
+            "agreement": {n: s["agreement"] for n, s in scored["selective"].items()},
+            "train": {k: scored["train"].get(k) for k in ("wall_s", "peak_rss_gib")}}
+
+
+def across_seeds(per_seed: dict) -> dict:
+    """Mean and range over seeds of each held-out balanced accuracy (accuracy for the swaps), the pooled unseen
+    scenarios, the marker and the unseen-scenario coverage."""
+    import numpy as np
+
+    def stats(values):
+        values = [v for v in values if v is not None]
+        return None if not values else {"mean": float(np.mean(values)), "min": float(min(values)),
+                                        "max": float(max(values)), "values": values}
+
+    runs = list(per_seed.values())
+    names = sorted({n for r in runs for n in r["held_out"]})
+    key = {"instruction_swaps": "accuracy"}
+    out = {n: stats([r["held_out"][n][key.get(n, "balanced_accuracy")] for r in runs if n in r["held_out"]])
+           for n in names}
+    out["unseen_scenarios_pooled"] = stats([r["unseen_scenarios_pooled"] for r in runs])
+    out["marker_median_abs_error_s"] = stats([r["marker_median_abs_error_s"] for r in runs])
+    out["coverage_unseen_scenarios"] = stats([r["coverage"].get("unseen_scenarios") for r in runs])
+    out["train_wall_s"] = stats([r["train"]["wall_s"] for r in runs])
+    return out
 
 
 def _reuse(folder: str, result: dict, variant: list[str]):
@@ -381,10 +458,19 @@ def parse_overrides(items: list[str], cls, flag: str = "--set") -> dict:
 
 
 def _summary(result: dict) -> str:
+    across = result.get("across_seeds") or {}
+    seeds_table = []
+    if len(result.get("seeds", [])) > 1:
+        seeds_table = [f"the autorater over seeds {', '.join(map(str, result['seeds']))}: mean (min-max)"]
+        for name, st in across.items():
+            if st is not None:
+                seeds_table.append(f"  {name:<28} {st['mean']:.3f} ({st['min']:.3f}-{st['max']:.3f})")
+        seeds_table.append("")
     names = list(result["held_out"])
     methods = ["autorater", "autorater_calibrated", "babyai_grid", "instruction_blind", "last_frame", "barcode",
                "majority", "human_majority", "human_annotator_mean"]
-    lines = ["balanced accuracy against the simulator truth", f"{'method':<22}" + "".join(f"{n:>19}" for n in names)]
+    lines = seeds_table + [f"balanced accuracy against the simulator truth (seed {result.get('seeds', [0])[0]}, "
+                           f"beside the baselines)", f"{'method':<22}" + "".join(f"{n:>19}" for n in names)]
     for m in methods:
         row = []
         for n in names:

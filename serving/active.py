@@ -233,8 +233,9 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
     from serving.ingest import append_annotations, read_labels
     from training.baselines import predict_cached
     from training.evaluate import evaluate, gold_table
+    from training.recipe import TrainConfig
     from training.tracking import log_evaluation, track_training
-    from training.train import TrainConfig, train
+    from training.train import train
 
     champion_dir, out = Path(champion_dir), Path(out)
     pool = Suite.load(pool_dir)

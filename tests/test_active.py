@@ -13,7 +13,7 @@ from data.suite import Annotation, Suite
 from model_suites import fresh_tracking_uri, learnable_suite, one_thread
 from serving.active import acquisition_scores, class_balanced_top, diverse_top, run_round, select, unlabelled
 from serving.labelstudio import annotations_to_export, validate_tasks
-from training.train import TrainConfig
+from training.recipe import TrainConfig
 
 RECIPE = {"epochs": 40, "lr": 3e-3, "batch_size": 8, "mismatch_share": 0.0, "aggregation": "majority",
           "patience": 40, "warmup_steps": 1, "val_share": 0.2}

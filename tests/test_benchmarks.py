@@ -7,7 +7,7 @@ import torch
 
 from autorater.models import PRESETS, TransformerConfig
 from benchmarks.quality import parse_overrides, plans
-from training.train import TrainConfig
+from training.recipe import TrainConfig
 
 
 def test_set_takes_json_values_and_bare_strings():

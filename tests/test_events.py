@@ -114,18 +114,14 @@ def test_pixel_cells_read_each_cells_colour():
 
 
 def test_the_place_prior_centres_on_the_cell_that_changes_at_the_marker():
-    from training.cache import CachedClips
-    from training.dataset import Examples
-    from training.train import TrainingData, place_prior
+    from autorater.models.events import place_priors
 
     n, t, g = 6, 40, 5
     rng = np.random.default_rng(0)
     feats = torch.from_numpy(rng.random((n, t, 3, g, g), dtype=np.float32) * 0.1)
     feats[:, 20:, :, 3, 1] += 1.0  # cell (3, 1) changes at frame 20; the annotators mark at frame 23
-    ex = Examples(p_success=[1.0] * n, takeover_s=[0.0] * n)
-    clips = CachedClips(feats, torch.arange(t).float().repeat(n, 1) / 8, torch.full((n,), t / 8), False, {})
-    data = TrainingData(ex, clips, torch.full((n,), 23), torch.full((n,), -1))
-    logits = place_prior(data, np.arange(n), places=3)
+    (logits,) = place_priors(feats, torch.arange(t).float().repeat(n, 1) / 8, torch.zeros(n), torch.full((n,), 23),
+                             torch.ones(n, dtype=torch.bool), places=3, seeds=[0])
     assert logits.shape == (3, g * g)
     assert int(logits[0].argmax()) == int(logits.mean(0).argmax()) == 3 * g + 1
     wide, narrow = logits[-1].softmax(-1), logits[0].softmax(-1)

@@ -16,9 +16,11 @@ from autorater.encoders import create_frame_encoder
 from autorater.model import read_frames, read_safetensors_header
 from autorater.models import PRESETS
 from model_suites import camera_suite, one_thread
+from training.batches import TrainingData, make_batch, shared_video_groups
 from training.cache import CachedClips
 from training.dataset import Examples, task_key
-from training.train import TrainConfig, TrainingData, make_batch, shared_video_groups, train
+from training.recipe import TrainConfig
+from training.train import train
 
 FINE = PRESETS["tiny-general"].replace(encoder_stage=3, trainable_blocks=1, pixel_cells=0, reference_frame=True)
 

@@ -23,7 +23,7 @@ from autorater.models import PRESETS
 from autorater.predict import predict_suite
 from model_suites import fresh_tracking_uri, make_tiny_suite
 from training import compare, tracking
-from training.train import TrainConfig
+from training.recipe import TrainConfig
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+import training.batches
 import training.train
 from autorater.model import Autorater
 from autorater.models import PRESETS
@@ -30,9 +31,11 @@ from model_suites import (
     one_thread,
     tiny_preset,
 )
+from training.batches import prepare
 from training.cache import FeatureCache
 from training.dataset import build_examples
-from training.train import TrainConfig, predict_rows, prepare, run_epoch, train
+from training.recipe import TrainConfig
+from training.train import predict_rows, run_epoch, train
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -103,7 +106,7 @@ def test_the_feature_cache_is_hit_on_a_second_prepare(tmp_path, monkeypatch):
             super().__init__(root)
             caches.append(self)
 
-    monkeypatch.setattr(training.train, "FeatureCache", SpyCache)
+    monkeypatch.setattr(training.batches, "FeatureCache", SpyCache)
     suite = learnable_suite(tmp_path / "suite", n_scenarios=2, per_scenario=2)
     tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "cache"))
     _, first = prepare([suite], PRESETS["tiny"], tc)
@@ -266,7 +269,7 @@ def test_rotations_only_for_suites_that_declare_the_top_down_view(tmp_path):
     import dataclasses
     import json
 
-    from training.train import top_down
+    from training.recipe import top_down
 
     suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
     declared = {view: dataclasses.replace(suite, info=dataclasses.replace(suite.info, source={"view": view}))
@@ -280,7 +283,7 @@ def test_rotations_only_for_suites_that_declare_the_top_down_view(tmp_path):
 
 
 def test_match_on_successes_asks_own_vs_same_category_only_of_success_videos(tmp_path):
-    from training.train import make_batch
+    from training.batches import make_batch
 
     suite = colour_suite(tmp_path / "suite", n_scenarios=6, per_scenario=2)
     tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c"), match_on_successes=True)
@@ -317,7 +320,7 @@ def test_an_ensemble_trains_every_member_from_the_place_prior(tmp_path):
 
 
 def test_a_mirrored_batch_swaps_its_words_and_its_partners_with_it(tmp_path):
-    from training.train import make_batch, mirrorable
+    from training.batches import make_batch, mirrorable
 
     suite = colour_suite(tmp_path / "suite", n_scenarios=6, per_scenario=2)
     tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c"), rotate=False)
@@ -346,7 +349,7 @@ def test_a_mirrored_batch_swaps_its_words_and_its_partners_with_it(tmp_path):
 
 
 def test_a_recoloured_batch_renames_its_colours_in_its_words_and_its_partners(tmp_path):
-    from training.train import make_batch
+    from training.batches import make_batch
 
     suite = colour_suite(tmp_path / "suite", n_scenarios=8, per_scenario=2)
     tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c"), rotate=False, mirror=False,
@@ -381,7 +384,7 @@ def test_encoders_whose_features_a_mirror_does_not_map_skip_it(tmp_path):
 
 def test_relaxed_rows_keep_a_success_and_add_negatives_of_another_object_or_colour(tmp_path):
     from training.augment import RENDER_COLOURS, contradicts
-    from training.train import make_batch
+    from training.batches import make_batch
 
     suite = colour_suite(tmp_path / "suite", n_scenarios=8, per_scenario=2)
     tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c"), rotate=False, mirror=False, relax=1.0)
@@ -483,3 +486,17 @@ def test_a_small_set_with_min_steps_trains_more_epochs_and_records_them(tmp_path
     assert len(result.history) * steps_per_epoch >= 3 and len(result.history) > 1
     saved = json.loads((tmp_path / "m" / "metadata.json").read_text())["train_config"]  # the recipe that ran
     assert saved["epochs"] == len(result.history) and saved["min_steps"] == 3
+
+
+def test_config_takes_a_preset_name_or_a_json_file(tmp_path):
+    from autorater.models import PRESETS
+    from training.recipe import load_config
+
+    model, tc = load_config("babyai-grid")
+    assert model == PRESETS["babyai-grid"] and tc == TrainConfig()
+    path = tmp_path / "recipe.json"
+    path.write_text('{"preset": "tiny-general", "train": {"epochs": 3}}')
+    model, tc = load_config(path)
+    assert model == PRESETS["tiny-general"] and tc.epochs == 3
+    with pytest.raises(ValueError, match="neither a preset.*babyai-grid.*nor a file"):
+        load_config("babyai-gird")

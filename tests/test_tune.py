@@ -17,7 +17,7 @@ import training.tune
 from autorater import registry
 from autorater.models import PRESETS
 from model_suites import fresh_tracking_uri, make_tiny_suite
-from training.train import TrainConfig, load_config_file
+from training.recipe import TrainConfig, load_config_file
 from training.tune import (
     MARKER_PENALTY_CAP_S,
     MARKER_PENALTY_PER_S,

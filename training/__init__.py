@@ -17,7 +17,8 @@ _HOMES = {
     "training.evaluate": ["format_failure_modes", "format_report", "gold_table"],
     "training.compare": ["compare_runs", "format_runs_table"],
     "training.tracking": ["TrackedModel", "TrainingRun", "log_evaluation", "track_training"],
-    "training.train": ["TrainConfig", "TrainResult", "load_config_file"],
+    "training.recipe": ["TrainConfig", "load_config", "load_config_file"],
+    "training.train": ["TrainResult"],
     "training.tune": ["default_storage", "trials_table", "write_best_config"],
 }
 __all__, __getattr__ = lazy_exports(__name__, _HOMES)

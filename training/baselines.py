@@ -22,9 +22,11 @@ from torch import nn
 from autorater.config import AutoraterConfig
 from autorater.model import Autorater
 from data.suite import Suite
+from training.batches import TrainingData, prepare
 from training.cache import CachedClips, FeatureCache
 from training.dataset import build_examples
-from training.train import TrainConfig, TrainingData, prepare, train
+from training.recipe import TrainConfig
+from training.train import train
 
 
 def predict_cached(model: Autorater, suite: Suite, cache_dir: str, last_frame_only: bool = False,

@@ -41,8 +41,8 @@ from typing import Sequence
 from autorater.config import AutoraterConfig
 from autorater.registry import ensure_experiment, mlflow_client, redact_uri
 from data.files import write_text_atomic
+from training.recipe import TrainConfig
 from training.tracking import TrainingRun, flatten_params, log_run_metrics
-from training.train import TrainConfig
 
 DEFAULT_TUNE_EXPERIMENT = "autorater-tune"
 MARKER_PENALTY_PER_S = 0.01  # objective cost of one second of marker median |error|
@@ -284,7 +284,7 @@ def tune(suites: Sequence, base_model_config: AutoraterConfig, base_train_config
     """
     import optuna
 
-    from training.train import prepare
+    from training.batches import prepare
 
     if n_trials < 1:
         raise ValueError(f"n_trials must be at least 1, got {n_trials}")

@@ -14,12 +14,13 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import torch
 from torch import nn
 
 from autorater.config import AutoraterConfig, encoder_feature_key
-from autorater.events import EventHead, active_frames, event_losses, first_events, log1mexp
+from autorater.events import WINDOW_S, EventHead, active_frames, event_losses, first_events, log1mexp
 from autorater.mirror import mirror_all, mirror_words
 from autorater.model import Autorater, AutoraterOutput, Targets
 
@@ -97,6 +98,19 @@ class EventsRater(Autorater):
             views.append((mirror_all(features, self.config.pixel_cells), [mirror_words(t) for t in instructions]))
         return views
 
+    def init_from_data(self, features: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor,
+                       marker_index: torch.Tensor, success: torch.Tensor, seed: int) -> None:
+        """The grid's learned places start where the training clips change most around their success markers
+        (:func:`place_priors`); each member of an ensemble from its own noise."""
+        if self.config.architecture != "events":
+            return
+        with torch.no_grad():
+            heads = self.event_heads
+            priors = place_priors(features, times_s, takeover_s, marker_index, success, self.config.places,
+                                  [seed + k for k in range(len(heads))])
+            for head, prior in zip(heads, priors):
+                head.match.where.copy_(prior)
+
     def run_head(self, head: nn.Module, features: torch.Tensor, instructions: list[str],
                  active: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One head's per-frame class log-probabilities (b, t, classes) and instruction match (b, t)."""
@@ -146,4 +160,43 @@ class EventsRater(Autorater):
         return out
 
 
-__all__ = ["EventsConfig", "EventsRater"]
+def place_priors(features: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor, marker_index: torch.Tensor,
+                 success: torch.Tensor, places: int, seeds: Sequence[int]) -> list[torch.Tensor]:
+    """Starting logits of the events model's places (places, cells): Gaussians of widths 0.75-2 cells around the
+    cell whose content changes most, relative to the rest of the clip, around the annotators' success markers;
+    one tensor per seed (the heads of an ensemble differ by the noise; the change is measured once).
+
+    In first-person video that is where the agent acts (the object picked up appears under it). From a uniform
+    or random start the places took hundreds of steps to find it, the instruction match staying at chance
+    meanwhile (README, "The model"); started here, the match learns from the first epochs.
+
+    Args:
+        features: (n, t, c, h, w) the training clips' cached cells; times_s (n, t); takeover_s (n,);
+        marker_index: (n,) the annotators' marker frame; success: (n,) bool, the clips labelled successes.
+    """
+    h, w = features.shape[-2:]
+    hit, rest = torch.zeros(h * w), torch.zeros(h * w)
+    n_hit = n_rest = 0
+    for r in range(len(features)):
+        k = int(marker_index[r])
+        if not bool(success[r]) or not 0 <= k < times_s.shape[1]:
+            continue
+        change = (features[r, 1:].float() - features[r, :-1].float()).abs().mean(1).flatten(1)  # (t - 1, cells)
+        t = times_s[r, 1:]
+        fresh = (t > times_s[r, :-1]) & (t >= float(takeover_s[r]))  # not a repeated frame, after the takeover
+        near = fresh & (t >= times_s[r, k] - WINDOW_S[0]) & (t <= times_s[r, k] + WINDOW_S[1])
+        hit += change[near].sum(0)
+        rest += change[fresh & ~near].sum(0)
+        n_hit, n_rest = n_hit + int(near.sum()), n_rest + int((fresh & ~near).sum())
+    noise = [0.1 * torch.randn(places, h * w, generator=torch.Generator().manual_seed(s)) for s in seeds]
+    if not n_hit or not n_rest:
+        return noise
+    ratio = (hit / n_hit) / (rest / n_rest).clamp(min=1e-6)
+    cy, cx = divmod(int(ratio.argmax()), w)
+    yy, xx = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+    d2 = ((yy - cy) ** 2 + (xx - cx) ** 2).flatten().float()
+    widths = torch.linspace(0.75, 2.0, places)[:, None]
+    return [-d2[None] / (2 * widths ** 2) + n for n in noise]
+
+
+__all__ = ["EventsConfig", "EventsRater", "place_priors"]

@@ -1,0 +1,264 @@
+"""Training batches: labels and cached clips (``prepare``), then one batch's inputs and targets (``make_batch``): the
+instruction negatives (another task's instruction on a success video; never a paraphrase of its own task), the
+augmentations a cached input allows (rotations, mirrors, recolours) and the weaker-instruction rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from autorater.config import AutoraterConfig
+from autorater.encoders import tokenize_words
+from autorater.model import Autorater, Targets
+from autorater.predict import real_length
+from data.suite import Suite
+from training.augment import (
+    contradicts,
+    mirror,
+    mirror_words,
+    random_permutation,
+    recolour,
+    recolour_one_word,
+    recolour_words,
+    relax_words,
+)
+from training.cache import CachedClips, FeatureCache
+from training.dataset import Examples, build_examples, marker_indices
+from training.recipe import TrainConfig
+
+
+@contextlib.contextmanager
+def seeded(seed: int):
+    """Torch's default generators seeded with ``seed`` for the block, then put back as they were: parameter init
+    and dropout draw from them, so a run is reproducible and leaves the caller's random state untouched."""
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
+
+
+@dataclass
+class TrainingData:
+    """What the training loop reads: the examples, their cached clips and the label indices.
+
+    ``prepare`` builds it from suites; the baselines build their own from a suite or a cache.
+    """
+
+    ex: Examples
+    clips: CachedClips
+    marker_index: torch.Tensor  # (n,) long
+    failure_index: torch.Tensor  # (n,) long
+    pixel_cells: int = 0  # > 0: ``clips.features`` are "pixels" cells on a k x k sub-grid (training/augment.py)
+    decisive: frozenset = frozenset()  # categories whose labelled failures include an early mistake (not only
+    #                                    timeouts): acting on a wrong object ends the episode there
+    groups: list[str] | None = None  # split groups: scenarios that share a video (a suite and its instruction
+
+
+def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig,
+            progress: bool = False) -> tuple[Autorater, TrainingData]:
+    """Labels from the annotations, the vocabulary and failure modes, the model, and cached features."""
+    ex = build_examples(suites, aggregation=tc.aggregation)
+    cfg = model_config
+    if hasattr(cfg, "vocab") and not cfg.vocab and (cfg.text_encoder == "bow" or getattr(cfg, "verify_words", False)
+                                                    or cfg.architecture == "events"):
+        cfg = cfg.replace(vocab=sorted({w for t in ex.instructions for w in tokenize_words(t)}))
+    if not cfg.failure_modes:
+        cfg = cfg.replace(failure_modes=sorted({m for m in ex.failure_mode if m}))
+    with seeded(tc.seed):  # parameter init; the data order has its own generator (train)
+        model = Autorater(cfg)
+    clips = FeatureCache(tc.cache_dir).load(model, ex.video_paths, progress=progress, takeovers_s=ex.takeover_s)
+    if clips.errors:
+        keep = [i for i in range(len(ex)) if i not in clips.errors]
+        ex = ex.subset(keep)
+        clips = CachedClips(clips.features[keep], clips.times_s[keep], clips.durations_s[keep], clips.is_frames, {},
+                            [clips.hashes[i] for i in keep] if clips.hashes else None)
+    marker = marker_indices(np.array(ex.marker_s, dtype=float), clips.times_s.numpy(), clips.durations_s.numpy())
+    index = {m: i for i, m in enumerate(cfg.failure_modes)}
+    failure = [index.get(m, -1) if p < 0.5 else -1 for m, p in zip(ex.failure_mode, ex.p_success)]
+    decisive = frozenset(c for c, m, p in zip(ex.categories, ex.failure_mode, ex.p_success)
+                         if p < 0.5 and m and m != "timeout")
+    return model, TrainingData(ex, clips, torch.from_numpy(marker), torch.tensor(failure, dtype=torch.long),
+                        pixel_cells=cfg.pixel_cells if cfg.encoder == "pixels" else 0, decisive=decisive,
+                        groups=shared_video_groups(ex.scenario_keys, clips.hashes))
+
+
+def shared_video_groups(scenario_keys: Sequence[str], hashes: Sequence[str | None] | None) -> list[str]:
+    """Each row's split group: its scenario, merged with every scenario that shows one of the same videos (a suite
+    and its instruction swaps hold the same videos under other scenario keys)."""
+    parent = {k: k for k in scenario_keys}
+
+    def root(k):
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+
+    first: dict[str, str] = {}
+    for key, h in zip(scenario_keys, hashes or [None] * len(scenario_keys)):
+        if h is not None:
+            a, b = root(key), root(first.setdefault(h, key))
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    return [root(k) for k in scenario_keys]
+
+
+def mirrorable(data: TrainingData) -> bool:
+    """Whether a left-right mirror of the cached inputs is the input of the mirrored video."""
+    return data.clips.is_frames or data.pixel_cells > 0
+
+
+def _rotate(x: torch.Tensor, k: torch.Tensor, spatial_dims: tuple[int, int]) -> torch.Tensor:
+    """Rotate each clip of a batch by its own multiple of 90 degrees over the two spatial dims."""
+    out = x.clone()
+    for r in range(1, 4):
+        rows = (k == r).nonzero().flatten()
+        if len(rows):
+            out[rows] = torch.rot90(x[rows], r, dims=spatial_dims)
+    return out
+
+
+def _mismatch_partners(rows: np.ndarray, data: TrainingData, share: float, rng: np.random.Generator,
+                       successes_only: bool = False):
+    """For a share of the batch, another row of the batch whose instruction asks another task (``task_keys``: a
+    paraphrase of the row's own task is never a negative), same category preferred; ``successes_only``: every
+    success video of the batch, paired within its category only."""
+    chosen, partners = [], []
+    tasks = [data.ex.task_keys[r] for r in rows]
+    cats = [data.ex.categories[r] for r in rows]
+    if successes_only:
+        picked = [i for i in rng.permutation(len(rows)) if data.ex.p_success[rows[i]] > 0.5]
+    else:
+        picked = rng.permutation(len(rows))[: int(round(share * len(rows)))]
+    for i in picked:
+        other = [j for j in range(len(rows)) if tasks[j] != tasks[i]]
+        same = [j for j in other if cats[j] == cats[i]]
+        pool = same if successes_only else (same or other)
+        if pool:
+            chosen.append(i)
+            partners.append(pool[rng.integers(len(pool))])
+    return chosen, partners
+
+
+def _relaxed_rows(data: TrainingData, clip, instructions: list[str], match, idx, n_own: int, share: float,
+                  rng: np.random.Generator):
+    """For a share of the batch's own success rows in a category where a wrong object is a decisive failure,
+    add three rows: the same video under its instruction with one colour word dropped (still a success,
+    ``relax_words``); that weaker instruction on another success video of the batch that it ``contradicts``
+    (a negative: a weaker instruction is never a sign of success); and the same video with one colour word
+    changed (a negative: the agent acted on the other colour's object, ``recolour_one_word``)."""
+    ex = data.ex
+    add_rows, add_words, add_match = [], [], []
+    for i in rng.permutation(n_own):
+        row = int(idx[i])
+        if ex.p_success[row] <= 0.5 or ex.categories[row] not in data.decisive or rng.random() >= share:
+            continue
+        weaker, changed = relax_words(instructions[i], rng), recolour_one_word(instructions[i], rng)
+        if weaker is None:
+            continue
+        others = [j for j in range(n_own) if ex.p_success[int(idx[j])] > 0.5 and
+                  ex.categories[int(idx[j])] == ex.categories[row] and contradicts(weaker, instructions[j])]
+        if not others:
+            continue
+        add_rows += [i, others[rng.integers(len(others))], i]
+        add_words += [weaker, weaker, changed]
+        add_match += [1.0, 0.0, 0.0]
+    if not add_rows:
+        return clip, instructions, match, idx
+    return (torch.cat([clip, clip[add_rows]]), instructions + add_words,
+            torch.cat([match, torch.tensor(add_match)]), torch.cat([idx, idx[add_rows]]))
+
+
+def make_batch(data: TrainingData, rows: np.ndarray, tc: TrainConfig, rng: np.random.Generator | None):
+    """Model inputs and targets for ``rows``; with ``rng``, add mismatch negatives, rotations, mirrors, recolours
+    and the weaker-instruction rows (``TrainConfig.relax``). Added rows re-use their video: the inputs hold each
+    clip once and ``clip_index`` says which clip each row rates (with ``rng`` only)."""
+    ex, clips = data.ex, data.clips
+    feats = clips.features[rows]
+    instructions = [ex.instructions[r] for r in rows]
+    match = torch.ones(len(rows))
+    idx = torch.as_tensor(rows)
+    clip = torch.arange(len(rows))  # row -> clip of ``feats``
+    if rng is not None:
+        if tc.rotate:
+            dims = (2, 3) if clips.is_frames else (3, 4)
+            feats = _rotate(feats, torch.from_numpy(rng.integers(0, 4, len(rows))), dims)
+        flip = rng.random(len(rows)) < 0.5 if tc.mirror else np.zeros(len(rows), dtype=bool)
+        feats = mirror(feats, torch.from_numpy(flip), data.pixel_cells)
+        colours = [random_permutation(rng) if tc.recolour and rng.random() < 0.5 else None for _ in rows]
+        feats = recolour(feats, colours, data.pixel_cells)
+        chosen, partners = _mismatch_partners(rows, data, tc.mismatch_share, rng, tc.match_on_successes)
+        if chosen:
+            clip = torch.cat([clip, clip[chosen]])
+            instructions += [instructions[j] for j in partners]
+            match = torch.cat([match, torch.zeros(len(chosen))])
+            idx = torch.cat([idx, idx[chosen]])
+            flip = np.concatenate([flip, flip[chosen]])  # a partner's words change with the video they pair
+            colours += [colours[i] for i in chosen]
+        instructions = [mirror_words(t) if f else t for t, f in zip(instructions, flip)]
+        instructions = [recolour_words(t, c) if c else t for t, c in zip(instructions, colours)]
+        if tc.relax:
+            clip, instructions, match, idx = _relaxed_rows(data, clip, instructions, match, idx, len(rows),
+                                                           tc.relax, rng)
+    success = torch.tensor([ex.p_success[i] for i in idx.tolist()], dtype=torch.float32)
+    # A success video paired with another task's instruction is (almost surely) a failure of that
+    # instruction: the agent succeeded at *its* task, not this one. These free counterfactuals teach the
+    # success head to read the instruction. A failure video's label under another instruction is unknown.
+    swapped = match == 0
+    negative = torch.full_like(success[swapped], tc.negative_label if tc.success_negatives else float("nan"))
+    success[swapped] = torch.where(success[swapped] > 0.5, negative, torch.full_like(negative, float("nan")))
+    if tc.match_on_successes:  # own vs other is only told on a video that shows the instructed outcome
+        shown = torch.tensor([ex.p_success[i] > 0.5 for i in idx.tolist()])
+        match = torch.where(shown, match, torch.full_like(match, float("nan")))
+    times = clips.times_s[idx]
+    t = real_length(times)  # cut the padding every clip of the batch has
+    marker_index = data.marker_index[idx].clamp(max=t)  # "end of video" is bin t
+    feats, times = feats[:, :t], times[:, :t]
+    targets = Targets(success=success,
+                      marker_index=marker_index, failure_mode=data.failure_index[idx], match=match,
+                      weights=(tc.success_weight, tc.marker_weight, tc.failure_weight, tc.match_weight,
+                               tc.counterfactual_weight))
+    inputs = {"times_s": times, "takeover_s": torch.tensor([ex.takeover_s[i] for i in idx.tolist()]),
+              "instructions": instructions, ("frames" if clips.is_frames else "features"): feats}
+    if rng is not None:
+        inputs["clip_index"] = clip
+    return inputs, targets
+
+
+def subset_data(data: TrainingData, rows: np.ndarray, features: torch.Tensor | None = None) -> TrainingData:
+    """``data``'s ``rows`` only (re-indexed from 0), with other ``features`` for them if given."""
+    clips = data.clips
+    return dataclasses.replace(
+        data, ex=data.ex.subset(rows), marker_index=data.marker_index[rows], failure_index=data.failure_index[rows],
+        groups=[data.groups[r] for r in rows] if data.groups else None,
+        clips=CachedClips(clips.features[rows] if features is None else features, clips.times_s[rows],
+                          clips.durations_s[rows], clips.is_frames and features is None, {}))
+
+
+@torch.no_grad()
+def finished_features(model: Autorater, data: TrainingData, rows: np.ndarray, batch_size: int = 32) -> torch.Tensor:
+    """(rows, t, c, h, w) float16: the frame encoder's output on cached clips (its trainable part run once, as it
+    is now), for a stage that trains the head alone."""
+    from autorater.model import read_frames
+
+    encoder, clips = model.frame_encoder, data.clips
+    parts = []
+    for start in range(0, len(rows), batch_size):
+        r = rows[start:start + batch_size]
+        x = clips.features[r]
+        if clips.is_frames:
+            x = encoder.cacheable(x.to(model.device))
+        takeover = torch.tensor([data.ex.takeover_s[i] for i in r])
+        parts.append(encoder.finish(x.to(model.device), read_frames(clips.times_s[r], takeover)).to(torch.float16)
+                     .cpu())
+    return torch.cat(parts)
+
+
+
+__all__ = ["TrainingData", "finished_features", "make_batch", "mirrorable", "prepare", "seeded", "shared_video_groups",
+           "subset_data"]

@@ -1,0 +1,158 @@
+"""The training recipe: ``TrainConfig`` (its defaults are the real recipe), the recipe file ``autorater train --config``
+reads (a preset name or a JSON file), and the recipe's decisions about the suites it is given.
+
+Example:
+    >>> model_config, tc = load_config("general")
+    >>> tc.epochs == TrainConfig().epochs and model_config.architecture == "general"
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from autorater.config import AutoraterConfig
+from data.suite import Suite
+from data.worlds import world_of
+
+
+@dataclass
+class TrainConfig:
+    """The training recipe. Defaults are the real recipe."""
+
+    epochs: int = 22
+    batch_size: int = 16
+    lr: float = 2e-3
+    encoder_lr: float = 3e-4  # the frame encoder's trainable blocks (pretrained: a smaller step than the head's)
+    weight_decay: float = 0.02
+    warmup_steps: int = 50
+    patience: int = 8  # epochs without a better validation balanced accuracy before stopping
+    min_steps: int = 0  # at least this many optimiser steps: a small training set gets proportionally more epochs
+    #                     (and patience and match warm-up epochs), so that a model trained on 500 labels is not
+    #                     also trained for a quarter of the steps (active learning; README). 0: epochs as given
+    val_share: float = 0.15  # share of scenarios held out for early stopping
+    aggregation: str = "dawid_skene"  # or "majority"
+    mismatch_share: float = 0.5  # extra rows per batch pairing a video with another scenario's instruction
+    success_negatives: bool = True  # also train P(success) on the mismatch rows (see make_batch): the events
+    # model's "counterfactual" loss. (On the transformer, measured on 2,000 continuations, it stalled training at
+    # chance: its success loss could not drop before it grounded the instruction, which it never did.)
+    match_on_successes: bool = True  # the instruction-match task on success videos only, every one paired with
+    #                                  another instruction of its category (the grounding probe's task): a failed
+    #                                  video shows nothing that tells its own instruction from another
+    negative_label: float = 0.05  # success target of a success video under another scenario's instruction
+    success_weight: float = 1.0  # events: the event likelihood (outcome, marker and failure mode in one)
+    marker_weight: float = 0.5  # transformer only
+    failure_weight: float = 0.2  # transformer only
+    match_weight: float = 1.0
+    counterfactual_weight: float = 0.3  # events: P(success) of a success video under another instruction
+    match_warmup_epochs: int = 15  # events: epochs training the instruction match alone first (on success videos,
+    #                                own instruction vs another of its category); without it the match is still near
+    #                                chance after 12 epochs of joint training (README, "The model")
+    rotate: bool = True  # random 90-degree rotations of the top-down view, applied only when every training
+    #                      suite declares it (``top_down``): a first-person frame has one orientation (the agent at
+    #                      the bottom, facing up)
+    mirror: bool = True  # mirror half the clips left-right and swap "left"/"right" in their instructions: the same
+    #                      episode in a mirrored world, with the same outcome and marker. Needs inputs a mirror
+    #                      maps exactly (decoded frames or "pixels" cells); other encoders' features skip it
+    recolour: bool = False  # permute the objects' colours (green, blue, purple, yellow) in half the clips and in
+    #                        their instructions; MiniGrid's palette (training/augment.py): only for suites from the
+    #                        generator (``generated``), and with inputs a mirror may use
+    relax: float = 0.5  # share of the success clips of a batch also shown under their instruction with one colour
+    #                     word dropped ("pick up the ball": asks for less, still a success), with two negatives
+    #                     (that instruction on a video of another object; the clip with a colour word changed);
+    #                     categories where a wrong object is a failure only (not go_to); generated suites only
+    #                     (MiniGrid's colour words). Without it a colourless instruction reads as a weak match
+    ema: float = 0.995  # decay per step of an exponential moving average of the trainable weights (Polyak
+    #                     averaging, ~2 epochs of 2,000 clips); validation, early stopping and the saved model use
+    #                     the average. 0: off
+    init_from: str = ""  # a model folder whose weights start training (a second stage; fine-tuning)
+    train_only: list[str] = field(default_factory=list)  # parameter-name prefixes to train ("verifier."); the
+    #                       rest stays as initialised; empty: train everything. Two stages: train the default
+    #                       model, then --init-from it with cell_verify on and train_only ["verifier."]
+    seed: int = 0
+    cache_dir: str = "runs/cache"
+    device: str = "auto"  # where training runs: "auto" (CUDA when a GPU is present, else the CPU), "cpu", "cuda"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        if set(d) - names:
+            raise ValueError(f"unknown TrainConfig field(s) {sorted(set(d) - names)}; known: {sorted(names)}")
+        return cls(**d)
+
+
+def with_min_steps(tc: TrainConfig, n_train: int) -> TrainConfig:
+    """``tc`` with its epochs, patience and match warm-up epochs scaled up by one factor so that training takes at
+    least ``tc.min_steps`` optimiser steps on ``n_train`` rows; unchanged when it already does (or min_steps is 0)."""
+    planned = tc.epochs * int(np.ceil(n_train / tc.batch_size))
+    if not tc.min_steps or planned >= tc.min_steps:
+        return tc
+    scale = tc.min_steps / max(1, planned)
+    return dataclasses.replace(tc, epochs=int(np.ceil(tc.epochs * scale)), patience=int(np.ceil(tc.patience * scale)),
+                               match_warmup_epochs=int(np.ceil(tc.match_warmup_epochs * scale)))
+
+
+def top_down(suites: Sequence[Suite]) -> bool:
+    """Whether every suite declares the generator's top-down view (``source.view == "full"`` in suite.json).
+
+    Rotating a top-down frame gives another valid scene; rotating a first-person one (the agent at the
+    bottom, facing up) gives a view the model never meets. A suite that does not say (another tool's,
+    real STS video) is taken as first-person.
+    """
+    return bool(suites) and all((s.info.source or {}).get("view") == "full" for s in suites)
+
+
+def generated(suites: Sequence[Suite]) -> bool:
+    """Whether every suite declares the generator's BabyAI world (MiniGrid's renderer and palette), which the
+    BabyAI-only augmentations (recolour, relax) assume."""
+    return bool(suites) and all(world_of(s.info.source) == "babyai" for s in suites)
+
+
+def load_config(spec: str | Path | None) -> tuple[AutoraterConfig, TrainConfig]:
+    """What ``--config`` names: a preset (``general``, ``babyai-grid``, ...: its model config and the default recipe),
+    a JSON recipe file (:func:`load_config_file`), or None (the default preset)."""
+    from autorater.models import PRESETS
+
+    if spec is not None and str(spec) in PRESETS and not Path(spec).is_file():
+        return PRESETS[str(spec)], TrainConfig()
+    if spec is not None and not Path(spec).is_file():
+        raise ValueError(f"--config {spec}: neither a preset ({', '.join(sorted(PRESETS))}) nor a file (fix: name a "
+                         f"preset, or the path of a JSON recipe file with keys preset, model, train)")
+    return load_config_file(spec)
+
+
+def load_config_file(path: str | Path | None) -> tuple[AutoraterConfig, TrainConfig]:
+    """``{"preset": "general", "model": {...}, "train": {...}}`` -> the two configs (all keys optional; the preset
+    defaults to ``DEFAULT_PRESET``, the general model)."""
+    from autorater.models import DEFAULT_PRESET, PRESETS
+
+    if path is None:
+        return PRESETS[DEFAULT_PRESET], TrainConfig()
+    try:
+        d = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"cannot read config file {path}: {err}") from None
+    unknown = set(d) - {"preset", "model", "train"}
+    if unknown:
+        raise ValueError(f"{path}: unknown top-level key(s) {sorted(unknown)}; use preset, model, train")
+    preset = d.get("preset", DEFAULT_PRESET)
+    if preset not in PRESETS:
+        raise ValueError(f"{path}: unknown preset {preset!r}; known: {sorted(PRESETS)}")
+    start = PRESETS[preset].to_dict()
+    if d.get("model", {}).get("architecture", start["architecture"]) != start["architecture"]:
+        start = {}  # another architecture than the preset's: its own defaults
+    model = AutoraterConfig.from_dict({**start, **d.get("model", {})})
+    return model, TrainConfig.from_dict(d.get("train", {}))
+
+
+
+__all__ = ["TrainConfig", "generated", "load_config", "load_config_file", "top_down", "with_min_steps"]
