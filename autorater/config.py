@@ -96,6 +96,13 @@ class AutoraterConfig:
         ``takeover_s``: a model that reads nothing of the replayed context is decoded from the takeover on)."""
         return {"num_frames": self.num_frames, "size": self.image_size, "fit": self.frame_fit}
 
+    lr_range: ClassVar[tuple[float, float]] = (5e-4, 5e-3)  # the peak learning rates ``autorater tune`` tries
+
+    def search_space(self, trial) -> tuple[dict, dict]:
+        """What ``autorater tune`` draws for this architecture beside the optimiser (an Optuna trial's
+        ``suggest_*``): (model config changes, training recipe changes). Nothing by default."""
+        return {}, {}
+
     def feature_key(self, frozen: bool) -> str:
         """A name for the inputs this config caches (training/cache.py): the same key, the same features."""
         return f"frames-{self.image_size}px-{self.num_frames}f{'-pad' if self.frame_fit == 'pad' else ''}"

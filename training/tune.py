@@ -64,69 +64,18 @@ def default_storage(workdir: str | os.PathLike = "runs") -> str:
 
 
 def suggest(trial, model_cfg: AutoraterConfig, train_cfg: TrainConfig) -> tuple[AutoraterConfig, TrainConfig]:
-    """Sample one point of the search space onto copies of the base configs; the space depends on the
-    architecture.
-
-    ``events`` (the default):
-
-    ===================== =========================== ====================================================
-    name                  range                       what
-    ===================== =========================== ====================================================
-    lr                    5e-4 .. 5e-3, log           AdamW peak learning rate
-    weight_decay          1e-3 .. 1e-1, log           AdamW weight decay
-    places                2 .. 8                      learned places the instruction is matched at
-    match_weight          0.3 .. 3.0, log             loss weight of the instruction match
-    counterfactual_weight 0.1 .. 1.0, log             loss weight of P(success) under another instruction
-    match_warmup_epochs   0, 5, 10, 15, 20            epochs training the match alone first
-    ===================== =========================== ====================================================
-
-    ``transformer``:
-
-    ============== =============================== ===============================================
-    name           range                           what
-    ============== =============================== ===============================================
-    lr             3e-4 .. 3e-3, log               AdamW peak learning rate
-    weight_decay   1e-3 .. 1e-1, log               AdamW weight decay
-    hidden_size    64, 128, 192 (ordinal)          fusion transformer width
-    num_layers     1, 2, 3                         fusion transformer depth
-    spatial_size   32, 64, 96 (ordinal)            channels of the per-frame FiLM block
-    dropout        0.0 .. 0.3                      fusion dropout
-    marker_weight  0.1 .. 1.0, log                 loss weight of the marker head
-    match_weight   0.1 .. 1.0, log                 loss weight of the instruction-match head
-    mismatch_share 0.1 .. 1.0                      mismatch negatives per batch row
-    ============== =============================== ===============================================
+    """Sample one point of the search space onto copies of the base configs: the optimiser's learning rate (in the
+    architecture's ``lr_range``) and weight decay (1e-3 .. 1e-1, log), then what the architecture's own
+    ``search_space(trial)`` draws (each config class documents its space: ``autorater/models/``).
 
     Nothing here changes the encoder, image size or frames sampled: trials share one feature cache.
     Works with a live ``optuna.Trial`` and with ``optuna.trial.FixedTrial(params)`` (replay).
     """
-    events = model_cfg.architecture in ("events", "general")
-    low, high = (5e-4, 5e-3) if events else (3e-4, 3e-3)
+    low, high = model_cfg.lr_range
     optimiser = {"lr": trial.suggest_float("lr", low, high, log=True),
                  "weight_decay": trial.suggest_float("weight_decay", 1e-3, 1e-1, log=True)}
-    if events:
-        where = "places" if model_cfg.architecture == "events" else "queries"
-        model = model_cfg.replace(**{where: trial.suggest_int(where, 2, 8)})
-        return model, dataclasses.replace(
-            train_cfg, **optimiser,
-            match_weight=trial.suggest_float("match_weight", 0.3, 3.0, log=True),
-            counterfactual_weight=trial.suggest_float("counterfactual_weight", 0.1, 1.0, log=True),
-            match_warmup_epochs=trial.suggest_int("match_warmup_epochs", 0, 20, step=5))
-    model = model_cfg.replace(
-        hidden_size=trial.suggest_int("hidden_size", 64, 192, step=64),
-        num_layers=trial.suggest_int("num_layers", 1, 3),
-        spatial_size=trial.suggest_int("spatial_size", 32, 96, step=32),
-        dropout=trial.suggest_float("dropout", 0.0, 0.3),
-    )
-    train = dataclasses.replace(
-        train_cfg, **optimiser,
-        marker_weight=trial.suggest_float("marker_weight", 0.1, 1.0, log=True),
-        match_weight=trial.suggest_float("match_weight", 0.1, 1.0, log=True),
-        mismatch_share=trial.suggest_float("mismatch_share", 0.1, 1.0),
-    )
-    if model.hidden_size % model.num_heads:
-        raise ValueError(f"hidden_size {model.hidden_size} is not a multiple of num_heads {model.num_heads} "
-                         f"(fix: set model.num_heads to 1, 2, 4, 8 or 16 in the base config)")
-    return model, train
+    model_changes, train_changes = model_cfg.search_space(trial)
+    return model_cfg.replace(**model_changes), dataclasses.replace(train_cfg, **optimiser, **train_changes)
 
 
 def make_pruner():

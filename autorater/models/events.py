@@ -49,6 +49,22 @@ class EventsConfig(AutoraterConfig):
     def feature_key(self, frozen: bool) -> str:
         return encoder_feature_key(self, frozen) or super().feature_key(frozen)
 
+    def search_space(self, trial) -> tuple[dict, dict]:
+        """=====================  ===================  =============================================
+        places                 2 .. 8               learned places the instruction is matched at
+        match_weight           0.3 .. 3.0, log      loss weight of the instruction match
+        counterfactual_weight  0.1 .. 1.0, log      loss weight of P(success) under another instruction
+        match_warmup_epochs    0, 5, 10, 15, 20     epochs training the match alone first
+        =====================  ===================  ============================================="""
+        return {"places": trial.suggest_int("places", 2, 8)}, event_loss_space(trial)
+
+
+def event_loss_space(trial) -> dict:
+    """The event models' loss weights and match warm-up, as ``autorater tune`` draws them."""
+    return {"match_weight": trial.suggest_float("match_weight", 0.3, 3.0, log=True),
+            "counterfactual_weight": trial.suggest_float("counterfactual_weight", 0.1, 1.0, log=True),
+            "match_warmup_epochs": trial.suggest_int("match_warmup_epochs", 0, 20, step=5)}
+
 
 class EventsRater(Autorater):
     """Per-frame events chained into a competing-risks likelihood over the clip (autorater/events.py).
@@ -199,4 +215,4 @@ def place_priors(features: torch.Tensor, times_s: torch.Tensor, takeover_s: torc
     return [-d2[None] / (2 * widths ** 2) + n for n in noise]
 
 
-__all__ = ["EventsConfig", "EventsRater", "place_priors"]
+__all__ = ["EventsConfig", "EventsRater", "event_loss_space", "place_priors"]

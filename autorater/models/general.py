@@ -35,7 +35,7 @@ from torch import nn
 
 from autorater.config import AutoraterConfig
 from autorater.events import SentenceText
-from autorater.models.events import EventsRater
+from autorater.models.events import EventsRater, event_loss_space
 
 
 @dataclass
@@ -58,6 +58,11 @@ class GeneralConfig(AutoraterConfig):
     hidden: int = 128  # the per-frame event classifier's width
     members: int = 1  # independently initialised heads, their outcome distributions averaged
     max_text_tokens: int = 32
+
+    def search_space(self, trial) -> tuple[dict, dict]:
+        """``queries`` 2 .. 8 (instruction queries over the positions), and the event models' loss weights and match
+        warm-up (``event_loss_space``)."""
+        return {"queries": trial.suggest_int("queries", 2, 8)}, event_loss_space(trial)
 
     def decode_args(self, takeover_s: float | None = None) -> dict:
         args = super().decode_args(takeover_s)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -66,6 +67,29 @@ class TransformerConfig(AutoraterConfig):
 
     def feature_key(self, frozen: bool) -> str:
         return encoder_feature_key(self, frozen) or super().feature_key(frozen)
+
+    lr_range: ClassVar[tuple[float, float]] = (3e-4, 3e-3)
+
+    def search_space(self, trial) -> tuple[dict, dict]:
+        """==============  ========================  ===============================================
+        hidden_size     64, 128, 192 (ordinal)    fusion transformer width
+        num_layers      1, 2, 3                   fusion transformer depth
+        spatial_size    32, 64, 96 (ordinal)      channels of the per-frame FiLM block
+        dropout         0.0 .. 0.3                fusion dropout
+        marker_weight   0.1 .. 1.0, log           loss weight of the marker head
+        match_weight    0.1 .. 1.0, log           loss weight of the instruction-match head
+        mismatch_share  0.1 .. 1.0                mismatch negatives per batch row
+        ==============  ========================  ==============================================="""
+        model = {"hidden_size": trial.suggest_int("hidden_size", 64, 192, step=64),
+                 "num_layers": trial.suggest_int("num_layers", 1, 3),
+                 "spatial_size": trial.suggest_int("spatial_size", 32, 96, step=32),
+                 "dropout": trial.suggest_float("dropout", 0.0, 0.3)}
+        if model["hidden_size"] % self.num_heads:
+            raise ValueError(f"hidden_size {model['hidden_size']} is not a multiple of num_heads {self.num_heads} "
+                             f"(fix: set model.num_heads to 1, 2, 4, 8 or 16 in the base config)")
+        return model, {"marker_weight": trial.suggest_float("marker_weight", 0.1, 1.0, log=True),
+                       "match_weight": trial.suggest_float("match_weight", 0.1, 1.0, log=True),
+                       "mismatch_share": trial.suggest_float("mismatch_share", 0.1, 1.0)}
 
 
 def time_embedding(times_s: torch.Tensor, dim: int) -> torch.Tensor:
