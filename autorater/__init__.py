@@ -10,7 +10,7 @@ from autorater.models import PRESETS
 from data.lazy import lazy_exports
 
 _predict, __getattr__ = lazy_exports(__name__, {
-    "autorater.predict": ["ClipInput", "iter_suite_predictions", "load_clip", "predict_suite"],
+    "autorater.predict": ["ClipInput", "load_clip", "predict_batch"],
     "autorater.rater": ["Decoded", "Predictions", "Rater", "model_name", "read_calibration", "read_metadata",
                         "update_metadata"],
     "autorater.registry": ["champion_model_dir", "default_tracking_uri", "promote", "resolve_model_arg"],

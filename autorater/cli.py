@@ -103,27 +103,31 @@ def cmd_train(args) -> int:
     return 0
 
 
-def _load_model(arg: str, tracking_uri: str | None, workdir: str, load: bool = True, device: str = "cpu"):
-    """(model or None, its local folder) for ``--model``: a folder, or a registry URI such as
-    models:/autorater@champion; the model on ``device`` ("auto": a GPU when present)."""
-    from autorater.model import Autorater, resolve_device
+def _model_folder(arg: str, tracking_uri: str | None, workdir: str) -> Path:
+    """The local model folder ``--model`` names: a folder, or a registry URI such as models:/autorater@champion
+    (downloaded under ``workdir/models``). Opening it is the Rater's job (``Rater.load``)."""
+    from autorater.model import Autorater
     from autorater.registry import default_tracking_uri, resolve_model_arg
 
     if arg.startswith("models:/"):
-        path = resolve_model_arg(arg, tracking_uri or default_tracking_uri(workdir), Path(workdir) / "models")
-    else:
-        path = Autorater.check_folder(arg)
-    return (Autorater.from_pretrained(path).to(resolve_device(device)) if load else None), Path(path)
+        return Path(resolve_model_arg(arg, tracking_uri or default_tracking_uri(workdir), Path(workdir) / "models"))
+    return Autorater.check_folder(arg)
+
+
+def _rater(args):
+    """``Rater.load`` of ``--model`` on ``--device``."""
+    from autorater.rater import Rater
+
+    return Rater.load(_model_folder(args.model, args.tracking_uri, args.workdir), args.device)
 
 
 def cmd_predict(args) -> int:
-    from autorater.predict import predict_suite
     from data.suite import Suite, write_jsonl
 
     _threads()
-    model, model_dir = _load_model(args.model, args.tracking_uri, args.workdir, device=args.device)
-    rows = predict_suite(model, Suite.load(args.suite), model_dir, progress=not args.quiet,
-                         batch_size=args.batch_size)
+    rater = _rater(args)
+    model_dir = rater.folder
+    rows = list(rater.rate_suite(Suite.load(args.suite), progress=not args.quiet, batch_size=args.batch_size))
     write_jsonl(args.out, rows)
     errors = [r for r in rows if "error" in r]
     for r in errors:
@@ -147,14 +151,14 @@ def _warn_drift(model_dir: Path, rows: list[dict]) -> dict | None:
 
 
 def cmd_evaluate(args) -> int:
-    from autorater.predict import predict_suite
     from data.suite import Suite
     from training.evaluate import evaluate, format_failure_modes, format_report
 
     _threads()
-    model, model_dir = _load_model(args.model, args.tracking_uri, args.workdir, device=args.device)
+    rater = _rater(args)
+    model_dir = rater.folder
     suite = Suite.load(args.suite)
-    rows = predict_suite(model, suite, model_dir, progress=not args.quiet)
+    rows = list(rater.rate_suite(suite, progress=not args.quiet))
     golds = [args.gold] if args.gold != "both" else ["references", "truth"]
     reports = {}
     for gold in golds:
@@ -188,7 +192,7 @@ def cmd_calibrate(args) -> int:
     suite = Suite.load(args.suite)
     report_dir = args.report or str(Path(args.model) / "calibration-report")
     result = calibrate_model(args.model, suite, report_dir, args.target_agreement, args.confidence,
-                             args.max_marker_uncertainty_s, progress=not args.quiet)
+                             args.max_marker_uncertainty_s, progress=not args.quiet, device=args.device)
     print(format_calibration(result))
     print(f"calibration.json written to {args.model}")
     return 0
@@ -250,7 +254,7 @@ def cmd_label(args) -> int:
     from serving.label import format_summary, label_suite
 
     _threads()
-    _, model_dir = _load_model(args.model, args.tracking_uri, args.workdir, load=False)
+    model_dir = _model_folder(args.model, args.tracking_uri, args.workdir)
     summary = label_suite(model_dir, Suite.load(args.suite), args.out, resume=args.resume, workers=args.workers,
                           batch_size=args.batch_size, audit_share=args.audit_share, seed=args.seed,
                           on_drift=args.on_drift, video_url_prefix=args.video_url_prefix, backend=args.backend,
@@ -294,10 +298,10 @@ def cmd_active_select(args) -> int:
     from serving.active import active_select
 
     _threads()
-    _, model_dir = _load_model(args.model, args.tracking_uri, args.workdir, load=False)
+    model_dir = _model_folder(args.model, args.tracking_uri, args.workdir)
     summary = active_select(model_dir, Suite.load(args.pool), args.budget, args.out, strategy=args.strategy,
                             diversity=not args.no_diversity, seed=args.seed, video_url_prefix=args.video_url_prefix,
-                            progress=not args.quiet)
+                            progress=not args.quiet, device=args.device)
     print(f"selected {summary['selected']} of {summary['pool_unlabelled']} unlabelled continuations by "
           f"{summary['strategy']} ({summary['scenarios']} scenarios, {summary['categories']} categories); "
           f"Label Studio: {args.out}/labelstudio/config.xml and tasks.json ({summary['tasks']} tasks)")
@@ -312,7 +316,7 @@ def cmd_active_round(args) -> int:
     from training.recipe import load_config
 
     uri = args.tracking_uri or default_tracking_uri(args.workdir)
-    _, model_dir = _load_model(args.model, uri, args.workdir, load=False)
+    model_dir = _model_folder(args.model, uri, args.workdir)
     train_config = load_config(args.config)[1] if args.config else None
     r = run_round(model_dir, args.pool, args.out, uri, references_dir=args.references, export=args.export,
                   tasks_file=args.tasks, finetune=not args.retrain, epochs=args.epochs, cache_dir=args.cache_dir,
@@ -345,7 +349,7 @@ def cmd_serve(args) -> int:
         raise ValueError(f"--host {args.host} reaches beyond this machine: set a bearer token (--token or "
                          f"AUTORATER_TOKEN), or pass --allow-unauthenticated if a proxy authenticates")
     _threads()
-    _, model_dir = _load_model(args.model, args.tracking_uri, args.workdir, load=False)
+    model_dir = _model_folder(args.model, args.tracking_uri, args.workdir)
     app = create_app(model_dir, args.media_root, token=token, suite=args.suite, timeout_s=args.timeout_s,
                      max_upload_bytes=int(args.max_upload_mb * 2 ** 20), max_decodes=args.max_decodes,
                      device=args.device)
@@ -460,6 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("calibrate", help="fit the temperature, shift and selective policy on a suite's references")
+    device_arg(p)
     model_and_suite(p, "local model folder (calibration.json is written into it)",
                     "suite with references.jsonl (and annotations for the comparison)")
     p.add_argument("--target-agreement", type=float, default=0.95)
@@ -546,6 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
     active = sub.add_parser("active", help="active learning: choose what to label next; run a round").add_subparsers(
         dest="active_command", required=True)
     p = active.add_parser("select", help="choose the unlabelled continuations humans should label next")
+    device_arg(p)
     p.add_argument("--model", required=True, help="model folder, or models:/autorater@champion")
     p.add_argument("--pool", required=True, help="pool suite (its unannotated, non-reference continuations)")
     p.add_argument("--budget", type=int, required=True, help="how many to choose")

@@ -39,7 +39,7 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai") -> int:
     import torch
 
     from autorater.models import PRESETS
-    from autorater.rater import read_calibration
+    from autorater.rater import Rater
     from autorater.registry import default_tracking_uri, promote
     from data.files import write_text_atomic
     from data.generate import generate_suite
@@ -120,8 +120,8 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai") -> int:
 
     t = _step("7. how good is the model itself? The new version against the simulator truth, beside the "
               "annotators and a baseline")
-    rows = predict_cached(result.model, new_suite, tc.cache_dir, name=f"autorater@{version}",
-                          calibration=read_calibration(model_dir))
+    rater = Rater.load(model_dir, "cpu")  # rates from the CPU feature cache
+    rows = predict_cached(rater.model, new_suite, tc.cache_dir, name=rater.name, calibration=rater.calibration)
     majority = predict_majority(train_majority([train_suite], tc), new_suite)
     report = evaluate(new_suite, {"autorater": rows, "majority_baseline": majority}, gold="truth")
     print(format_report(report))

@@ -1,22 +1,19 @@
-"""Prediction: decode clips, run the model, apply the stored calibration, write SUITE_FORMAT predictions.
+"""Prediction's steps: decode a clip as the model reads it, run the model on a batch, apply a calibration.
 
-Example:
-    >>> model = Autorater.from_pretrained("model")                         # doctest: +SKIP
-    >>> rows = predict_suite(model, Suite.load("new-suite"), model_dir="model")  # doctest: +SKIP
-    >>> rows[0]["p_success"], rows[0]["marker_s"]                           # doctest: +SKIP
+A model folder is rated through ``autorater.rater.Rater``, which decodes with :func:`load_clip` and rates with
+:func:`predict_batch`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
 
 from autorater.model import Autorater
-from data.suite import Suite
 from data.video import read_video
 
 
@@ -93,19 +90,4 @@ def calibrate_outputs(logit: np.ndarray, marker_s: np.ndarray, durations_s: Sequ
     return p, marker_s
 
 
-def iter_suite_predictions(model: Autorater, suite: Suite, ids: Iterable[str] | None = None,
-                           calibration: dict | None = None, name: str = "autorater", batch_size: int = 16,
-                           progress: bool = False) -> Iterator[dict]:
-    """Yield one prediction per continuation, in order; an undecodable video yields an ``error`` row instead
-    (``Rater.rate_suite`` for a model already in memory)."""
-    from autorater.rater import Rater
-
-    yield from Rater(model, calibration, name).rate_suite(suite, ids, batch_size=batch_size, progress=progress)
-
-
-def predict_suite(model: Autorater, suite: Suite, model_dir: str | Path | None = None, **kwargs) -> list[dict]:
-    """All predictions of a suite, calibrated with the model folder's calibration.json when there is one."""
-    from autorater.rater import model_name, read_calibration
-
-    return list(iter_suite_predictions(model, suite, calibration=read_calibration(model_dir),
-                                       name=model_name(model_dir), **kwargs))
+__all__ = ["ClipInput", "calibrate_outputs", "load_clip", "predict_batch", "real_length"]

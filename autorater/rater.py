@@ -1,7 +1,7 @@
 """One owner for a rated model: the model folder's weights, config, calibration and name; typed predictions.
 
-Every prediction path goes through a :class:`Rater`: ``autorater predict`` and ``evaluate``
-(``iter_suite_predictions``), the labelling job and its Ray actors (``serving/label.py``), the HTTP
+Every prediction path goes through a :class:`Rater`: ``autorater predict``, ``evaluate`` and ``calibrate``, the
+labelling job and its Ray actors (``serving/label.py``), the HTTP
 service, active learning, and the baselines' cached path. It decodes (an undecodable video becomes an
 ``error`` row, never a lost one), rates from frames or cached features into :class:`Predictions`, applies
 the folder's ``calibration.json``, and writes SUITE_FORMAT rows.
@@ -76,6 +76,16 @@ def update_metadata(folder: str | os.PathLike, **fields) -> dict:
     return meta
 
 
+def folder_fingerprint(folder: str | os.PathLike) -> dict:
+    """SHA-1 of the folder's weights and of its calibration.json (None when absent): what a labelling job checks
+    before it resumes with this model."""
+    from data.files import sha1_file
+
+    folder = Path(folder)
+    return {"weights_sha1": sha1_file(folder / "model.safetensors"),
+            "calibration_sha1": sha1_file(folder / CALIBRATION_FILE)}
+
+
 def model_name(folder: str | os.PathLike | None) -> str:
     """``name@version`` of the registered model version (from ``metadata.json``), else ``autorater:<folder>``."""
     if folder is None:
@@ -137,10 +147,17 @@ class Rater:
         self.model, self.calibration, self.name, self.folder = model, calibration or {}, name, folder
 
     @classmethod
-    def load(cls, folder: str | Path, device: str = "cpu") -> "Rater":
-        folder = Path(folder)
+    def load(cls, folder: str | Path, device: str = "auto", calibrated: bool = True) -> "Rater":
+        """Open a model folder for rating: the one way in (weights and config checked, ``calibration.json`` applied
+        unless ``calibrated`` is False, the registered name), the model on ``device`` ("auto": a GPU when
+        present, else the CPU)."""
+        folder = Autorater.check_folder(folder)
         model = Autorater.from_pretrained(folder).to(resolve_device(device))
-        return cls(model, read_calibration(folder), model_name(folder), folder)
+        return cls(model, read_calibration(folder) if calibrated else {}, model_name(folder), folder)
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
 
     @property
     def config(self):
@@ -207,5 +224,5 @@ class Rater:
             bar.close()
 
 
-__all__ = ["CALIBRATION_FILE", "METADATA_FILE", "Decoded", "Predictions", "Rater", "model_name", "read_calibration",
-           "read_metadata", "update_metadata"]
+__all__ = ["CALIBRATION_FILE", "METADATA_FILE", "Decoded", "Predictions", "Rater", "folder_fingerprint", "model_name",
+           "read_calibration", "read_metadata", "read_record", "update_metadata"]

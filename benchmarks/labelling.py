@@ -33,7 +33,7 @@ import numpy as np
 
 
 def bench_throughput(model_dir: Path, suite, out: Path, workers: int) -> dict:
-    from data.video import read_video
+    from autorater.rater import Rater
     from serving.label import label_suite
 
     if out.exists():
@@ -41,11 +41,11 @@ def bench_throughput(model_dir: Path, suite, out: Path, workers: int) -> dict:
     start = time.perf_counter()
     summary = label_suite(model_dir, suite, out, workers=workers, progress=True)
     label_wall = time.perf_counter() - start
-    config = json.loads((model_dir / "config.json").read_text())
-    num_frames, size = config.get("num_frames", 32), config.get("image_size", 128)
+    rater = Rater.load(model_dir, "cpu")
     start = time.perf_counter()
-    for c in suite.continuations:
-        read_video(suite.root / c.video, num_frames=num_frames, size=size)
+    ids = suite.continuation_ids()
+    for k in range(0, len(ids), 16):
+        rater.decode(suite, ids[k:k + 16])  # as the model reads them (size, fit, frames from the takeover)
     decode_wall = time.perf_counter() - start
     n = len(suite.continuations)
     return {"continuations": n, "workers": workers, "label_wall_s": round(label_wall, 1),
@@ -136,6 +136,7 @@ def _repeat(base, truths, agent_of, scenario_of, true_rate, gold, repeats, audit
 
 
 def main(argv: list[str] | None = None) -> int:
+    from autorater.rater import Rater
     from data.generate import generate_suite
     from data.suite import Suite
 
@@ -150,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="bench-out/labelling")
     args = parser.parse_args(argv)
     model_dir, out = Path(args.model), Path(args.out)
-    if not (model_dir / "calibration.json").is_file():
+    if not Rater.load(model_dir, "cpu").calibration:
         raise SystemExit(f"{model_dir} is not a calibrated model folder: run `make demo` (it writes demo-out/model) "
                          f"or pass --model")
     out.mkdir(parents=True, exist_ok=True)

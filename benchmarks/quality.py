@@ -96,16 +96,16 @@ def _suites(root: Path, quick: bool, world: str = "babyai", view: str = "ego",
 
 
 def _throughput(model, suite, limit: int) -> dict:
-    from autorater.predict import iter_suite_predictions
+    from autorater.rater import Rater
     from data.video import read_video
 
     ids = suite.continuation_ids()[:limit]
     start = time.perf_counter()
     for cid in ids:
-        read_video(suite.video_path(cid), **model.config.decode_args())
+        read_video(suite.video_path(cid), **model.config.decode_args(suite.takeover_of(cid)))
     decode = len(ids) / (time.perf_counter() - start)
     start = time.perf_counter()
-    for _ in iter_suite_predictions(model, suite, ids=ids):
+    for _ in Rater(model).rate_suite(suite, ids=ids):
         pass
     end_to_end = len(ids) / (time.perf_counter() - start)
     return {"videos": len(ids), "decode_videos_per_s": round(decode, 2), "predict_videos_per_s": round(end_to_end, 2)}
@@ -306,7 +306,7 @@ def across_seeds(per_seed: dict) -> dict:
 
 def _reuse(folder: str, result: dict, variant: list[str]):
     """``--model``: the saved model, its training record (recipe, wall time, best epoch) and its MLflow run."""
-    from autorater.model import Autorater
+    from autorater.rater import Rater
 
     if variant:
         raise SystemExit("--model scores a saved model as it is: leave --set/--train-set out (its recipe is in its "
@@ -320,7 +320,7 @@ def _reuse(folder: str, result: dict, variant: list[str]):
                          f"(e.g. bench-out/quality/model-seed_0)")
     result["train_config"] = meta["train_config"]
     result["train"].update(reused=str(folder), wall_s=meta.get("wall_s"), best=meta.get("best"), peak_rss_gib=None)
-    return Autorater.from_pretrained(folder), meta.get("mlflow_run_id")
+    return Rater.load(folder, calibrated=False).model, meta.get("mlflow_run_id")
 
 
 def pooled_outcome(scored: list[tuple[list[dict], object]]) -> dict:

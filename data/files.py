@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -81,5 +82,19 @@ def append_line_durably(path: str | os.PathLike, line: str) -> None:
         os.fsync(f.fileno())
 
 
-__all__ = ["append_line_durably", "commit", "fsync_dir", "json_text", "jsonl_text", "temp_path",
-           "write_bytes_atomic", "write_text_atomic"]
+def content_sha1(path: str | os.PathLike) -> str:
+    """The SHA-1 of a file's bytes, read in 1 MiB blocks (OSError when it cannot be read)."""
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def sha1_file(path: str | os.PathLike) -> str | None:
+    """:func:`content_sha1`, or None when there is no such file."""
+    return content_sha1(path) if Path(path).is_file() else None
+
+
+__all__ = ["append_line_durably", "commit", "content_sha1", "fsync_dir", "json_text", "jsonl_text", "sha1_file",
+           "temp_path", "write_bytes_atomic", "write_text_atomic"]

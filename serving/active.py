@@ -162,9 +162,10 @@ def unlabelled(suite: Suite) -> list[str]:
 
 def active_select(model_dir: str | os.PathLike, pool: Suite, budget: int, out: str | os.PathLike,
                   strategy: str = "uncertainty", diversity: bool = True, seed: int = 0,
-                  video_url_prefix: str | None = None, progress: bool = False) -> dict:
-    """Score the pool's unlabelled continuations, choose ``budget``, write ``selection.jsonl`` and the Label
-    Studio files (``labelstudio/config.xml``, ``tasks.json``) into ``out``; returns a summary."""
+                  video_url_prefix: str | None = None, progress: bool = False, device: str = "auto") -> dict:
+    """Score the pool's unlabelled continuations (the model on ``device``), choose ``budget``, write
+    ``selection.jsonl`` and the Label Studio files (``labelstudio/config.xml``, ``tasks.json``) into ``out``;
+    returns a summary."""
     from autorater.rater import Rater
     from serving.labelstudio import write_labelstudio_files
 
@@ -173,7 +174,7 @@ def active_select(model_dir: str | os.PathLike, pool: Suite, budget: int, out: s
     if not ids:
         raise ValueError(f"pool suite {pool.root} has no unlabelled continuations left (every one is annotated "
                          f"or a reference)")
-    rater = Rater.load(model_dir)
+    rater = Rater.load(model_dir, device)
     preds = [r for r in rater.rate_suite(pool, ids=ids, progress=progress) if "error" not in r]
     from data.video import video_info
 
@@ -225,8 +226,7 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
         calibration_share: share of the reference scenarios that calibrate the challenger when the champion's
             calibration records no references of this suite.
     """
-    from autorater.model import Autorater
-    from autorater.rater import read_calibration
+    from autorater.rater import Rater
     from autorater.registry import promote
     from calibration import paired_comparison
     from serving.calibrate import calibrate_model
@@ -249,25 +249,26 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
     if not refs.references:
         raise ValueError(f"{refs.root} has no references.jsonl: champion and challenger are compared on gold "
                          f"references (pass --references)")
-    champion = Autorater.from_pretrained(champion_dir)
+    champion = Rater.load(champion_dir, "cpu")  # its weights start the challenger; it rates from the CPU cache
     if train_config is None:
         train_config = TrainConfig(lr=3e-4, warmup_steps=10, epochs=10) if finetune else TrainConfig()
     tc = dataclasses.replace(train_config, cache_dir=cache_dir, seed=seed, epochs=epochs or train_config.epochs)
     challenger_dir = out / "challenger"
-    init = champion.trainable_state_dict() if finetune else None
+    init = champion.model.trainable_state_dict() if finetune else None
     fit, run_id, version = track_training(
         tracking_uri, "autorater-active", f"challenger ({'fine-tuned' if finetune else 'retrained'})",
         champion.config, tc, [pool], out=challenger_dir, progress=progress,
         fn=lambda log: train([pool], champion.config, tc, out=challenger_dir, log=log, progress=progress,
                              init_state=init))
-    calibrate_on, judge_on, how = judging_split(refs, read_calibration(champion_dir), calibration_share, seed)
+    calibrate_on, judge_on, how = judging_split(refs, champion.calibration, calibration_share, seed)
     result["references_split"] = how
     calibrate_model(challenger_dir, refs, out / "calibration-challenger", reference_ids=calibrate_on, seed=seed)
+    challenger = Rater.load(challenger_dir, "cpu")
 
-    rows = {"champion": predict_cached(champion, refs, cache_dir, name="champion",
-                                       calibration=read_calibration(champion_dir)),
-            "challenger": predict_cached(fit.model, refs, cache_dir, name="challenger",
-                                         calibration=read_calibration(challenger_dir))}
+    rows = {"champion": predict_cached(champion.model, refs, cache_dir, name="champion",
+                                       calibration=champion.calibration),
+            "challenger": predict_cached(challenger.model, refs, cache_dir, name="challenger",
+                                         calibration=challenger.calibration)}
     judged = set(judge_on)
     rows = {k: [r for r in v if r["continuation_id"] in judged] for k, v in rows.items()}
     report = evaluate(refs, rows, gold="references")

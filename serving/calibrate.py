@@ -24,9 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autorater.model import Autorater
-from autorater.predict import iter_suite_predictions
-from autorater.rater import CALIBRATION_FILE, model_name, read_record
+from autorater.rater import CALIBRATION_FILE, Rater, read_record
 from calibration import (
     CalibrationRecord,
     InsufficientReferencesError,
@@ -57,7 +55,7 @@ class CalibrationResult:
 def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target_agreement: float = 0.95,
                     confidence: float = 0.9, max_marker_uncertainty_s: float | None = None,
                     progress: bool = False, scaling_share: float = 0.2, seed: int = 0,
-                    reference_ids: list[str] | None = None) -> CalibrationResult:
+                    reference_ids: list[str] | None = None, device: str = "auto") -> CalibrationResult:
     """Fit and store the calibration of the model folder ``model_dir`` on ``suite``'s references.
 
     Args:
@@ -65,18 +63,18 @@ def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target
             rest certify the thresholds (``SplitCalibrator``).
         seed: seed of the split.
         reference_ids: calibrate on these references only (default: all), e.g. to keep others for judging.
+        device: where the model rates the references ("auto": a GPU when present).
     """
     model_dir, out = Path(model_dir), Path(out)
     if not suite.references:
         raise ValueError(f"suite {suite.root} has no references.jsonl: calibration needs reference episodes "
                          f"with known outcomes")
-    model = Autorater.from_pretrained(model_dir)
+    rater = Rater.load(model_dir, device, calibrated=False)  # the raw scores are what calibration fits
     refs = {r.continuation_id: r for r in suite.references
             if reference_ids is None or r.continuation_id in set(reference_ids)}
     if not refs:
         raise ValueError(f"none of the given reference_ids is a reference of {suite.root}")
-    rows = [r for r in iter_suite_predictions(model, suite, ids=list(refs), name=model_name(model_dir),
-                                              progress=progress) if "error" not in r]
+    rows = [r for r in rater.rate_suite(suite, ids=list(refs), progress=progress) if "error" not in r]
     if not rows:
         raise ValueError(f"none of the reference videos of {suite.root} could be decoded")
     ids = [r["continuation_id"] for r in rows]

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -30,7 +29,7 @@ import warnings
 from pathlib import Path
 from typing import Iterator, TypedDict
 
-from data.files import jsonl_text, write_text_atomic
+from data.files import jsonl_text, sha1_file, write_text_atomic
 
 JOB_FILE, LABELS_FILE, ERRORS_FILE, SUMMARY_FILE, PARTS_DIR = (
     "job.json", "labels.jsonl", "errors.jsonl", "summary.json", "parts")
@@ -66,17 +65,6 @@ class LabelRow(TypedDict, total=False):
     human_outcome: str
     human_marker_s: float | None
     human_n: int
-
-
-def sha1_file(path: Path) -> str | None:
-    """The SHA-1 of a file's bytes (None when there is no file)."""
-    if not path.is_file():
-        return None
-    h = hashlib.sha1()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 @contextlib.contextmanager

@@ -33,10 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
-from autorater.rater import CALIBRATION_FILE, Rater, model_name, read_record
+from autorater.model import resolve_device
+from autorater.rater import Rater, folder_fingerprint, model_name, read_record
 from data.files import jsonl_text, write_text_atomic
 from data.suite import Suite
-from serving.folder import JOB_FILE, LabelJobError, LabelsFolder, read_jsonl_rows, sha1_file, write_jsonl_rows
+from serving.folder import JOB_FILE, LabelJobError, LabelsFolder, read_jsonl_rows, write_jsonl_rows
 
 
 def audit_draw(continuation_id: str, seed: int, method: str = "blake2b") -> float:
@@ -59,8 +60,7 @@ def job_spec(model_dir: Path, suite: Suite, batch_size: int, audit_share: float,
     return {"suite": str(suite.root.resolve()), "suite_name": suite.info.name, "suite_version": suite.info.version,
             "continuations": len(ids), "ids_sha1": hashlib.sha1("\n".join(ids).encode()).hexdigest(),
             "model": str(model_dir.resolve()), "model_name": model_name(model_dir),
-            "weights_sha1": sha1_file(model_dir / "model.safetensors"),
-            "calibration_sha1": sha1_file(model_dir / CALIBRATION_FILE), "batch_size": int(batch_size),
+            **folder_fingerprint(model_dir), "batch_size": int(batch_size),
             "audit_share": float(audit_share), "seed": int(seed), "on_drift": on_drift, "audit_hash": "blake2b"}
 
 
@@ -81,13 +81,14 @@ def _rate_batches(rater: Rater, suite: Suite, folder: LabelsFolder, batches: lis
 
 
 class _RayRater:
-    """A Ray Data actor: loads the rater once, then rates whole batches (``k``, ``ids``) into part-file text."""
+    """A Ray Data actor: loads the rater once, on ``device``, then rates whole batches (``k``, ``ids``) into part-file
+    text."""
 
-    def __init__(self, model_dir: str, suite_root: str, threads: int):
+    def __init__(self, model_dir: str, suite_root: str, threads: int, device: str = "auto"):
         import torch
 
         torch.set_num_threads(threads)
-        self.rater = Rater.load(model_dir)
+        self.rater = Rater.load(model_dir, device)
         self.suite = Suite.load(suite_root)
 
     def __call__(self, batch: dict) -> dict:
@@ -97,7 +98,7 @@ class _RayRater:
 
 
 def _rate_batches_ray(model_dir: Path, suite: Suite, folder: LabelsFolder, batches: list[list[str]], todo: list[int],
-                      workers: int, address: str | None, bar) -> None:
+                      workers: int, address: str | None, bar, device: str = "auto") -> None:
     """The same batches on Ray Data: ``map_batches`` over an actor pool (one model per actor); the driver writes
     each part file as it arrives, so resuming works exactly as with the local backend."""
     try:
@@ -111,8 +112,9 @@ def _rate_batches_ray(model_dir: Path, suite: Suite, folder: LabelsFolder, batch
     ctx.enable_progress_bars = False
     items = [{"k": k, "ids": json.dumps(batches[k])} for k in todo]
     ds = ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 4 * max(1, workers))))
-    ds = ds.map_batches(_RayRater, batch_size=1, concurrency=max(1, workers), num_cpus=1,
-                        fn_constructor_args=(str(model_dir.resolve()), str(suite.root.resolve()), 1))
+    gpus = 1 if resolve_device(device).type == "cuda" else 0  # an actor that rates on a GPU asks Ray for one
+    ds = ds.map_batches(_RayRater, batch_size=1, concurrency=max(1, workers), num_cpus=1, num_gpus=gpus,
+                        fn_constructor_args=(str(model_dir.resolve()), str(suite.root.resolve()), 1, device))
     for row in ds.iter_rows():
         k = int(row["k"])
         write_text_atomic(folder.part(k), row["text"])
@@ -172,7 +174,7 @@ def _decide(rows: list[dict], model_dir: Path, spec: dict) -> tuple[list[dict], 
 def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLike, *, resume: bool = False,
                 workers: int = 1, batch_size: int = 16, audit_share: float = 0.1, seed: int = 0,
                 on_drift: str = "warn", video_url_prefix: str | None = None, backend: str = "local",
-                ray_address: str | None = None, progress: bool = False, device: str = "cpu") -> dict:
+                ray_address: str | None = None, progress: bool = False, device: str = "auto") -> dict:
     """Label every continuation of ``suite`` with the model folder ``model_dir``; returns the summary.
 
     Args:
@@ -191,7 +193,8 @@ def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLi
             of ``workers`` actors, each loading the model once; same batches, same part files, same result).
         ray_address: the Ray cluster to join (None: start a local Ray on this machine).
         progress: show a progress bar.
-        device: where the local backend rates ("auto": a GPU when present); Ray actors rate on their CPU.
+        device: where the model rates ("auto": a GPU when present, else the CPU), on the local backend and in
+            every Ray actor.
     """
     if not 0.0 <= audit_share <= 1.0:
         raise ValueError(f"audit_share must be in [0, 1], got {audit_share}")
@@ -231,7 +234,7 @@ def _label_locked(model_dir: Path, suite: Suite, folder: LabelsFolder, spec: dic
                                                                                             for k in todo))
         try:
             if backend == "ray":
-                _rate_batches_ray(model_dir, suite, folder, batches, todo, workers, ray_address, bar)
+                _rate_batches_ray(model_dir, suite, folder, batches, todo, workers, ray_address, bar, device)
             else:
                 _rate_batches(Rater.load(model_dir, device), suite, folder, batches, todo, workers, bar)
         finally:

@@ -15,7 +15,7 @@ import torch
 
 from autorater.model import Autorater
 from autorater.models import PRESETS
-from autorater.predict import predict_suite
+from autorater.rater import Rater
 from calibration import CalibrationRecord
 from data.generate import generate_suite
 from data.suite import Suite
@@ -41,7 +41,7 @@ def make_env(root: Path, scenarios: int = 6, per_scenario: int = 6) -> dict:
     torch.manual_seed(0)
     model = Autorater(PRESETS["tiny"])
     model_dir = model.save_pretrained(root / "model")
-    p = np.array([r["p_success"] for r in predict_suite(model, suite)])
+    p = np.array([r["p_success"] for r in Rater(model).rate_suite(suite)])
     confidence = np.maximum(p, 1 - p)
     set_calibration(model_dir, float(np.median(confidence)), [r for r in np.log(p / (1 - p))])
     return {"root": root, "suite": suite, "model": Path(model_dir)}

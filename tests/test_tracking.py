@@ -18,9 +18,8 @@ import numpy as np
 import pytest
 
 from autorater import registry
-from autorater.model import Autorater
 from autorater.models import PRESETS
-from autorater.predict import predict_suite
+from autorater.rater import Rater
 from model_suites import fresh_tracking_uri, make_tiny_suite
 from training import compare, tracking
 from training.recipe import TrainConfig
@@ -112,10 +111,9 @@ def test_promote_sets_the_alias_and_the_champion_loads_with_identical_prediction
     assert int(client.get_model_version_by_alias("autorater", "champion").version) == second.version
 
     champion = registry.champion_model_dir(uri, root / "champion")
-    local, downloaded = Autorater.from_pretrained(root / "model-2"), Autorater.from_pretrained(champion)
     ids = env["suite"].continuation_ids()[:6]
-    rows_local = predict_suite(local, env["suite"], model_dir=root / "model-2", ids=ids)
-    rows_champion = predict_suite(downloaded, env["suite"], model_dir=champion, ids=ids)
+    rows_local = list(Rater.load(root / "model-2").rate_suite(env["suite"], ids=ids))
+    rows_champion = list(Rater.load(champion).rate_suite(env["suite"], ids=ids))
     assert rows_local == rows_champion
     assert rows_champion[0]["model"] == f"autorater@{second.version}"
 

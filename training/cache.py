@@ -14,7 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ import torch
 
 from autorater.config import AutoraterConfig
 from autorater.model import Autorater
+from data.files import content_sha1
 from data.video import VideoError, read_video
 
 
@@ -44,14 +44,6 @@ def cache_key(config: AutoraterConfig, frozen: bool) -> str:
     """A folder name per input setting; ``-s2``: clips shorter than ``num_frames`` padded at the end (the sampling
     since the events model), not repeated throughout."""
     return config.feature_key(frozen) + "-s2"
-
-
-def content_hash(path: str | Path) -> str:
-    h = hashlib.sha1()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 class FeatureCache:
@@ -77,7 +69,7 @@ class FeatureCache:
         decode = [cfg.decode_args(t) for t in takeovers]
         for i, p in enumerate(paths):
             try:
-                hashes.append(content_hash(p))
+                hashes.append(content_sha1(p))
             except OSError as err:
                 hashes.append(None)
                 errors[i] = f"video not found or unreadable: {p} ({err.strerror})"
