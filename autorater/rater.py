@@ -137,9 +137,11 @@ class Rater:
         self.model, self.calibration, self.name, self.folder = model, calibration or {}, name, folder
 
     @classmethod
-    def load(cls, folder: str | Path, device: str = "cpu") -> "Rater":
+    def load(cls, folder: str | Path, device: str = "cpu", allow_unverified: bool = False) -> "Rater":
+        """Read the model folder (``allow_unverified``: accept weights without a checksum; see
+        ``Autorater.from_pretrained``)."""
         folder = Path(folder)
-        model = Autorater.from_pretrained(folder).to(resolve_device(device))
+        model = Autorater.from_pretrained(folder, allow_unverified=allow_unverified).to(resolve_device(device))
         return cls(model, read_calibration(folder), model_name(folder), folder)
 
     @property

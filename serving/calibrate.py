@@ -57,7 +57,7 @@ class CalibrationResult:
 def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target_agreement: float = 0.95,
                     confidence: float = 0.9, max_marker_uncertainty_s: float | None = None,
                     progress: bool = False, scaling_share: float = 0.2, seed: int = 0,
-                    reference_ids: list[str] | None = None) -> CalibrationResult:
+                    reference_ids: list[str] | None = None, allow_unverified: bool = False) -> CalibrationResult:
     """Fit and store the calibration of the model folder ``model_dir`` on ``suite``'s references.
 
     Args:
@@ -65,12 +65,13 @@ def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target
             rest certify the thresholds (``SplitCalibrator``).
         seed: seed of the split.
         reference_ids: calibrate on these references only (default: all), e.g. to keep others for judging.
+        allow_unverified: load weights without a checksum (``Autorater.from_pretrained``).
     """
     model_dir, out = Path(model_dir), Path(out)
     if not suite.references:
         raise ValueError(f"suite {suite.root} has no references.jsonl: calibration needs reference episodes "
                          f"with known outcomes")
-    model = Autorater.from_pretrained(model_dir)
+    model = Autorater.from_pretrained(model_dir, allow_unverified=allow_unverified)
     refs = {r.continuation_id: r for r in suite.references
             if reference_ids is None or r.continuation_id in set(reference_ids)}
     if not refs:
