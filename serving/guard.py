@@ -233,8 +233,10 @@ def resolve_media(media_root: Path, value: str) -> Path:
         outside = root != path and root not in path.parents
         found = not outside and path.is_file()
     except (OSError, ValueError, RuntimeError) as err:  # a name too long, a loop of symlinks (RuntimeError), ...
-        raise HTTPException(400, f"video path {shown_path!r} cannot be opened: {err.__class__.__name__} "
-                                 f"(fix: send the path of a video file under the media root)") from None
+        why = "a loop of symbolic links" if isinstance(err, RuntimeError) or getattr(err, "errno", None) == 40 \
+            else getattr(err, "strerror", None) or err.__class__.__name__
+        raise HTTPException(400, f"video path {shown_path!r} cannot be opened: {why} (fix: send the path of a video "
+                                 f"file under the media root)") from None
     if outside:
         raise HTTPException(400, f"video path {shown_path!r} leads outside the media root")
     if not found:
