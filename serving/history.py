@@ -73,6 +73,16 @@ class Incoming:
     version: datetime | None = None
 
 
+def stored_version(row: dict, now: datetime | None = None) -> datetime | None:
+    """The version of a row already stored (a labels file, another store): as :func:`row_version`, but a time that
+    does not parse, or (``now`` given) lies beyond the clock, counts as none: such a row, written before these checks,
+    is ordered by arrival instead of freezing its label."""
+    try:
+        return row_version(row, "copy", now)
+    except ValueError:
+        return None
+
+
 def arriving(row: dict, kind: str = "copy", now: datetime | None = None) -> Incoming:
     """``row`` as it arrives: ``kind`` "create" (a creation), "update" (a correction) or "copy" (an export, or a row of
     another store), its version from :func:`row_version`. ValueError when a time is not ISO 8601 or (``now``
@@ -114,10 +124,10 @@ class _State:
         self.apply(event)
         return event
 
-    def adopt(self, row: dict, stamp: str | None, via: str) -> dict:
+    def adopt(self, row: dict, now: datetime | None, via: str) -> dict:
         """Take a row of the labels file that no event held into the history, with the version it had."""
-        return self.emit("adopt", stamp, via, key=list(label_key(row)), row=row,
-                         version=_iso(row_version(row, "copy", None)), bump=0)
+        return self.emit("adopt", _stamp(now), via, key=list(label_key(row)), row=row,
+                         version=_iso(stored_version(row, now)), bump=0)
 
     def untouched(self, rows: list[dict]) -> list[dict]:
         """The rows of the labels file whose label the history never held (a suite's own annotations)."""
@@ -226,7 +236,7 @@ class LabelHistory:
                 out.statuses.append("duplicate")  # the suite's own row, the same content
                 continue
             if key not in state.entries:
-                fresh += [state.adopt(old, stamp, via) for old in base.take(lambda k: k == key, key)]
+                fresh += [state.adopt(old, now, via) for old in base.take(lambda k: k == key, key)]
             entry = state.entries.get(key)
             status, version, bump = decide(entry, _ls_id(key) in state.deleted, new)
             out.statuses.append(status)
@@ -249,7 +259,7 @@ class LabelHistory:
         for gone in dict.fromkeys(str(i) for i in annotation_ids):
             if gone in state.deleted:
                 continue
-            fresh += [state.adopt(old, stamp, via) for old in base.take(lambda k: _ls_id(k) == gone)]
+            fresh += [state.adopt(old, now, via) for old in base.take(lambda k: _ls_id(k) == gone)]
             removed += [e.row for k, e in state.entries.items() if _ls_id(k) == gone]
             fresh.append(state.emit("delete", stamp, via, ls_annotation_id=gone))
         self._write(legacy, events + fresh, base.rows() + state.rows(), rows)
@@ -311,4 +321,4 @@ def _iso(stamp: datetime | None) -> str | None:
 
 
 __all__ = ["ACTIONS", "KINDS", "SUITE_HISTORY_FILE", "SUITE_LABELS_FILE", "Applied", "Incoming", "LabelHistory",
-           "arriving", "decide", "label_key", "row_version", "suite_history"]
+           "arriving", "decide", "label_key", "row_version", "stored_version", "suite_history"]

@@ -35,7 +35,7 @@ from data.suite import Annotation, Problem, Suite, annotation_problems, read_jso
 from data.video import VideoError, video_info
 from serving.fields import utc_now
 from serving.folder import PROBLEMS_FILE, LabelsFolder, folder_lock
-from serving.history import Applied, arriving, suite_history
+from serving.history import Applied, Incoming, arriving, stored_version, suite_history
 from serving.labelstudio import ExportProblem, parse_export, read_tasks
 
 
@@ -157,10 +157,11 @@ def upsert_suite_annotations(suite: Suite, annotations: list, durations: dict[st
         suite.continuation_by_id)]
     if problems:
         raise ValueError("labels refused before they reach the suite: " + "; ".join(str(p) for p in problems[:5]))
-    incoming = [arriving(r) for r in rows]
+    now = utc_now()
+    incoming = [Incoming(r, stored_version(r, now)) for r in rows]  # rows already checked when they arrived
     with folder_lock(suite.root, "ingest or webhook", wait=True):
         Suite.load(suite.root)  # it loads before the write (a broken suite is named, not made worse)
-        return suite_history(suite.root).apply(incoming, via=via, now=utc_now())
+        return suite_history(suite.root).apply(incoming, via=via, now=now)
 
 
 def ingest(labels_dir: str | os.PathLike, export: str | os.PathLike, append_to_suite: bool = True) -> dict:

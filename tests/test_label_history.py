@@ -15,13 +15,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from fastapi.testclient import TestClient
 
 from data.files import jsonl_text
 from data.suite import Suite
-from hardening_env import make_hardening_env, suite_rows, webhook_payload
+from hardening_env import make_hardening_env, make_pool, suite_rows, webhook_payload
 from serving.history import LabelHistory, arriving, suite_history
-from serving.service import create_app
 
 STREAM = Path(__file__).parent / "data" / "labelstudio_webhook_stream.json"
 # (HTTP status, "status" of the answer) for each event of the stream, in order
@@ -42,10 +40,8 @@ def env(tmp_path_factory):
 
 @pytest.fixture()
 def pool(env, tmp_path):
-    media = tmp_path / "media"
-    shutil.copytree(env["suite"].root, media / "suite")
-    suite = Suite.load(media / "suite")
-    return {"suite": suite, "client": TestClient(create_app(env["model"], media, suite=suite.root, timeout_s=30))}
+    """A fresh copy of the suite under a media root, and a client whose webhook writes to it."""
+    return make_pool(env, tmp_path)
 
 
 def _ls_rows(root) -> dict:

@@ -25,7 +25,7 @@ from fastapi.testclient import TestClient
 from autorater.model import Autorater
 from data.suite import Suite
 from data.video import FrameTooLarge, VideoLimits, read_video
-from hardening_env import make_hardening_env, suite_rows, task_of, webhook_payload
+from hardening_env import make_hardening_env, make_pool, suite_rows, task_of, webhook_payload
 from serving.labelstudio import label_interface
 from serving.service import create_app
 from tiny_suites import FPS, N_FRAMES
@@ -47,12 +47,8 @@ def client(env):
 
 @pytest.fixture()
 def pool(env, tmp_path):
-    media = tmp_path / "media"
-    shutil.copytree(env["suite"].root, media / "suite")
-    suite = Suite.load(media / "suite")
-    return {"suite": suite, "media": media,
-            "client": TestClient(create_app(env["model"], media, suite=suite.root, timeout_s=30),
-                                 raise_server_exceptions=False)}
+    """A fresh copy of the suite under a media root, and a client whose webhook writes to it."""
+    return make_pool(env, tmp_path)
 
 
 def _post(client, path: str, obj, big: dict | None = None):

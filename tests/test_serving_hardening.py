@@ -22,7 +22,7 @@ from autorater.model import Autorater, check_calibration_file, weights_sha256
 from autorater.models import PRESETS
 from data.suite import Suite, write_jsonl
 from data.video import DecodeTimeout, VideoLimits, VideoTooLarge, read_video, video_info, write_video
-from hardening_env import make_hardening_env, region, suite_rows, task_of, webhook_payload
+from hardening_env import make_hardening_env, make_pool, region, suite_rows, task_of, webhook_payload
 from serving.folder import HUMAN_HISTORY_FILE
 from serving.history import SUITE_HISTORY_FILE
 from serving.ingest import ingest
@@ -41,11 +41,7 @@ def env(tmp_path_factory):
 @pytest.fixture()
 def pool(env, tmp_path):
     """A fresh copy of the suite under a media root, and a client whose webhook writes to it."""
-    media = tmp_path / "media"
-    shutil.copytree(env["suite"].root, media / "suite")
-    suite = Suite.load(media / "suite")
-    client = TestClient(create_app(env["model"], media, suite=suite.root, timeout_s=30))
-    return {"suite": suite, "client": client, "media": media}
+    return make_pool(env, tmp_path)
 
 
 def _finite_and_loads(root) -> list:
