@@ -33,7 +33,7 @@ from pathlib import Path
 from data.labels import label_table, majority_vote
 from data.suite import Annotation, Problem, Suite, annotation_problems, read_jsonl, record_to_dict
 from data.video import VideoError, video_info
-from serving.fields import utc_now
+from serving.fields import MAX_ID_CHARS, bounded_id, shown, utc_now
 from serving.folder import PROBLEMS_FILE, LabelsFolder, folder_lock
 from serving.history import Applied, Incoming, arriving, stored_version, suite_history
 from serving.labelstudio import ExportProblem, parse_export, read_tasks
@@ -65,9 +65,13 @@ def _read_suite_annotations(path: Path, suite: Suite, durations: dict) -> tuple[
     accepted = []
     for a in records:
         where = f"{path.name}:{a.extra.pop('_line', '?')}"
+        ls_id = a.extra.get("ls_annotation_id")
         if a.continuation_id not in suite.continuation_by_id:
-            out.append(ExportProblem("error", where, f"unknown continuation_id {a.continuation_id!r}",
+            out.append(ExportProblem("error", where, f"unknown continuation_id {a.continuation_id[:80]!r}",
                                      f"labels must name continuations of suite {suite.root}"))
+        elif ls_id is not None and bounded_id(ls_id) is None:
+            out.append(ExportProblem("error", where, f"ls_annotation_id {shown(ls_id)} is not an id (an integer, or "
+                                                     f"a string of up to {MAX_ID_CHARS} characters)"))
         elif a.outcome not in ("success", "failure"):
             out.append(ExportProblem("error", where, f"outcome {a.outcome!r} is not success or failure"))
         elif a.marker_s is not None and not 0 <= a.marker_s <= durations.get(a.continuation_id, float("inf")) + 1e-6:

@@ -108,6 +108,11 @@ def test_an_export_with_huge_integers_is_ingested_with_clear_problems(env, tmp_p
     path.write_text(json.dumps(export).replace('"@@"', HUGE))
     result = ingest(folder.root, path)
     assert result["accepted"] == 1 and result["errors"] == 1 and "numeric start/end" in " ".join(result["problems"])
+    rows = tmp_path / "annotations.jsonl"  # the same in a SUITE_FORMAT file
+    rows.write_text('{"continuation_id": "c3", "annotator_id": "h9", "outcome": "success", "marker_s": @@}\n'
+                    .replace("@@", HUGE))
+    result = ingest(folder.root, rows)
+    assert result["errors"] == 1 and "marker_s' is not a finite number" in result["problems"][0]
 
 
 @pytest.mark.parametrize("link", ["loop", "loop/x.mp4", "a", "a/b/c.mp4"])
