@@ -7,9 +7,10 @@ Limits hold twice: the container's claims (size, frame count, duration, frame ra
 decoded (:func:`probe`), and every decoded frame is checked before it is converted: a frame of another size than the
 container states, or over the size limits, stops decoding at once, and so does passing the budget of decoded pixels
 (``VideoLimits.max_decoded_pixels``) or the deadline. A file that lies in its container (an MJPEG stream that says
-64 x 64 and holds 12000 x 12000 frames) is refused after one such frame. The frame count and rate come from decord's
-index of the file (no frame is decoded for it); frames are scaled by FFmpeg's bilinear scaler, as decord scaled them,
-so the pixels are the ones decord gave.
+64 x 64 and holds 12000 x 12000 frames) is refused at the first such frame, before its picture is allocated. The
+frame count and rate are the container's (its sample count and average frame rate: decord's index of the file gives
+the same; it is asked where the container states no count); frames are scaled by FFmpeg's bilinear scaler, as decord
+scaled them, so the pixels are the ones decord gave. One open of the file serves the checks and the decoding.
 
 Example:
     >>> clip = read_video("videos/c000913.mp4", num_frames=32, size=96)   # doctest: +SKIP
@@ -20,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass
 from fractions import Fraction
@@ -92,56 +94,38 @@ class Clip:
     info: VideoInfo
 
 
-def _reader(path: str | os.PathLike, size: int | tuple[int, int] | None = None):
-    import decord
-
-    path = Path(path)
-    if not path.is_file():
-        raise VideoError(f"video not found: {path}")
-    if path.stat().st_size == 0:
-        raise VideoError(f"video is empty (0 bytes): {path}")
-    kwargs = {}
-    if size is not None:
-        h, w = (size, size) if isinstance(size, int) else size
-        kwargs = {"width": w, "height": h}
-    try:
-        vr = decord.VideoReader(str(path), ctx=decord.cpu(0), num_threads=1, **kwargs)
-    except Exception as err:  # decord raises its own DECORDError / RuntimeError subclasses
-        raise VideoError(f"cannot decode video {path}: {str(err).splitlines()[0][:200]}") from None
-    if len(vr) == 0:
-        raise VideoError(f"video has no frames: {path}")
-    return vr
-
-
-def probe(path: str | os.PathLike, limits: VideoLimits | None = DEFAULT_LIMITS) -> tuple[int, int]:
-    """(width, height) from the container's metadata, checked against ``limits`` without decoding a frame.
-
-    Raises:
-        VideoError: missing, empty or unreadable file; VideoTooLarge: over ``limits`` (None: no limits).
-    """
+def _open(path: Path):
+    """The file opened with PyAV (VideoError: missing, empty or unreadable)."""
     import av
 
-    path = Path(path)
     if not path.is_file():
         raise VideoError(f"video not found: {path}")
     if path.stat().st_size == 0:
         raise VideoError(f"video is empty (0 bytes): {path}")
     try:
-        with av.open(str(path), metadata_errors="ignore") as container:
-            if not container.streams.video:
-                raise VideoError(f"no video stream in {path}")
-            stream = container.streams.video[0]
-            width, height = int(stream.codec_context.width or 0), int(stream.codec_context.height or 0)
-            rate = stream.average_rate or stream.guessed_rate
-            fps = float(rate) if rate else 0.0
-            frames = int(stream.frames or 0)
-            duration = float(stream.duration * stream.time_base) if stream.duration and stream.time_base else \
-                (container.duration / 1e6 if container.duration else 0.0)
-    except VideoError:
-        raise
+        container = av.open(str(path), metadata_errors="ignore")
     except Exception as err:  # PyAV raises its own error classes for every kind of damage
-        reason = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
-        raise VideoError(f"cannot decode video {path}: {reason}") from None
+        raise VideoError(f"cannot decode video {path}: {_reason(err)}") from None
+    if not container.streams.video:
+        container.close()
+        raise VideoError(f"no video stream in {path}")
+    return container
+
+
+def _reason(err: Exception) -> str:
+    return str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+
+
+def _stated(container, path: Path, limits: VideoLimits | None) -> tuple[int, int]:
+    """(width, height) the container states, with its frame rate, frame count and duration, checked against
+    ``limits`` (None: not checked)."""
+    stream = container.streams.video[0]
+    width, height = int(stream.codec_context.width or 0), int(stream.codec_context.height or 0)
+    rate = stream.average_rate or stream.guessed_rate
+    fps = float(rate) if rate else 0.0
+    frames = int(stream.frames or 0)
+    duration = float(stream.duration * stream.time_base) if stream.duration and stream.time_base else \
+        (container.duration / 1e6 if container.duration else 0.0)
     if limits is None:
         return width, height
     fix = "re-encode it smaller (e.g. ffmpeg -vf scale=-2:480), or shorter"
@@ -162,18 +146,48 @@ def probe(path: str | os.PathLike, limits: VideoLimits | None = DEFAULT_LIMITS) 
     return width, height
 
 
-def _checked_fps(vr, path, limits: VideoLimits | None) -> float:
-    fps = float(vr.get_avg_fps())
+def probe(path: str | os.PathLike, limits: VideoLimits | None = DEFAULT_LIMITS) -> tuple[int, int]:
+    """(width, height) from the container's metadata, checked against ``limits`` without decoding a frame.
+
+    Raises:
+        VideoError: missing, empty or unreadable file; VideoTooLarge: over ``limits`` (None: no limits).
+    """
+    path = Path(path)
+    with _open(path) as container:
+        return _stated(container, path, limits)
+
+
+def _count_and_rate(container, path: Path, limits: VideoLimits | None) -> tuple[int, float]:
+    """(frames, fps) of the video: the container's sample count and average frame rate, which are decord's index
+    of the file (its frame count is the video stream's packets, its rate ``avg_frame_rate``); where the container
+    states no count, decord's index itself. No frame is decoded. Checked against ``limits``."""
+    stream = container.streams.video[0]
+    n, fps = int(stream.frames or 0), float(stream.average_rate) if stream.average_rate else 0.0
+    if n <= 0 or fps <= 0:
+        n, fps = _decord_index(path)
     if not np.isfinite(fps) or fps <= 0:
         raise VideoError(f"video has no valid frame rate ({fps}): {path}")
+    if n <= 0:
+        raise VideoError(f"video has no frames: {path}")
     if limits is not None:
         if not limits.min_fps <= fps <= limits.max_fps:
             raise VideoTooLarge(f"video {path} plays at {fps:g} frames per second, outside {limits.min_fps:g}.."
                                 f"{limits.max_fps:g} (fix: re-encode it at a normal frame rate)")
-        if len(vr) > limits.max_frames or len(vr) / fps > limits.max_duration_s:
-            raise VideoTooLarge(f"video {path} has {len(vr)} frames ({len(vr) / fps:.0f} s), over the limit of "
+        if n > limits.max_frames or n / fps > limits.max_duration_s:
+            raise VideoTooLarge(f"video {path} has {n} frames ({n / fps:.0f} s), over the limit of "
                                 f"{limits.max_frames} frames or {limits.max_duration_s:.0f} s (fix: cut it shorter)")
-    return fps
+    return n, fps
+
+
+def _decord_index(path: Path) -> tuple[int, float]:
+    """(frames, fps) from decord's index of the file (it reads every packet; it decodes none)."""
+    import decord
+
+    try:
+        vr = decord.VideoReader(str(path), ctx=decord.cpu(0), num_threads=1)
+        return len(vr), float(vr.get_avg_fps())
+    except Exception as err:  # decord raises its own DECORDError / RuntimeError subclasses
+        raise VideoError(f"cannot decode video {path}: {str(err).splitlines()[0][:200]}") from None
 
 
 def video_info(path: str | os.PathLike, limits: VideoLimits | None = DEFAULT_LIMITS) -> VideoInfo:
@@ -182,10 +196,11 @@ def video_info(path: str | os.PathLike, limits: VideoLimits | None = DEFAULT_LIM
     The container's metadata is checked against ``limits`` first (VideoTooLarge), so a huge video costs
     no memory here.
     """
-    width, height = probe(path, limits)
-    vr = _reader(path)
-    fps = _checked_fps(vr, path, limits)
-    return VideoInfo(num_frames=len(vr), fps=fps, width=width, height=height)
+    path = Path(path)
+    with _open(path) as container:
+        width, height = _stated(container, path, limits)
+        n, fps = _count_and_rate(container, path, limits)
+    return VideoInfo(num_frames=n, fps=fps, width=width, height=height)
 
 
 def sample_indices(num_frames: int, n: int | None) -> np.ndarray:
@@ -226,24 +241,23 @@ def read_video(path: str | os.PathLike, num_frames: int | None = None,
     """
     if fit not in ("stretch", "pad"):
         raise ValueError(f"fit must be 'stretch' or 'pad', got {fit!r}")
-    width, height = probe(path, limits)
-    box = None
-    if fit == "pad" and size is not None and width > 0 and height > 0:
-        box = (size, size) if isinstance(size, int) else tuple(size)
-        scale = min(box[0] / height, box[1] / width)
-        size = (max(2, min(box[0], 2 * round(height * scale / 2))), max(2, min(box[1], 2 * round(width * scale / 2))))
-    vr = _reader(path)
-    fps = _checked_fps(vr, path, limits)
-    n = len(vr)
-    idx = sample_indices(n, num_frames)
-    del vr  # the index only: no frame was decoded by it
-    try:
-        frames = _decode_checked(path, idx, size, limits, deadline, (width, height))
-    except VideoError:
-        raise
-    except Exception as err:  # PyAV raises its own error classes for every kind of damage
-        reason = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
-        raise VideoError(f"cannot decode frames of video {path} (truncated or corrupt?): {reason}") from None
+    path = Path(path)
+    with _open(path) as container:
+        width, height = _stated(container, path, limits)
+        n, fps = _count_and_rate(container, path, limits)
+        box = None
+        if fit == "pad" and size is not None and width > 0 and height > 0:
+            box = (size, size) if isinstance(size, int) else tuple(size)
+            scale = min(box[0] / height, box[1] / width)
+            size = (max(2, min(box[0], 2 * round(height * scale / 2))),
+                    max(2, min(box[1], 2 * round(width * scale / 2))))
+        idx = sample_indices(n, num_frames)
+        try:
+            frames = _decode_checked(container, path, idx, size, limits, deadline, (width, height))
+        except VideoError:
+            raise
+        except Exception as err:  # PyAV raises its own error classes for every kind of damage
+            raise VideoError(f"cannot decode frames of video {path} (truncated or corrupt?): {_reason(err)}") from None
     if box is not None:
         frames = letterbox(frames, box)
     h, w = frames.shape[1:3]
@@ -282,29 +296,35 @@ def _check_frame(frame, i: int, claim: tuple[int, int], limits: VideoLimits, dec
                             f"at frame {i}; it was stopped (fix: send a shorter or smaller video)", i)
 
 
+_SCALERS = threading.local()  # a thread's filter graphs by (width, height, format, size): built once, reused
+
+
 def _scaler(frame, size: int | tuple[int, int] | None):
     """An FFmpeg filter graph turning frames of ``frame``'s size and format into RGB at ``size``, with the bilinear
-    scaler decord uses (the same pixels)."""
+    scaler decord uses (the same pixels). One per thread and shape, reused from video to video."""
     import av
 
-    graph = av.filter.Graph()
-    src = graph.add_buffer(width=frame.width, height=frame.height, format=frame.format.name,
-                           time_base=frame.time_base or Fraction(1, 1000))
-    nodes = [src]
-    if size is not None:
-        h, w = (size, size) if isinstance(size, int) else size
-        nodes.append(graph.add("scale", f"{int(w)}:{int(h)}:flags=bilinear"))
-    nodes += [graph.add("format", "rgb24"), graph.add("buffersink")]
-    for a, b in zip(nodes, nodes[1:]):
-        a.link_to(b)
-    graph.configure()
-    return graph
+    cache = _SCALERS.__dict__.setdefault("graphs", {})
+    key = (frame.width, frame.height, frame.format.name, size)
+    if key not in cache:
+        graph = av.filter.Graph()
+        nodes = [graph.add_buffer(width=frame.width, height=frame.height, format=frame.format.name,
+                                  time_base=Fraction(1, 1000))]
+        if size is not None:
+            h, w = (size, size) if isinstance(size, int) else size
+            nodes.append(graph.add("scale", f"{int(w)}:{int(h)}:flags=bilinear"))
+        nodes += [graph.add("format", "rgb24"), graph.add("buffersink")]
+        for a, b in zip(nodes, nodes[1:]):
+            a.link_to(b)
+        graph.configure()
+        cache[key] = graph
+    return cache[key]
 
 
-def _decode_checked(path: str | os.PathLike, idx: np.ndarray, size: int | tuple[int, int] | None,
+def _decode_checked(container, path: Path, idx: np.ndarray, size: int | tuple[int, int] | None,
                     limits: VideoLimits | None, deadline: float | None, claim: tuple[int, int]) -> np.ndarray:
-    """Frames ``idx`` (sorted, repeats allowed) decoded one by one with PyAV, each checked (size, budget, deadline)
-    before it is converted; decoding stops after the last wanted frame. (n, h, w, 3) uint8 RGB.
+    """Frames ``idx`` (sorted, repeats allowed) decoded one by one from an open container, each checked (size,
+    budget, deadline) before it is converted; decoding stops after the last wanted frame. (n, h, w, 3) uint8 RGB.
 
     With limits, FFmpeg's own ``max_pixels`` decoder option is set to the container's stated size (plus the decoders'
     alignment), so a frame much larger than the container says is refused by the decoder before its picture is
@@ -314,33 +334,34 @@ def _decode_checked(path: str | os.PathLike, idx: np.ndarray, size: int | tuple[
     wanted = {int(i) for i in idx}
     last = max(wanted)
     decoded: dict[int, np.ndarray] = {}
-    pixels, graph, graph_size, i = 0, None, None, -1
-    with av.open(str(path), metadata_errors="ignore") as container:
-        stream = container.streams.video[0]
-        stream.thread_type = "SLICE"
-        stream.codec_context.thread_count = 1  # one core a video, as decord decoded (the callers run several)
-        if limits is not None:  # decoders allocate the coded size, aligned up: a margin of 64 pixels a side
-            stream.codec_context.options = {"max_pixels": str((claim[0] + 64) * (claim[1] + 64))}
-        try:
-            for i, frame in enumerate(container.decode(stream)):
-                _check_deadline(deadline, path)
-                pixels += int(frame.width) * int(frame.height)
-                if limits is not None:
-                    _check_frame(frame, i, claim, limits, pixels, path)
-                if i in wanted:
-                    if graph is None or graph_size != (frame.width, frame.height, frame.format.name):
-                        graph, graph_size = _scaler(frame, size), (frame.width, frame.height, frame.format.name)
-                    graph.push(frame)
-                    decoded[i] = graph.pull().to_ndarray()
-                if i >= last:
-                    break
-        except av.error.ArgumentError:  # EINVAL: the picture is larger than max_pixels (or its header is damaged)
-            if limits is None:
-                raise
-            raise FrameTooLarge(f"frame {i + 1} of video {path} was refused by the decoder before it was decoded: "
-                                f"it is larger than the {claim[0]} x {claim[1]} pixels its container states, or its "
-                                f"header is damaged; decoding stopped there (fix: re-encode it at one frame size "
-                                f"within the limits, e.g. ffmpeg -vf scale=-2:480)", i + 1) from None
+    pixels, i = 0, -1
+    stream = container.streams.video[0]
+    stream.thread_type = "SLICE"
+    stream.codec_context.thread_count = 1  # one core a video, as decord decoded (the callers run several)
+    if limits is not None:  # decoders allocate the coded size, aligned up: a margin of 64 pixels a side
+        stream.codec_context.options = {"max_pixels": str((claim[0] + 64) * (claim[1] + 64))}
+    try:
+        for i, frame in enumerate(container.decode(stream)):
+            _check_deadline(deadline, path)
+            pixels += int(frame.width) * int(frame.height)
+            if limits is not None:
+                _check_frame(frame, i, claim, limits, pixels, path)
+            if i in wanted:
+                graph = _scaler(frame, size)
+                graph.push(frame)
+                decoded[i] = graph.pull().to_ndarray()
+            if i >= last:
+                break
+    except av.error.ArgumentError:  # EINVAL: the picture is larger than max_pixels (or its header is damaged)
+        if limits is None:
+            raise
+        raise FrameTooLarge(f"frame {i + 1} of video {path} was refused by the decoder before it was decoded: "
+                            f"it is larger than the {claim[0]} x {claim[1]} pixels its container states, or its "
+                            f"header is damaged; decoding stopped there (fix: re-encode it at one frame size "
+                            f"within the limits, e.g. ffmpeg -vf scale=-2:480)", i + 1) from None
+    except BaseException:
+        _SCALERS.__dict__.pop("graphs", None)  # a graph left mid-frame is not reused
+        raise
     if len(decoded) < len(wanted):
         raise VideoError(f"only {len(decoded)} of {len(wanted)} wanted frames of video {path} could be decoded "
                          f"(truncated or corrupt?)")

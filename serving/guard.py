@@ -92,8 +92,9 @@ class GuardedH11Protocol(H11Protocol):
             self._cancel_head_timer()
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing():
+        before = self.cycle
+        super().on_response_complete()  # may start a pipelined request already received
+        if not self.transport.is_closing() and self.cycle is before:
             self._arm_head_timer()  # the next request's head
 
     def connection_lost(self, exc) -> None:

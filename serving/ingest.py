@@ -225,7 +225,8 @@ def _ingest_locked(folder: LabelsFolder, export: Path, append_to_suite: bool) ->
 def format_ingest(result: dict, max_problems: int = 20) -> str:
     lines = [f"ingested {result['export']}: {result['accepted']} new labels, {result['updated']} updated "
              f"({result['duplicates']} already there, {result['stale']} older than the label kept), "
-             f"{result['errors']} refused, {result['warnings']} warnings, {result['cancelled']} cancelled; "
+             f"{result['errors']} refused, {result['warnings']} warnings, {result['cancelled']} cancelled"
+             + (f", {result['deleted']} deleted in Label Studio" if result.get("deleted") else "") + "; "
              f"{result['appended_to_suite']} added to or updated in the suite's annotations.jsonl",
              f"{result['human_labelled']} continuations now carry a human label; {result['waiting']} routed to "
              f"humans still wait for one"]
