@@ -120,12 +120,15 @@ def _stated(container, path: Path, limits: VideoLimits | None) -> tuple[int, int
     """(width, height) the container states, with its frame rate, frame count and duration, checked against
     ``limits`` (None: not checked)."""
     stream = container.streams.video[0]
-    width, height = int(stream.codec_context.width or 0), int(stream.codec_context.height or 0)
-    rate = stream.average_rate or stream.guessed_rate
-    fps = float(rate) if rate else 0.0
-    frames = int(stream.frames or 0)
-    duration = float(stream.duration * stream.time_base) if stream.duration and stream.time_base else \
-        (container.duration / 1e6 if container.duration else 0.0)
+    try:
+        width, height = int(stream.codec_context.width or 0), int(stream.codec_context.height or 0)
+        rate = stream.average_rate or stream.guessed_rate
+        fps = float(rate) if rate else 0.0
+        frames = int(stream.frames or 0)
+        duration = float(stream.duration * stream.time_base) if stream.duration and stream.time_base else \
+            (container.duration / 1e6 if container.duration else 0.0)
+    except Exception as err:  # a damaged header leaves PyAV without a codec context, or with odd values
+        raise VideoError(f"cannot decode video {path}: {_reason(err)}") from None
     if limits is None:
         return width, height
     fix = "re-encode it smaller (e.g. ffmpeg -vf scale=-2:480), or shorter"
@@ -162,7 +165,10 @@ def _count_and_rate(container, path: Path, limits: VideoLimits | None) -> tuple[
     of the file (its frame count is the video stream's packets, its rate ``avg_frame_rate``); where the container
     states no count, decord's index itself. No frame is decoded. Checked against ``limits``."""
     stream = container.streams.video[0]
-    n, fps = int(stream.frames or 0), float(stream.average_rate) if stream.average_rate else 0.0
+    try:
+        n, fps = int(stream.frames or 0), float(stream.average_rate) if stream.average_rate else 0.0
+    except Exception:  # noqa: BLE001 - odd values in a damaged header: ask decord's index instead
+        n, fps = 0, 0.0
     if n <= 0 or fps <= 0:
         n, fps = _decord_index(path)
     if not np.isfinite(fps) or fps <= 0:
