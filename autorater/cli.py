@@ -115,10 +115,11 @@ def _model_folder(arg: str, tracking_uri: str | None, workdir: str) -> Path:
 
 
 def _rater(args):
-    """``Rater.load`` of ``--model`` on ``--device``."""
+    """``Rater.load`` of ``--model`` on ``--device`` (``--allow-unverified``: weights without a checksum)."""
     from autorater.rater import Rater
 
-    return Rater.load(_model_folder(args.model, args.tracking_uri, args.workdir), args.device)
+    return Rater.load(_model_folder(args.model, args.tracking_uri, args.workdir), args.device,
+                      allow_unverified=args.allow_unverified)
 
 
 def cmd_predict(args) -> int:
@@ -192,7 +193,8 @@ def cmd_calibrate(args) -> int:
     suite = Suite.load(args.suite)
     report_dir = args.report or str(Path(args.model) / "calibration-report")
     result = calibrate_model(args.model, suite, report_dir, args.target_agreement, args.confidence,
-                             args.max_marker_uncertainty_s, progress=not args.quiet, device=args.device)
+                             args.max_marker_uncertainty_s, progress=not args.quiet, device=args.device,
+                             allow_unverified=args.allow_unverified)
     print(format_calibration(result))
     print(f"calibration.json written to {args.model}")
     return 0
@@ -258,7 +260,8 @@ def cmd_label(args) -> int:
     summary = label_suite(model_dir, Suite.load(args.suite), args.out, resume=args.resume, workers=args.workers,
                           batch_size=args.batch_size, audit_share=args.audit_share, seed=args.seed,
                           on_drift=args.on_drift, video_url_prefix=args.video_url_prefix, backend=args.backend,
-                          ray_address=args.address, progress=not args.quiet, device=args.device)
+                          ray_address=args.address, progress=not args.quiet, device=args.device,
+                          allow_unverified=args.allow_unverified)
     print(format_summary(summary))
     print(f"written: {args.out}/labels.jsonl, errors.jsonl, summary.json, labelstudio/config.xml and tasks.json "
           f"({summary['human_tasks']} tasks for the annotators)")
@@ -274,12 +277,13 @@ def cmd_ingest(args) -> int:
 
 
 def cmd_leaderboard(args) -> int:
+    from serving.folder import LabelsFolder
     from serving.leaderboard import leaderboard
     from serving.report import format_leaderboard, write_report
 
     board = leaderboard(args.labels, seed=args.seed, with_truth=args.truth)
     print(format_leaderboard(board))
-    out = Path(args.out) if args.out else Path(args.labels) / "leaderboard.html"
+    out = Path(args.out) if args.out else LabelsFolder(args.labels).leaderboard
     write_report(board, out)
     print(f"written: {out} and {out.with_suffix('.json')}")
     return 0
@@ -301,7 +305,7 @@ def cmd_active_select(args) -> int:
     model_dir = _model_folder(args.model, args.tracking_uri, args.workdir)
     summary = active_select(model_dir, Suite.load(args.pool), args.budget, args.out, strategy=args.strategy,
                             diversity=not args.no_diversity, seed=args.seed, video_url_prefix=args.video_url_prefix,
-                            progress=not args.quiet, device=args.device)
+                            progress=not args.quiet, device=args.device, allow_unverified=args.allow_unverified)
     print(f"selected {summary['selected']} of {summary['pool_unlabelled']} unlabelled continuations by "
           f"{summary['strategy']} ({summary['scenarios']} scenarios, {summary['categories']} categories); "
           f"Label Studio: {args.out}/labelstudio/config.xml and tasks.json ({summary['tasks']} tasks)")
@@ -321,7 +325,7 @@ def cmd_active_round(args) -> int:
     r = run_round(model_dir, args.pool, args.out, uri, references_dir=args.references, export=args.export,
                   tasks_file=args.tasks, finetune=not args.retrain, epochs=args.epochs, cache_dir=args.cache_dir,
                   seed=args.seed, train_config=train_config, progress=not args.quiet, level=args.level,
-                  margin=args.margin)
+                  margin=args.margin, allow_unverified=args.allow_unverified)
     if "new_labels" in r:
         print(f"ingested {r['new_labels']} new labels into {args.pool} ({len(r['refused_labels'])} refused)")
     ci = r["ba_gain_ci"]
@@ -340,8 +344,12 @@ _LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 
 
 def cmd_serve(args) -> int:
+    import dataclasses
+
     import uvicorn
 
+    from data.video import DEFAULT_LIMITS
+    from serving.guard import ConnectionLimits, server_config
     from serving.service import create_app
 
     token = args.token or os.environ.get("AUTORATER_TOKEN")
@@ -350,12 +358,17 @@ def cmd_serve(args) -> int:
                          f"AUTORATER_TOKEN), or pass --allow-unauthenticated if a proxy authenticates")
     _threads()
     model_dir = _model_folder(args.model, args.tracking_uri, args.workdir)
+    limits = ConnectionLimits(header_timeout_s=args.header_timeout_s, body_timeout_s=args.body_timeout_s,
+                              max_connections=args.max_connections)
+    video_limits = dataclasses.replace(DEFAULT_LIMITS, max_pixels=args.max_frame_pixels,
+                                       max_decoded_pixels=args.max_decoded_pixels)
     app = create_app(model_dir, args.media_root, token=token, suite=args.suite, timeout_s=args.timeout_s,
                      max_upload_bytes=int(args.max_upload_mb * 2 ** 20), max_decodes=args.max_decodes,
-                     device=args.device)
+                     device=args.device, allow_unverified=args.allow_unverified, video_limits=video_limits,
+                     body_timeout_s=limits.body_timeout_s)
     print(f"serving {model_dir} on http://{args.host}:{args.port} (media root {args.media_root}; "
           f"{'bearer token required' if token else 'no auth'}; OpenAPI at /docs)")
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    uvicorn.Server(server_config(app, args.host, args.port, limits)).run()
     return 0
 
 
@@ -422,6 +435,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--device", default="auto", help="auto (CUDA when a GPU is present, else the CPU), cpu, "
                                                          "cuda or cuda:N")
 
+    def unverified_arg(p):
+        p.add_argument("--allow-unverified", action="store_true",
+                       help="load a model folder whose weights carry no checksum (saved before it existed); "
+                            "without it such a folder is refused")
+
     def model_args(p, tracking=True):
         p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite under --workdir)")
         p.add_argument("--workdir", default="runs", help="local store for MLflow, caches and downloaded models")
@@ -447,6 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("predict", help="rate every continuation of a suite (SUITE_FORMAT predictions)")
+    unverified_arg(p)
     device_arg(p)
     model_and_suite(p)
     p.add_argument("--out", required=True, help="predictions .jsonl")
@@ -455,6 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_predict)
 
     p = sub.add_parser("evaluate", help="score a model against gold labels, beside the human annotators")
+    unverified_arg(p)
     device_arg(p)
     model_and_suite(p, model_help=None)
     p.add_argument("--gold", choices=["references", "truth", "both"], default="both",
@@ -465,6 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("calibrate", help="fit the temperature, shift and selective policy on a suite's references")
     device_arg(p)
+    unverified_arg(p)
     model_and_suite(p, "local model folder (calibration.json is written into it)",
                     "suite with references.jsonl (and annotations for the comparison)")
     p.add_argument("--target-agreement", type=float, default=0.95)
@@ -507,6 +528,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_promote)
 
     p = sub.add_parser("label", help="auto-label a new suite version; route the uncertain continuations to humans")
+    unverified_arg(p)
     device_arg(p)
     model_and_suite(p, suite_help="the new suite version")
     p.add_argument("--out", required=True, help="labels folder (labels.jsonl, summary.json, labelstudio/ ...)")
@@ -552,6 +574,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="active_command", required=True)
     p = active.add_parser("select", help="choose the unlabelled continuations humans should label next")
     device_arg(p)
+    unverified_arg(p)
     p.add_argument("--model", required=True, help="model folder, or models:/autorater@champion")
     p.add_argument("--pool", required=True, help="pool suite (its unannotated, non-reference continuations)")
     p.add_argument("--budget", type=int, required=True, help="how many to choose")
@@ -566,6 +589,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_active_select)
 
     p = active.add_parser("round", help="ingest labels, train a challenger, compare with the champion, maybe promote")
+    unverified_arg(p)
     p.add_argument("--model", default="models:/autorater@champion", help="the champion (folder or registry URI)")
     p.add_argument("--pool", required=True, help="pool suite (new labels are appended to its annotations)")
     p.add_argument("--out", required=True, help="round folder")
@@ -585,6 +609,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_active_round)
 
     p = sub.add_parser("serve", help="HTTP service: /v1/rate and the Label Studio ML-backend protocol")
+    unverified_arg(p)
     device_arg(p)
     p.add_argument("--model", required=True, help="model folder, or models:/autorater@champion")
     p.add_argument("--media-root", required=True, help="folder that video paths in requests are relative to")
@@ -598,6 +623,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one deadline per request, in seconds (Label Studio waits 100 s for /predict)")
     p.add_argument("--max-upload-mb", type=float, default=64.0)
     p.add_argument("--max-decodes", type=int, default=2, help="ratings at once; more are answered 503")
+    p.add_argument("--header-timeout-s", type=float, default=10.0,
+                   help="a connection whose request head has not arrived in this time is closed")
+    p.add_argument("--body-timeout-s", type=float, default=60.0,
+                   help="a request's whole body must arrive within this time (408 otherwise)")
+    p.add_argument("--max-connections", type=int, default=64, help="open connections at once; more are answered 503")
+    p.add_argument("--max-frame-pixels", type=int, default=4096 * 2304,
+                   help="pixels of one video frame (the container's claim and every decoded frame)")
+    p.add_argument("--max-decoded-pixels", type=int, default=1 << 34,
+                   help="pixels decoded for one video, every frame counted (a running budget)")
     model_args(p)
     p.set_defaults(func=cmd_serve)
 

@@ -30,6 +30,38 @@ SHARED_CONFIG_FIELDS = frozenset((
     "frame_pool direct_pool cell_verify verify_window verify_words verify_places marker_head failure_modes").split())
 
 
+# The range of every number a config may hold (by field name, across the architectures): a config.json whose value is
+# outside it is refused on loading, naming the field, before a model is built from it (``image_size`` 1e9 would
+# otherwise allocate; 0 would crash deep inside). A number field not listed here must lie in 0..1e6.
+FIELD_RANGES: dict[str, tuple[float, float]] = {
+    "image_size": (16, 1024), "num_frames": (1, 1024), "encoder_stage": (0, 6), "pixel_cells": (0, 16),
+    "grid_size": (1, 64), "patch_size": (0, 256), "max_text_tokens": (1, 512), "places": (0, 256),
+    "members": (1, 16), "queries": (1, 64), "hidden": (1, 4096), "hidden_size": (1, 4096), "spatial_size": (1, 4096),
+    "num_layers": (1, 64), "num_heads": (1, 64), "text_slots": (1, 64), "verify_window": (0, 1024),
+    "verify_places": (0, 256), "dropout": (0.0, 1.0), "trainable_blocks": (0, 16), "context_frames": (-1, 1024)}
+MAX_CONFIG_LIST, MAX_CONFIG_TEXT = 200_000, 200  # entries of a list field (the vocabulary); characters of a string
+
+
+def _check_ranges(name: str, d: dict) -> None:
+    """ValueError naming the field of ``d`` (a config of class ``name``) whose value is out of its range."""
+    for key, value in d.items():
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, (int, float)):
+            low, high = FIELD_RANGES.get(key, (0, 1_000_000))
+            if not low <= value <= high:  # int vs float compares exactly, without overflow; NaN fails it too
+                raise ValueError(f"{name} field {key!r} must be in {low:g}..{high:g}, got {str(value)[:40]}")
+        elif isinstance(value, str) and len(value) > MAX_CONFIG_TEXT:
+            raise ValueError(f"{name} field {key!r} is {len(value)} characters long, over {MAX_CONFIG_TEXT}")
+        elif isinstance(value, list):
+            if len(value) > MAX_CONFIG_LIST:
+                raise ValueError(f"{name} field {key!r} has {len(value)} entries, over {MAX_CONFIG_LIST}")
+            bad = next((v for v in value if not isinstance(v, str) or len(v) > MAX_CONFIG_TEXT), None)
+            if bad is not None:
+                raise ValueError(f"{name} field {key!r} must hold strings of up to {MAX_CONFIG_TEXT} characters, got "
+                                 f"{str(bad)[:40]!r}")
+
+
 @dataclass
 class AutoraterConfig:
     """What every architecture has. Saved as ``config.json`` in a model folder, with ``architecture``."""
@@ -49,7 +81,8 @@ class AutoraterConfig:
     @classmethod
     def from_dict(cls, d: dict) -> "AutoraterConfig":
         """Build from a dict; the class comes from ``architecture`` (on ``AutoraterConfig`` itself; a subclass
-        insists on its own). Unknown keys and wrong types are errors; missing keys take today's default."""
+        insists on its own). Unknown keys, wrong types and values out of their range (``FIELD_RANGES``) are errors
+        naming the field; missing keys take today's default."""
         from autorater.models import config_class, upgrade
 
         d = upgrade(d)
@@ -69,7 +102,8 @@ class AutoraterConfig:
             if want is float and isinstance(value, int) and not isinstance(value, bool):
                 ok = True
             if not ok:
-                raise ValueError(f"{target.__name__} field {key!r} must be {want.__name__}, got {value!r}")
+                raise ValueError(f"{target.__name__} field {key!r} must be {want.__name__}, got {str(value)[:60]!r}")
+        _check_ranges(target.__name__, d)
         return target(**d)
 
     def save(self, path: str | Path) -> None:
@@ -81,8 +115,11 @@ class AutoraterConfig:
     def load(cls, path: str | Path) -> "AutoraterConfig":
         try:
             d = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ValueError(f"cannot read model config {path}: {err} (fix: restore config.json from the "
+        except RecursionError:
+            raise ValueError(f"model config {path} is nested too deeply to be a config (fix: restore config.json "
+                             f"from the model folder you saved)") from None
+        except (OSError, UnicodeDecodeError, ValueError) as err:  # JSONDecodeError, and 4,300+ digit integers
+            raise ValueError(f"cannot read model config {path}: {str(err)[:200]} (fix: restore config.json from the "
                              f"model folder you saved)") from None
         if not isinstance(d, dict):
             raise ValueError(f"model config {path} must be a JSON object")
@@ -119,4 +156,4 @@ def encoder_feature_key(config, frozen: bool) -> str | None:
     return None
 
 
-__all__ = ["AutoraterConfig", "SHARED_CONFIG_FIELDS", "encoder_feature_key"]
+__all__ = ["FIELD_RANGES", "AutoraterConfig", "SHARED_CONFIG_FIELDS", "encoder_feature_key"]

@@ -46,6 +46,7 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai") -> int:
     from data.stats import format_stats, suite_stats
     from data.suite import Suite
     from serving.calibrate import calibrate_model, format_calibration
+    from serving.folder import LabelsFolder
     from serving.ingest import format_ingest, ingest
     from serving.label import format_summary, label_suite
     from serving.leaderboard import leaderboard
@@ -102,11 +103,11 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai") -> int:
         shutil.rmtree(labels_dir)
     summary = label_suite(model_dir, new_suite, labels_dir, workers=2, progress=True)
     print(format_summary(summary))
-    print(f"Label Studio: {labels_dir}/labelstudio/config.xml and tasks.json ({summary['human_tasks']} tasks) "
+    print(f"Label Studio: {LabelsFolder(labels_dir).tasks_file} ({summary['human_tasks']} tasks) "
           f"({time.time() - t:.0f} s)")
 
     t = _step("5. the annotators answer the queue (simulated), Label Studio exports, autorater ingests")
-    export = labels_dir / "labelstudio-export.json"
+    export = out / "labelstudio-export.json"  # Label Studio's export lives outside the labels folder
     simulate_queue_export(labels_dir, export, annotators=3, seed=3)
     print(format_ingest(ingest(labels_dir, export), max_problems=5))
     print(f"({time.time() - t:.0f} s)")

@@ -230,13 +230,14 @@ class Autorater(nn.Module):
         return path
 
     @classmethod
-    def from_pretrained(cls, path: str | Path) -> "Autorater":
+    def from_pretrained(cls, path: str | Path, allow_unverified: bool = False) -> "Autorater":
         """Load a model folder. Reads JSON and safetensors only: loading can never run code.
 
-        Checked before anything large is allocated: the config, and the tensor shapes of the safetensors header
-        against a model built on the meta device (no memory). Then the weights' checksum (when the folder has one:
-        folders saved before it existed still load), that every weight is finite, and ``calibration.json``
-        (:func:`check_calibration_file`). Every failure is a ValueError that names the file and the fix.
+        Checked before anything large is allocated: the config (every value in its range), and the tensor shapes of
+        the safetensors header against a model built on the meta device (no memory). Then the weights' checksum,
+        that every weight is finite, and ``calibration.json`` (:func:`check_calibration_file`). Weights without a
+        checksum (a folder saved before it existed, or one whose checksum was removed) are refused unless
+        ``allow_unverified``. Every failure is a ValueError that names the file and the fix.
         """
         from safetensors import SafetensorError
         from safetensors.torch import load_file
@@ -266,6 +267,10 @@ class Autorater(nn.Module):
         _compare_shapes({k: tuple(v.shape) for k, v in expected.items()},
                         {k: tuple(v.shape) for k, v in state.items()}, weights)
         stored = meta.get("weights_sha256")
+        if stored is None and not allow_unverified:
+            raise ValueError(f"{weights} carries no checksum of its weights, so a change to them cannot be detected "
+                             f"(fix: if you trust this folder, pass --allow-unverified (allow_unverified=True), then "
+                             f"save it again with save_pretrained, which writes the checksum; or retrain)")
         if stored is not None and stored != weights_sha256(state):
             raise ValueError(f"{weights}: the weights do not match the checksum saved with them (bytes changed "
                              f"since `save_pretrained`) {restore}")

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from autorater.model import Autorater
-from data.video import read_video
+from data.video import DEFAULT_LIMITS, VideoInfo, VideoLimits, read_video
 
 
 @dataclass
@@ -26,14 +26,16 @@ class ClipInput:
     duration_s: float
     takeover_s: float
     instruction: str
+    info: VideoInfo | None = None  # the video's frame count, rate and decoded size
 
 
-def load_clip(path: str | Path, instruction: str, takeover_s: float, config) -> ClipInput:
-    """Decode a video as the model ``config`` reads it (``decode_args``); raises data.video.VideoError naming the
-    file."""
-    clip = read_video(path, **config.decode_args(takeover_s))
+def load_clip(path: str | Path, instruction: str, takeover_s: float, config, limits: VideoLimits = DEFAULT_LIMITS,
+              deadline: float | None = None) -> ClipInput:
+    """Decode a video as the model ``config`` reads it (``decode_args``) under ``limits`` and ``deadline``
+    (``read_video``); raises data.video.VideoError naming the file."""
+    clip = read_video(path, **config.decode_args(takeover_s), limits=limits, deadline=deadline)
     return ClipInput(clip.frames, clip.times_s.astype(np.float32), clip.info.duration_s, float(takeover_s),
-                     instruction)
+                     instruction, clip.info)
 
 
 def _scaler(calibration: dict):

@@ -27,7 +27,7 @@ from autorater.model import Autorater, check_calibration_file, resolve_device
 from autorater.predict import ClipInput, calibrate_outputs, load_clip, predict_batch
 from data.files import write_text_atomic
 from data.suite import Suite
-from data.video import VideoError
+from data.video import DEFAULT_LIMITS, VideoError, VideoLimits
 
 # -- the folder's own files (besides config.json and model.safetensors: autorater.model) ----------
 CALIBRATION_FILE, METADATA_FILE = "calibration.json", "metadata.json"
@@ -147,12 +147,14 @@ class Rater:
         self.model, self.calibration, self.name, self.folder = model, calibration or {}, name, folder
 
     @classmethod
-    def load(cls, folder: str | Path, device: str = "auto", calibrated: bool = True) -> "Rater":
+    def load(cls, folder: str | Path, device: str = "auto", calibrated: bool = True,
+             allow_unverified: bool = False) -> "Rater":
         """Open a model folder for rating: the one way in (weights and config checked, ``calibration.json`` applied
         unless ``calibrated`` is False, the registered name), the model on ``device`` ("auto": a GPU when
-        present, else the CPU)."""
+        present, else the CPU). ``allow_unverified``: accept weights without a checksum (see
+        ``Autorater.from_pretrained``)."""
         folder = Autorater.check_folder(folder)
-        model = Autorater.from_pretrained(folder).to(resolve_device(device))
+        model = Autorater.from_pretrained(folder, allow_unverified=allow_unverified).to(resolve_device(device))
         return cls(model, read_calibration(folder) if calibrated else {}, model_name(folder), folder)
 
     @property
@@ -178,6 +180,12 @@ class Rater:
             except VideoError as err:
                 out.errors[cid] = str(err)
         return out
+
+    def decode_file(self, path: str | Path, instruction: str, takeover_s: float,
+                    limits: VideoLimits = DEFAULT_LIMITS, deadline: float | None = None) -> ClipInput:
+        """Decode one video file as this model reads it, under ``limits`` and ``deadline`` (VideoError naming the
+        file; DecodeTimeout past the deadline)."""
+        return load_clip(path, instruction, takeover_s, self.config, limits, deadline)
 
     def rate_clips(self, ids: Sequence[str], clips: Sequence[ClipInput]) -> Predictions:
         """Rate decoded clips (one batch)."""

@@ -55,9 +55,10 @@ def bench_throughput(model_dir: Path, suite, out: Path, workers: int) -> dict:
 
 def bench_routing(labels_dir: Path, suite) -> dict:
     from data.suite import load_truth
+    from serving.folder import LabelsFolder
 
     truth = {t["continuation_id"]: t["outcome"] for t in load_truth(suite.root)}
-    rows = [json.loads(line) for line in (labels_dir / "labels.jsonl").read_text().splitlines()]
+    rows = LabelsFolder(labels_dir).read_labels()
     auto = [r for r in rows if r["decision"] == "auto"]
     agree = [r["model_outcome"] == truth[r["continuation_id"]] for r in auto]
     return {"coverage": len(auto) / len(rows), "auto": len(auto),
@@ -68,13 +69,14 @@ def bench_leaderboard(labels_dir: Path, suite, repeats: int, audit_share: float,
     """Repeated audit draws and annotator answers over the same model predictions, with and without the gold
     references correcting the labels."""
     from data.suite import load_truth
+    from serving.folder import LabelsFolder
 
     truths = {t["continuation_id"]: t for t in load_truth(suite.root)}
     agent_of = {c.continuation_id: c.agent_id for c in suite.continuations}
     scenario_of = {c.continuation_id: c.scenario_id for c in suite.continuations}
     true_rate = {a: float(np.mean([truths[c]["outcome"] == "success" for c in agent_of if agent_of[c] == a]))
                  for a in sorted(set(agent_of.values()))}
-    base = [json.loads(line) for line in (labels_dir / "labels.jsonl").read_text().splitlines()]
+    base = LabelsFolder(labels_dir).read_labels()
     gold = {r.continuation_id: r.outcome for r in suite.references}
     out = {}
     for name, use_gold in (("vs_references", True), ("vs_humans", False)):

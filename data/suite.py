@@ -173,8 +173,8 @@ def _parse_record(cls, obj: Any, file: str, line: int | None, problems: list[Pro
                                                 f"got {json.dumps(value)[:60]}",
                                     f"write '{name}' as {_type_names(types)}"))
             ok = False
-        elif isinstance(value, float) and not math.isfinite(value):
-            problems.append(Problem(file, line, f"field '{name}' is not a finite number",
+        elif isinstance(value, float) and not math.isfinite(value) or isinstance(value, int) and abs(value) > 1e300:
+            problems.append(Problem(file, line, f"field '{name}' is not a finite number",  # (float() overflows)
                                     f"write a finite number for '{name}'"))
             ok = False
     if not ok:

@@ -1,7 +1,16 @@
-"""Video I/O: decode with decord, write H.264 mp4 with PyAV.
+"""Video I/O: decode with PyAV (frames checked one by one against the limits), write H.264 mp4 with PyAV.
 
 Times are seconds from the first frame: frame ``i`` is shown at ``i / fps`` and a video of ``n``
 frames lasts ``n / fps`` seconds (SUITE_FORMAT.md).
+
+Limits hold twice: the container's claims (size, frame count, duration, frame rate) are checked before a frame is
+decoded (:func:`probe`), and every decoded frame is checked before it is converted: a frame of another size than the
+container states, or over the size limits, stops decoding at once, and so does passing the budget of decoded pixels
+(``VideoLimits.max_decoded_pixels``) or the deadline. A file that lies in its container (an MJPEG stream that says
+64 x 64 and holds 12000 x 12000 frames) is refused at the first such frame, before its picture is allocated. The
+frame count and rate are the container's (its sample count and average frame rate: decord's index of the file gives
+the same; it is asked where the container states no count); frames are scaled by FFmpeg's bilinear scaler, as decord
+scaled them, so the pixels are the ones decord gave. One open of the file serves the checks and the decoding.
 
 Example:
     >>> clip = read_video("videos/c000913.mp4", num_frames=32, size=96)   # doctest: +SKIP
@@ -13,8 +22,10 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -30,15 +41,26 @@ class VideoTooLarge(VideoError):
     """A video's size, frame count or duration (read from its container, before decoding) is over the limits."""
 
 
+class FrameTooLarge(VideoTooLarge):
+    """A decoded frame is over the limits or not the size its container states; ``frame`` is its index."""
+
+    def __init__(self, message: str, frame: int):
+        super().__init__(message)
+        self.frame = frame
+
+
 class DecodeTimeout(VideoError):
     """Decoding passed its deadline; it stopped between frames."""
 
 
 @dataclass(frozen=True)
 class VideoLimits:
-    """What a video may be before any frame of it is decoded (read from the container's metadata).
+    """What a video may be: its container's claims are checked before any frame is decoded, and every decoded
+    frame again (its size, and the pixels decoded so far against ``max_decoded_pixels``).
 
-    The defaults admit 4K camera video of up to an hour; a service facing other people may pass tighter ones.
+    The defaults open 4K camera video of up to an hour, and decode up to 2^34 pixels of one video (about 8,000
+    frames of 1080p, or 6 hours of 256 x 256 at 30 fps: decoding reads every frame up to the last one sampled);
+    a service facing other people may pass tighter ones.
     """
 
     max_width: int = 4096
@@ -48,6 +70,7 @@ class VideoLimits:
     max_duration_s: float = 3600.0
     min_fps: float = 0.1
     max_fps: float = 1000.0
+    max_decoded_pixels: int = 1 << 34  # the running budget of one decode: every frame decoded, sampled or not
 
 
 DEFAULT_LIMITS = VideoLimits()
@@ -72,56 +95,41 @@ class Clip:
     info: VideoInfo
 
 
-def _reader(path: str | os.PathLike, size: int | tuple[int, int] | None = None):
-    import decord
-
-    path = Path(path)
-    if not path.is_file():
-        raise VideoError(f"video not found: {path}")
-    if path.stat().st_size == 0:
-        raise VideoError(f"video is empty (0 bytes): {path}")
-    kwargs = {}
-    if size is not None:
-        h, w = (size, size) if isinstance(size, int) else size
-        kwargs = {"width": w, "height": h}
-    try:
-        vr = decord.VideoReader(str(path), ctx=decord.cpu(0), num_threads=1, **kwargs)
-    except Exception as err:  # decord raises its own DECORDError / RuntimeError subclasses
-        raise VideoError(f"cannot decode video {path}: {str(err).splitlines()[0][:200]}") from None
-    if len(vr) == 0:
-        raise VideoError(f"video has no frames: {path}")
-    return vr
-
-
-def probe(path: str | os.PathLike, limits: VideoLimits | None = DEFAULT_LIMITS) -> tuple[int, int]:
-    """(width, height) from the container's metadata, checked against ``limits`` without decoding a frame.
-
-    Raises:
-        VideoError: missing, empty or unreadable file; VideoTooLarge: over ``limits`` (None: no limits).
-    """
+def _open(path: Path):
+    """The file opened with PyAV (VideoError: missing, empty or unreadable)."""
     import av
 
-    path = Path(path)
     if not path.is_file():
         raise VideoError(f"video not found: {path}")
     if path.stat().st_size == 0:
         raise VideoError(f"video is empty (0 bytes): {path}")
     try:
-        with av.open(str(path), metadata_errors="ignore") as container:
-            if not container.streams.video:
-                raise VideoError(f"no video stream in {path}")
-            stream = container.streams.video[0]
-            width, height = int(stream.codec_context.width or 0), int(stream.codec_context.height or 0)
-            rate = stream.average_rate or stream.guessed_rate
-            fps = float(rate) if rate else 0.0
-            frames = int(stream.frames or 0)
-            duration = float(stream.duration * stream.time_base) if stream.duration and stream.time_base else \
-                (container.duration / 1e6 if container.duration else 0.0)
-    except VideoError:
-        raise
+        container = av.open(str(path), metadata_errors="ignore")
     except Exception as err:  # PyAV raises its own error classes for every kind of damage
-        reason = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
-        raise VideoError(f"cannot decode video {path}: {reason}") from None
+        raise VideoError(f"cannot decode video {path}: {_reason(err)}") from None
+    if not container.streams.video:
+        container.close()
+        raise VideoError(f"no video stream in {path}")
+    return container
+
+
+def _reason(err: Exception) -> str:
+    return str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+
+
+def _stated(container, path: Path, limits: VideoLimits | None) -> tuple[int, int]:
+    """(width, height) the container states, with its frame rate, frame count and duration, checked against
+    ``limits`` (None: not checked)."""
+    stream = container.streams.video[0]
+    try:
+        width, height = int(stream.codec_context.width or 0), int(stream.codec_context.height or 0)
+        rate = stream.average_rate or stream.guessed_rate
+        fps = float(rate) if rate else 0.0
+        frames = int(stream.frames or 0)
+        duration = float(stream.duration * stream.time_base) if stream.duration and stream.time_base else \
+            (container.duration / 1e6 if container.duration else 0.0)
+    except Exception as err:  # a damaged header leaves PyAV without a codec context, or with odd values
+        raise VideoError(f"cannot decode video {path}: {_reason(err)}") from None
     if limits is None:
         return width, height
     fix = "re-encode it smaller (e.g. ffmpeg -vf scale=-2:480), or shorter"
@@ -142,18 +150,51 @@ def probe(path: str | os.PathLike, limits: VideoLimits | None = DEFAULT_LIMITS) 
     return width, height
 
 
-def _checked_fps(vr, path, limits: VideoLimits | None) -> float:
-    fps = float(vr.get_avg_fps())
+def probe(path: str | os.PathLike, limits: VideoLimits | None = DEFAULT_LIMITS) -> tuple[int, int]:
+    """(width, height) from the container's metadata, checked against ``limits`` without decoding a frame.
+
+    Raises:
+        VideoError: missing, empty or unreadable file; VideoTooLarge: over ``limits`` (None: no limits).
+    """
+    path = Path(path)
+    with _open(path) as container:
+        return _stated(container, path, limits)
+
+
+def _count_and_rate(container, path: Path, limits: VideoLimits | None) -> tuple[int, float]:
+    """(frames, fps) of the video: the container's sample count and average frame rate, which are decord's index
+    of the file (its frame count is the video stream's packets, its rate ``avg_frame_rate``); where the container
+    states no count, decord's index itself. No frame is decoded. Checked against ``limits``."""
+    stream = container.streams.video[0]
+    try:
+        n, fps = int(stream.frames or 0), float(stream.average_rate) if stream.average_rate else 0.0
+    except Exception:  # noqa: BLE001 - odd values in a damaged header: ask decord's index instead
+        n, fps = 0, 0.0
+    if n <= 0 or fps <= 0:
+        n, fps = _decord_index(path)
     if not np.isfinite(fps) or fps <= 0:
         raise VideoError(f"video has no valid frame rate ({fps}): {path}")
+    if n <= 0:
+        raise VideoError(f"video has no frames: {path}")
     if limits is not None:
         if not limits.min_fps <= fps <= limits.max_fps:
             raise VideoTooLarge(f"video {path} plays at {fps:g} frames per second, outside {limits.min_fps:g}.."
                                 f"{limits.max_fps:g} (fix: re-encode it at a normal frame rate)")
-        if len(vr) > limits.max_frames or len(vr) / fps > limits.max_duration_s:
-            raise VideoTooLarge(f"video {path} has {len(vr)} frames ({len(vr) / fps:.0f} s), over the limit of "
+        if n > limits.max_frames or n / fps > limits.max_duration_s:
+            raise VideoTooLarge(f"video {path} has {n} frames ({n / fps:.0f} s), over the limit of "
                                 f"{limits.max_frames} frames or {limits.max_duration_s:.0f} s (fix: cut it shorter)")
-    return fps
+    return n, fps
+
+
+def _decord_index(path: Path) -> tuple[int, float]:
+    """(frames, fps) from decord's index of the file (it reads every packet; it decodes none)."""
+    import decord
+
+    try:
+        vr = decord.VideoReader(str(path), ctx=decord.cpu(0), num_threads=1)
+        return len(vr), float(vr.get_avg_fps())
+    except Exception as err:  # decord raises its own DECORDError / RuntimeError subclasses
+        raise VideoError(f"cannot decode video {path}: {str(err).splitlines()[0][:200]}") from None
 
 
 def video_info(path: str | os.PathLike, limits: VideoLimits | None = DEFAULT_LIMITS) -> VideoInfo:
@@ -162,10 +203,11 @@ def video_info(path: str | os.PathLike, limits: VideoLimits | None = DEFAULT_LIM
     The container's metadata is checked against ``limits`` first (VideoTooLarge), so a huge video costs
     no memory here.
     """
-    width, height = probe(path, limits)
-    vr = _reader(path)
-    fps = _checked_fps(vr, path, limits)
-    return VideoInfo(num_frames=len(vr), fps=fps, width=width, height=height)
+    path = Path(path)
+    with _open(path) as container:
+        width, height = _stated(container, path, limits)
+        n, fps = _count_and_rate(container, path, limits)
+    return VideoInfo(num_frames=n, fps=fps, width=width, height=height)
 
 
 def sample_indices(num_frames: int, n: int | None) -> np.ndarray:
@@ -188,10 +230,11 @@ def read_video(path: str | os.PathLike, num_frames: int | None = None,
     """Decode a video.
 
     Args:
-        path: the video file (any container decord reads).
+        path: the video file (any container FFmpeg reads).
         num_frames: sample this many frames uniformly over the video; None decodes every frame.
         size: resize to ``size`` x ``size`` (or ``(height, width)``) while decoding.
-        limits: checked from the container's metadata before any frame is decoded (None: no limits).
+        limits: checked from the container's metadata before any frame is decoded, then on every decoded frame
+            (None: no limits).
         deadline: a ``time.monotonic()`` time; decoding stops between frames once it has passed.
         fit: how a frame of another aspect becomes ``size``: "stretch" (resized to it) or "pad" (the longer
             side resized to it, the frame centred on black: the aspect kept, as a camera's video needs).
@@ -203,45 +246,36 @@ def read_video(path: str | os.PathLike, num_frames: int | None = None,
 
     Raises:
         VideoError: missing, empty, corrupt or truncated videos, with the file named; VideoTooLarge over
-        ``limits``; DecodeTimeout past ``deadline``.
+        ``limits`` (FrameTooLarge: a decoded frame over them); DecodeTimeout past ``deadline``.
     """
     if fit not in ("stretch", "pad"):
         raise ValueError(f"fit must be 'stretch' or 'pad', got {fit!r}")
-    width, height = probe(path, limits)
-    box = None
-    if fit == "pad" and size is not None and width > 0 and height > 0:
-        box = (size, size) if isinstance(size, int) else tuple(size)
-        scale = min(box[0] / height, box[1] / width)
-        size = (max(2, min(box[0], 2 * round(height * scale / 2))), max(2, min(box[1], 2 * round(width * scale / 2))))
-    vr = _reader(path, size)
-    fps = _checked_fps(vr, path, limits)
-    first = 0
-    if start_s or before:
-        if not (math.isfinite(start_s) and start_s >= 0) or before < 0:
-            raise ValueError(f"start_s must be a finite number >= 0 and before >= 0, got {start_s}, {before}")
-        first = max(0, min(len(vr) - 1, int(math.floor(start_s * fps + 1e-6))) - before)
-    idx = first + sample_indices(len(vr) - first, num_frames)
-    try:
-        frames = _get_frames(vr, idx, deadline, path)
-    except DecodeTimeout:
-        raise
-    except Exception as err:
-        frames, error = None, str(err).splitlines()[0][:200]
-    if frames is None or frames.ndim != 4 or frames.shape[-1] != 3:
-        # decord 0.6 pads decoded rows to a multiple of 32 pixels and, when the padded row is a
-        # multiple of the width (widths 8, 12, 16, 24, 48, 72), misreads it as more channels and
-        # fails: decode those with PyAV. A truly truncated or corrupt file fails there too.
+    path = Path(path)
+    with _open(path) as container:
+        width, height = _stated(container, path, limits)
+        n, fps = _count_and_rate(container, path, limits)
+        box = None
+        if fit == "pad" and size is not None and width > 0 and height > 0:
+            box = (size, size) if isinstance(size, int) else tuple(size)
+            scale = min(box[0] / height, box[1] / width)
+            size = (max(2, min(box[0], 2 * round(height * scale / 2))),
+                    max(2, min(box[1], 2 * round(width * scale / 2))))
+        first = 0
+        if start_s or before:
+            if not (math.isfinite(start_s) and start_s >= 0) or before < 0:
+                raise ValueError(f"start_s must be a finite number >= 0 and before >= 0, got {start_s}, {before}")
+            first = max(0, min(n - 1, int(math.floor(start_s * fps + 1e-6))) - before)
+        idx = first + sample_indices(n - first, num_frames)
         try:
-            frames = _decode_pyav(path, idx, size, deadline)
-        except DecodeTimeout:
+            frames = _decode_checked(container, path, idx, size, limits, deadline, (width, height))
+        except VideoError:
             raise
-        except Exception as err:
-            reason = error if frames is None else str(err).splitlines()[0][:200]
-            raise VideoError(f"cannot decode frames of video {path} (truncated or corrupt?): {reason}") from None
+        except Exception as err:  # PyAV raises its own error classes for every kind of damage
+            raise VideoError(f"cannot decode frames of video {path} (truncated or corrupt?): {_reason(err)}") from None
     if box is not None:
         frames = letterbox(frames, box)
     h, w = frames.shape[1:3]
-    info = VideoInfo(num_frames=len(vr), fps=fps, width=int(w), height=int(h))
+    info = VideoInfo(num_frames=n, fps=fps, width=int(w), height=int(h))
     return Clip(frames=frames, times_s=idx / fps, info=info)
 
 
@@ -260,37 +294,91 @@ def _check_deadline(deadline: float | None, path) -> None:
                             f"video, or raise the server's --timeout-s)")
 
 
-def _get_frames(vr, idx: np.ndarray, deadline: float | None, path, chunk: int = 8) -> np.ndarray:
-    """Frames ``idx`` from a decord reader, a few at a time, checking the deadline between them."""
-    if deadline is None:
-        return vr.get_batch(list(idx)).asnumpy()
-    parts = []
-    for start in range(0, len(idx), chunk):
-        _check_deadline(deadline, path)
-        parts.append(vr.get_batch(list(idx[start:start + chunk])).asnumpy())
-    return np.concatenate(parts)
+def _check_frame(frame, i: int, claim: tuple[int, int], limits: VideoLimits, decoded: int, path) -> None:
+    """A decoded frame against the container's stated size and the limits (before it is converted)."""
+    w, h = int(frame.width), int(frame.height)
+    fix = "re-encode it at one frame size within the limits (e.g. ffmpeg -vf scale=-2:480)"
+    if w > limits.max_width or h > limits.max_height or w * h > limits.max_pixels:
+        raise FrameTooLarge(f"frame {i} of video {path} is {w} x {h} pixels, over the limit of {limits.max_width} x "
+                            f"{limits.max_height} ({limits.max_pixels} pixels a frame); decoding stopped there "
+                            f"(fix: {fix})", i)
+    if (w, h) != claim:
+        raise FrameTooLarge(f"frame {i} of video {path} is {w} x {h} pixels, but its container says {claim[0]} x "
+                            f"{claim[1]}; decoding stopped there (fix: {fix})", i)
+    if decoded > limits.max_decoded_pixels:
+        raise FrameTooLarge(f"decoding video {path} passed the budget of {limits.max_decoded_pixels} decoded pixels "
+                            f"at frame {i}; it was stopped (fix: send a shorter or smaller video)", i)
 
 
-def _decode_pyav(path: str | os.PathLike, idx: np.ndarray, size: int | tuple[int, int] | None,
-                 deadline: float | None = None) -> np.ndarray:
-    """Frames ``idx`` (sorted, repeats allowed) decoded with PyAV, resized to ``size``: (n, h, w, 3) uint8."""
+_SCALERS = threading.local()  # a thread's filter graphs by (width, height, format, size): built once, reused
+
+
+def _scaler(frame, size: int | tuple[int, int] | None):
+    """An FFmpeg filter graph turning frames of ``frame``'s size and format into RGB at ``size``, with the bilinear
+    scaler decord uses (the same pixels). One per thread and shape, reused from video to video."""
     import av
 
-    kwargs = {}
-    if size is not None:
-        h, w = (size, size) if isinstance(size, int) else size
-        kwargs = {"width": w, "height": h}
+    cache = _SCALERS.__dict__.setdefault("graphs", {})
+    key = (frame.width, frame.height, frame.format.name, size)
+    if key not in cache:
+        graph = av.filter.Graph()
+        nodes = [graph.add_buffer(width=frame.width, height=frame.height, format=frame.format.name,
+                                  time_base=Fraction(1, 1000))]
+        if size is not None:
+            h, w = (size, size) if isinstance(size, int) else size
+            nodes.append(graph.add("scale", f"{int(w)}:{int(h)}:flags=bilinear"))
+        nodes += [graph.add("format", "rgb24"), graph.add("buffersink")]
+        for a, b in zip(nodes, nodes[1:]):
+            a.link_to(b)
+        graph.configure()
+        cache[key] = graph
+    return cache[key]
+
+
+def _decode_checked(container, path: Path, idx: np.ndarray, size: int | tuple[int, int] | None,
+                    limits: VideoLimits | None, deadline: float | None, claim: tuple[int, int]) -> np.ndarray:
+    """Frames ``idx`` (sorted, repeats allowed) decoded one by one from an open container, each checked (size,
+    budget, deadline) before it is converted; decoding stops after the last wanted frame. (n, h, w, 3) uint8 RGB.
+
+    With limits, FFmpeg's own ``max_pixels`` decoder option is set to the container's stated size (plus the decoders'
+    alignment), so a frame much larger than the container says is refused by the decoder before its picture is
+    allocated; one a little larger or smaller is refused by :func:`_check_frame` once decoded."""
+    import av
+
     wanted = {int(i) for i in idx}
-    decoded = {}
-    with av.open(str(path)) as container:
-        for i, frame in enumerate(container.decode(video=0)):
+    last = max(wanted)
+    decoded: dict[int, np.ndarray] = {}
+    pixels, i = 0, -1
+    stream = container.streams.video[0]
+    stream.thread_type = "SLICE"
+    stream.codec_context.thread_count = 1  # one core a video, as decord decoded (the callers run several)
+    if limits is not None:  # decoders allocate the coded size, aligned up: a margin of 64 pixels a side
+        stream.codec_context.options = {"max_pixels": str((claim[0] + 64) * (claim[1] + 64))}
+    try:
+        for i, frame in enumerate(container.decode(stream)):
             _check_deadline(deadline, path)
+            pixels += int(frame.width) * int(frame.height)
+            if limits is not None:
+                _check_frame(frame, i, claim, limits, pixels, path)
             if i in wanted:
-                decoded[i] = frame.to_ndarray(format="rgb24", **kwargs)
-            if len(decoded) == len(wanted):
+                graph = _scaler(frame, size)
+                graph.push(frame)
+                decoded[i] = graph.pull().to_ndarray()
+            if i >= last:
                 break
+    except av.error.ArgumentError:  # EINVAL: the picture is larger than max_pixels (or its header is damaged)
+        if limits is None:
+            raise
+        raise FrameTooLarge(f"frame {i + 1} of video {path} was refused by the decoder before it was decoded: "
+                            f"it is larger than the {claim[0]} x {claim[1]} pixels its container states, or its "
+                            f"header is damaged; decoding stopped there (fix: re-encode it at one frame size "
+                            f"within the limits, e.g. ffmpeg -vf scale=-2:480)", i + 1) from None
+    except BaseException:
+        _SCALERS.__dict__.pop("graphs", None)  # a graph left mid-frame is not reused
+        raise
     if len(decoded) < len(wanted):
-        raise VideoError(f"only {len(decoded)} of {len(wanted)} wanted frames could be decoded")
+        raise VideoError(f"only {len(decoded)} of {len(wanted)} wanted frames of video {path} could be decoded "
+                         f"(truncated or corrupt?)")
     return np.stack([decoded[int(i)] for i in idx])
 
 
@@ -313,8 +401,6 @@ def write_video(path: str | os.PathLike, frames: np.ndarray, fps: float = 8.0, c
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.stem + ".tmp" + path.suffix)
-    from fractions import Fraction
-
     rate = Fraction(fps).limit_denominator(1000)
     with av.open(str(tmp), mode="w") as container:
         stream = container.add_stream("libx264", rate=rate)

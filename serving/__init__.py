@@ -16,6 +16,8 @@ _HOMES = {
                           "format_calibration"],
     "serving.ingest": ["append_annotations", "format_ingest", "read_labels"],
     "serving.folder": ["LabelJobError", "LabelRow", "LabelsFolder", "folder_lock", "read_jsonl_rows"],
+    "serving.guard": ["ConnectionLimits", "server_config"],
+    "serving.history": ["LabelHistory", "suite_history"],
     "serving.label": ["audit_draw", "format_summary", "label_suite"],
     "serving.labelstudio": ["annotations_to_export", "parse_export", "write_labelstudio_files"],
     "serving.report": ["format_leaderboard", "leaderboard_figures", "write_report"],

@@ -162,10 +162,11 @@ def unlabelled(suite: Suite) -> list[str]:
 
 def active_select(model_dir: str | os.PathLike, pool: Suite, budget: int, out: str | os.PathLike,
                   strategy: str = "uncertainty", diversity: bool = True, seed: int = 0,
-                  video_url_prefix: str | None = None, progress: bool = False, device: str = "auto") -> dict:
+                  video_url_prefix: str | None = None, progress: bool = False, device: str = "auto",
+                  allow_unverified: bool = False) -> dict:
     """Score the pool's unlabelled continuations (the model on ``device``), choose ``budget``, write
     ``selection.jsonl`` and the Label Studio files (``labelstudio/config.xml``, ``tasks.json``) into ``out``;
-    returns a summary."""
+    returns a summary. ``allow_unverified``: load weights without a checksum (``Autorater.from_pretrained``)."""
     from autorater.rater import Rater
     from serving.labelstudio import write_labelstudio_files
 
@@ -174,7 +175,7 @@ def active_select(model_dir: str | os.PathLike, pool: Suite, budget: int, out: s
     if not ids:
         raise ValueError(f"pool suite {pool.root} has no unlabelled continuations left (every one is annotated "
                          f"or a reference)")
-    rater = Rater.load(model_dir, device)
+    rater = Rater.load(model_dir, device, allow_unverified=allow_unverified)
     preds = [r for r in rater.rate_suite(pool, ids=ids, progress=progress) if "error" not in r]
     from data.video import video_info
 
@@ -206,7 +207,7 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
               export: str | os.PathLike | None = None, tasks_file: str | os.PathLike | None = None,
               finetune: bool = True, epochs: int | None = None, cache_dir: str = "runs/cache", seed: int = 0,
               train_config=None, progress: bool = False, level: float = 0.95, margin: float = 0.0,
-              calibration_share: float = 0.5) -> dict:
+              calibration_share: float = 0.5, allow_unverified: bool = False) -> dict:
     """One active-learning round (see the module docstring); returns what ``round.json`` holds.
 
     Args:
@@ -249,7 +250,7 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
     if not refs.references:
         raise ValueError(f"{refs.root} has no references.jsonl: champion and challenger are compared on gold "
                          f"references (pass --references)")
-    champion = Rater.load(champion_dir, "cpu")  # its weights start the challenger; it rates from the CPU cache
+    champion = Rater.load(champion_dir, "cpu", allow_unverified=allow_unverified)  # rates from the CPU cache
     if train_config is None:
         train_config = TrainConfig(lr=3e-4, warmup_steps=10, epochs=10) if finetune else TrainConfig()
     tc = dataclasses.replace(train_config, cache_dir=cache_dir, seed=seed, epochs=epochs or train_config.epochs)

@@ -55,7 +55,8 @@ class CalibrationResult:
 def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target_agreement: float = 0.95,
                     confidence: float = 0.9, max_marker_uncertainty_s: float | None = None,
                     progress: bool = False, scaling_share: float = 0.2, seed: int = 0,
-                    reference_ids: list[str] | None = None, device: str = "auto") -> CalibrationResult:
+                    reference_ids: list[str] | None = None, device: str = "auto",
+                    allow_unverified: bool = False) -> CalibrationResult:
     """Fit and store the calibration of the model folder ``model_dir`` on ``suite``'s references.
 
     Args:
@@ -64,12 +65,13 @@ def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target
         seed: seed of the split.
         reference_ids: calibrate on these references only (default: all), e.g. to keep others for judging.
         device: where the model rates the references ("auto": a GPU when present).
+        allow_unverified: load weights without a checksum (``Autorater.from_pretrained``).
     """
     model_dir, out = Path(model_dir), Path(out)
     if not suite.references:
         raise ValueError(f"suite {suite.root} has no references.jsonl: calibration needs reference episodes "
                          f"with known outcomes")
-    rater = Rater.load(model_dir, device, calibrated=False)  # the raw scores are what calibration fits
+    rater = Rater.load(model_dir, device, calibrated=False, allow_unverified=allow_unverified)  # raw scores
     refs = {r.continuation_id: r for r in suite.references
             if reference_ids is None or r.continuation_id in set(reference_ids)}
     if not refs:

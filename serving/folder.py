@@ -1,16 +1,27 @@
-"""The labels folder: what ``autorater label`` writes and ``ingest``, ``leaderboard`` and the service read.
+"""The labels folder: what ``autorater label`` writes and ``ingest``, ``leaderboard``, ``simulate-annotators`` and
+the benchmarks read. :class:`LabelsFolder` is its one owner: every reader and writer of these files goes through it.
 
     LABELS_DIR/
-      job.json          what is being labelled, by which model, with which settings (checked on --resume)
-      parts/            one file per batch of continuations (``part-00012.jsonl``), written atomically
-      labels.jsonl      every continuation exactly once (:class:`LabelRow`); written last: it marks the job finished
-      errors.jsonl      the videos that could not be decoded (they go to humans)
-      summary.json      counts, coverage, the operating point, the drift check
-      human.jsonl       the human labels taken back by ``ingest`` (and their history)
-      labelstudio/      the human queue (serving.labelstudio)
+      job.json                         what is being labelled, by which model, with which settings (checked on
+                                       --resume)
+      parts/part-00012.jsonl           one file per batch of continuations, written atomically
+      labels.jsonl                     every continuation exactly once (:class:`LabelRow`); written last: it marks
+                                       the job finished; ``ingest`` rewrites it with the human labels merged in
+      errors.jsonl                     the videos that could not be decoded (they went to humans)
+      summary.json                     counts, coverage, the operating point, the drift check
+      labelstudio/config.xml           the Label Studio labelling config (serving.labelstudio)
+      labelstudio/tasks.json           the human queue, to import into Label Studio
+      human_annotations.jsonl          the human labels taken back by ``ingest``, one per annotation
+      human_annotations_history.jsonl  their history: every change, in arrival order (serving.history); the human
+                                       labels are a pure function of it (a folder written before the event format
+                                       keeps its old lines, which are skipped)
+      ingest-problems.jsonl            what ``ingest`` refused or noticed, one line per problem
+      leaderboard.html, .json          ``autorater leaderboard``'s report, by default
+      .lock                            the writers' lock (:meth:`LabelsFolder.lock`)
 
 One writer at a time (:meth:`LabelsFolder.lock`); every file is written whole or not at all
-(``data.files.write_text_atomic``: a temp file, fsync and rename).
+(``data.files.write_text_atomic``: a temp file, fsync and rename), but for the problems log, appended line by line
+with fsync.
 
 Example:
     >>> folder = LabelsFolder("labels-v3")                       # doctest: +SKIP
@@ -29,10 +40,14 @@ import warnings
 from pathlib import Path
 from typing import Iterator, TypedDict
 
-from data.files import jsonl_text, sha1_file, write_text_atomic
+from data.files import append_line_durably, jsonl_text, write_text_atomic
+from serving.history import LabelHistory
 
 JOB_FILE, LABELS_FILE, ERRORS_FILE, SUMMARY_FILE, PARTS_DIR = (
     "job.json", "labels.jsonl", "errors.jsonl", "summary.json", "parts")
+HUMAN_FILE, HUMAN_HISTORY_FILE, PROBLEMS_FILE = (
+    "human_annotations.jsonl", "human_annotations_history.jsonl", "ingest-problems.jsonl")
+LABELSTUDIO_DIR, LEADERBOARD_FILE = "labelstudio", "leaderboard.html"
 PART_NAME = re.compile(r"part-(\d{5})\.jsonl")
 JOB_KEYS = ("suite", "suite_name", "suite_version", "continuations", "ids_sha1", "model", "model_name",
             "weights_sha1", "calibration_sha1", "batch_size", "audit_share", "seed", "on_drift", "audit_hash")
@@ -97,12 +112,16 @@ def write_jsonl_rows(path: Path, rows: list[dict]) -> None:
 
 
 class LabelsFolder:
-    """The paths of one labels folder and the reads every reader of it needs."""
+    """One labels folder: its paths, and every read and write of its files (the module docstring lists them)."""
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
         self.job, self.labels, self.errors, self.summary, self.parts = (
             self.root / name for name in (JOB_FILE, LABELS_FILE, ERRORS_FILE, SUMMARY_FILE, PARTS_DIR))
+        self.human, self.human_history, self.problems = (
+            self.root / name for name in (HUMAN_FILE, HUMAN_HISTORY_FILE, PROBLEMS_FILE))
+        self.labelstudio = self.root / LABELSTUDIO_DIR
+        self.leaderboard = self.root / LEADERBOARD_FILE
 
     def __repr__(self) -> str:
         return f"LabelsFolder({str(self.root)!r})"
@@ -131,6 +150,60 @@ class LabelsFolder:
         """The job and its labels, once the job has finished."""
         self.check_finished(hint)
         return self.read_job(), read_jsonl_rows(self.labels)
+
+    def read_labels(self) -> list[LabelRow]:
+        """``labels.jsonl`` (FileNotFoundError unless the job has finished)."""
+        self.check_finished()
+        return read_jsonl_rows(self.labels)
+
+    def write_labels(self, rows: list[dict]) -> None:
+        """Replace ``labels.jsonl`` (whole or not at all)."""
+        write_jsonl_rows(self.labels, rows)
+
+    def read_part(self, k: int) -> list[dict]:
+        """Batch ``k``'s rows."""
+        return read_jsonl_rows(self.part(k))
+
+    def write_part(self, k: int, rows: list[dict] | str) -> None:
+        """Batch ``k``'s rows (or their JSON Lines text, as a Ray actor sends it), whole or not at all."""
+        write_text_atomic(self.part(k), rows if isinstance(rows, str) else jsonl_text(rows))
+
+    def write_errors(self, rows: list[dict]) -> None:
+        write_jsonl_rows(self.errors, rows)
+
+    def read_summary(self) -> dict:
+        return json.loads(self.summary.read_text(encoding="utf-8"))
+
+    def write_summary(self, summary: dict, default=None) -> None:
+        write_text_atomic(self.summary, json.dumps(summary, indent=1, default=default) + "\n")
+
+    def human_labels(self) -> LabelHistory:
+        """The human labels taken back by ``ingest`` and their history (serving.history)."""
+        return LabelHistory(self.human, self.human_history)
+
+    def append_problems(self, rows: list[dict]) -> None:
+        """Append what ``ingest`` refused or noticed to ``ingest-problems.jsonl`` (each line fsynced)."""
+        for row in rows:
+            append_line_durably(self.problems, json.dumps(row, ensure_ascii=False))
+
+    @property
+    def tasks_file(self) -> Path:
+        """``labelstudio/tasks.json``: the human queue."""
+        from serving.labelstudio import TASKS_FILE
+
+        return self.labelstudio / TASKS_FILE
+
+    def read_tasks(self) -> list:
+        """The Label Studio tasks of the human queue (ValueError naming the file when it cannot be read)."""
+        from serving.labelstudio import read_tasks
+
+        return read_tasks(self.tasks_file)
+
+    def write_labelstudio(self, suite, labels: list[dict], video_url_prefix: str | None = None) -> int:
+        """Write ``labelstudio/config.xml`` and ``tasks.json`` for the human queue; returns the task count."""
+        from serving.labelstudio import write_labelstudio_files
+
+        return write_labelstudio_files(self.labelstudio, suite, labels, video_url_prefix=video_url_prefix)
 
     def done_parts(self, n_batches: int) -> set[int]:
         """The batches whose part file exists; any other file there is ignored with a warning."""
@@ -171,5 +244,6 @@ class LabelsFolder:
         return False
 
 
-__all__ = ["ERRORS_FILE", "JOB_FILE", "JOB_KEYS", "LABELS_FILE", "PARTS_DIR", "SUMMARY_FILE", "LabelJobError",
-           "LabelRow", "LabelsFolder", "folder_lock", "read_jsonl_rows", "sha1_file", "write_jsonl_rows"]
+__all__ = ["ERRORS_FILE", "HUMAN_FILE", "HUMAN_HISTORY_FILE", "JOB_FILE", "JOB_KEYS", "LABELSTUDIO_DIR", "LABELS_FILE",
+           "LEADERBOARD_FILE", "PARTS_DIR", "PROBLEMS_FILE", "SUMMARY_FILE", "LabelJobError", "LabelRow",
+           "LabelsFolder", "folder_lock", "read_jsonl_rows", "write_jsonl_rows"]

@@ -3,21 +3,22 @@
 Reads a Label Studio JSON export (or a SUITE_FORMAT ``annotations.jsonl``), checks every label
 (see serving.labelstudio.parse_export), and then:
 
-- keeps every accepted label in ``LABELS_DIR/human_annotations.jsonl``, one per annotation: a label
-  seen again unchanged adds nothing; one seen again (same Label Studio annotation id) with new content
-  or a newer ``updated_at`` replaces the old one, which moves to ``human_annotations_history.jsonl``; an
-  older copy of a label already updated is reported as stale and changes nothing;
+- takes every accepted label into the labels folder's human labels through their history (serving.history;
+  ``LabelsFolder.human_labels``): a label seen again unchanged adds nothing; one seen again (same Label Studio
+  annotation id) with a newer version (Label Studio's ``updated_at``) replaces the old one; an older copy is
+  reported as stale and changes nothing; an annotation deleted in Label Studio (a tombstone in the suite's history,
+  written by the webhook) is refused, and its label leaves the human labels too; a time beyond this machine's
+  clock (plus a small skew) is refused;
+- brings the suite's labels up to date with *every* human label (the same rules, through the suite's history), so
+  that a run that died before this step, or one with ``append_to_suite=False``, is made good by the next run;
 - rewrites ``labels.jsonl``: a continuation with human labels gets their majority (``human_outcome``,
   ``human_marker_s``, ``human_n``), and that label wins (``outcome``, ``marker_s``,
   ``label_source: "human"``); the model's label stays beside it (``model_outcome``...) for later
   evaluation, and ``decision`` (how it was routed) is unchanged;
-- brings the suite's ``annotations.jsonl`` up to date with *every* label of ``human_annotations.jsonl``
-  (the same rule; replaced rows go to the suite's ``annotations_history.jsonl``), so that a run that died
-  before this step, or one with ``append_to_suite=False``, is made good by the next run;
-- writes what it refused or noticed to ``LABELS_DIR/ingest-problems.jsonl``, one line per problem.
+- writes what it refused or noticed to ``ingest-problems.jsonl``, one line per problem.
 
-Every file is written with fsync and an atomic rename, in an order (history, human labels, labels.jsonl,
-suite) after which a crash at any point loses no label and a re-run finishes the job.
+Every file is written with fsync and an atomic rename (a history before its labels), in an order (human labels,
+suite, labels.jsonl) after which a crash at any point loses no label and a re-run finishes the job.
 
 Example:
     >>> result = ingest("labels-v3", "project-7-export.json")   # doctest: +SKIP
@@ -26,21 +27,16 @@ Example:
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
-from data.files import append_line_durably, jsonl_text, write_text_atomic
 from data.labels import label_table, majority_vote
-from data.suite import Annotation, Problem, Suite, annotation_problems, read_jsonl, record_to_dict, write_jsonl
+from data.suite import Annotation, Problem, Suite, annotation_problems, read_jsonl, record_to_dict
 from data.video import VideoError, video_info
-from serving.folder import LabelsFolder, folder_lock, read_jsonl_rows
-from serving.labelstudio import TASKS_FILE, ExportProblem, parse_export
-
-HUMAN_FILE, PROBLEMS_FILE = "human_annotations.jsonl", "ingest-problems.jsonl"
-HUMAN_HISTORY_FILE, SUITE_HISTORY_FILE = "human_annotations_history.jsonl", "annotations_history.jsonl"
+from serving.fields import MAX_ID_CHARS, bounded_id, shown, utc_now
+from serving.folder import PROBLEMS_FILE, LabelsFolder, folder_lock
+from serving.history import Applied, Incoming, arriving, stored_version, suite_history
+from serving.labelstudio import ExportProblem, parse_export, read_tasks
 
 
 class _VideoLookup(dict):
@@ -62,90 +58,6 @@ class _VideoLookup(dict):
         return self[cid]
 
 
-def _key(a: dict) -> tuple:
-    """What makes two rows the same label: its Label Studio annotation id, else its whole content."""
-    if a.get("ls_annotation_id") is not None:
-        return ("ls", a["continuation_id"], str(a["ls_annotation_id"]))
-    return ("row", a["continuation_id"], a["annotator_id"], a["outcome"], a.get("marker_s"))
-
-
-def _content(a: dict) -> tuple:
-    return (a.get("annotator_id"), a.get("outcome"), a.get("marker_s"), a.get("failure_mode"))
-
-
-def _when(value) -> datetime | str | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        return stamp if stamp.tzinfo is not None else None
-    except ValueError:
-        return None
-
-
-@dataclass
-class Upsert:
-    """What :func:`upsert_annotations` did: rows added, replaced (the old rows, for the history) and stale."""
-
-    rows: list[dict]
-    added: int = 0
-    replaced: list[dict] = field(default_factory=list)
-    stale: int = 0
-    duplicates: int = 0
-
-
-def upsert_annotations(existing: list[dict], incoming: list[dict]) -> Upsert:
-    """``existing`` annotation rows brought up to date with ``incoming`` (order kept; replacements in place).
-
-    A row whose key (:func:`_key`) is new is added; the same key with the same content is a duplicate; with new
-    content or a newer ``ls_updated_at`` it replaces the old row, unless it is older than the row it would replace
-    (stale: the newer label is kept).
-    """
-    rows = list(existing)
-    where = {_key(r): i for i, r in enumerate(rows)}
-    out = Upsert(rows)
-    for new in incoming:
-        k = _key(new)
-        if k not in where:
-            where[k] = len(rows)
-            rows.append(new)
-            out.added += 1
-            continue
-        old = rows[where[k]]
-        t_old, t_new = _when(old.get("ls_updated_at")), _when(new.get("ls_updated_at"))
-        if t_old is not None and t_new is not None and t_new < t_old:
-            out.stale += 1
-        elif _content(old) != _content(new) or (t_old is not None and t_new is not None and t_new > t_old):
-            rows[where[k]] = new
-            out.replaced.append(old)
-        else:
-            out.duplicates += 1
-    return out
-
-
-def remove_loaded_suite(current: Suite, ls_annotation_ids) -> list[dict]:
-    """Remove the labels of Label Studio annotations that were deleted there from ``current`` (a suite just loaded
-    by a caller that holds its folder's lock); the removed rows go to the history file. Returns them."""
-    gone = {str(i) for i in ls_annotation_ids}
-    rows = [_row(a) for a in current.annotations]
-    removed = [r for r in rows if r.get("ls_annotation_id") is not None and str(r["ls_annotation_id"]) in gone]
-    if removed:
-        _append_history(current.root / SUITE_HISTORY_FILE, removed)
-        write_jsonl(current.root / "annotations.jsonl", [r for r in rows if not any(r is x for x in removed)])
-    return removed
-
-
-def _append_history(path: Path, replaced: list[dict]) -> None:
-    """Keep replaced labels (once each) in a history file beside the one they left."""
-    if not replaced:
-        return
-    history = read_jsonl_rows(path) if path.is_file() else []
-    known = {json.dumps(r, sort_keys=True) for r in history}
-    fresh = [r for r in replaced if json.dumps(r, sort_keys=True) not in known]
-    if fresh:
-        write_text_atomic(path, jsonl_text(history + fresh))
-
-
 def _read_suite_annotations(path: Path, suite: Suite, durations: dict) -> tuple[list[Annotation], list[ExportProblem]]:
     problems: list[Problem] = []
     records = read_jsonl(path, Annotation, problems)
@@ -153,9 +65,13 @@ def _read_suite_annotations(path: Path, suite: Suite, durations: dict) -> tuple[
     accepted = []
     for a in records:
         where = f"{path.name}:{a.extra.pop('_line', '?')}"
+        ls_id = a.extra.get("ls_annotation_id")
         if a.continuation_id not in suite.continuation_by_id:
-            out.append(ExportProblem("error", where, f"unknown continuation_id {a.continuation_id!r}",
+            out.append(ExportProblem("error", where, f"unknown continuation_id {a.continuation_id[:80]!r}",
                                      f"labels must name continuations of suite {suite.root}"))
+        elif ls_id is not None and bounded_id(ls_id) is None:
+            out.append(ExportProblem("error", where, f"ls_annotation_id {shown(ls_id)} is not an id (an integer, or "
+                                                     f"a string of up to {MAX_ID_CHARS} characters)"))
         elif a.outcome not in ("success", "failure"):
             out.append(ExportProblem("error", where, f"outcome {a.outcome!r} is not success or failure"))
         elif a.marker_s is not None and not 0 <= a.marker_s <= durations.get(a.continuation_id, float("inf")) + 1e-6:
@@ -184,20 +100,15 @@ def read_labels(export: str | os.PathLike, suite: Suite, tasks_file: str | os.Pa
     export = Path(export)
     if export.suffix == ".jsonl":
         return (*_read_suite_annotations(export, suite, durations or {}), 0)
-    known = _read_tasks(Path(tasks_file)) if tasks_file is not None and Path(tasks_file).is_file() else {}
+    known = _task_timing(read_tasks(tasks_file)) if tasks_file is not None and Path(tasks_file).is_file() else {}
     parsed = parse_export(export, _VideoLookup(suite, known))
     return parsed.annotations, parsed.problems, parsed.cancelled
 
 
-def _read_tasks(path: Path) -> dict[str, dict]:
+def _task_timing(tasks: list) -> dict[str, dict]:
     """continuation id -> {"fps", "frames"} from the ``tasks.json`` written by ``autorater label``."""
-    try:
-        tasks = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise ValueError(f"cannot read {path}: {str(err)[:200]} (fix: rerun `autorater label --resume` to "
-                         f"rewrite it)") from None
     known = {}
-    for t in tasks if isinstance(tasks, list) else []:
+    for t in tasks:
         data = t.get("data") if isinstance(t, dict) else None
         if isinstance(data, dict) and isinstance(data.get("continuation_id"), str):
             known[data["continuation_id"]] = {"fps": data.get("fps"), "frames": data.get("frames")}
@@ -228,20 +139,21 @@ def _row(a) -> dict:
     return a if isinstance(a, dict) else {k: v for k, v in record_to_dict(a).items() if not k.startswith("_")}
 
 
-def append_annotations(suite: Suite, annotations: list, durations: dict[str, float] | None = None) -> int:
-    """Bring the suite's ``annotations.jsonl`` up to date with labels (Annotation records or dicts); returns how
-    many rows were added or replaced (see :func:`upsert_suite_annotations`)."""
-    done = upsert_suite_annotations(suite, annotations, durations)
-    return done.added + len(done.replaced)
+def append_annotations(suite: Suite, annotations: list, durations: dict[str, float] | None = None,
+                       via: str = "append") -> int:
+    """Bring the suite's labels up to date with labels (Annotation records or dicts); returns how many were added
+    or replaced (see :func:`upsert_suite_annotations`)."""
+    done = upsert_suite_annotations(suite, annotations, durations, via)
+    return done.count("recorded") + done.count("updated")
 
 
-def upsert_suite_annotations(suite: Suite, annotations: list, durations: dict[str, float] | None = None) -> Upsert:
-    """Upsert labels into the suite's ``annotations.jsonl``, under the suite folder's lock.
+def upsert_suite_annotations(suite: Suite, annotations: list, durations: dict[str, float] | None = None,
+                             via: str = "append") -> Applied:
+    """Take labels into the suite's ``annotations.jsonl`` through its history, under the suite folder's lock.
 
-    Re-reads the suite, applies :func:`upsert_annotations` (new labels added, updated ones replaced, the old rows
-    kept in ``annotations_history.jsonl``) and writes atomically. Every row is checked with the suite's own record
-    checks first (``durations``: continuation id -> video seconds, to check the marker), so the suite still loads
-    afterwards; a row that breaks a rule raises ValueError and nothing is written.
+    Every row is checked with the suite's own record checks first (``durations``: continuation id -> video seconds,
+    to check the marker), so the suite still loads afterwards; a row that breaks a rule raises ValueError and
+    nothing is written. Each row is ordered by its own version (``ls_updated_at``, else ``created_at``).
     """
     rows = [_row(a) for a in annotations]
     problems = [p for i, r in enumerate(rows) for p in annotation_problems(
@@ -249,19 +161,11 @@ def upsert_suite_annotations(suite: Suite, annotations: list, durations: dict[st
         suite.continuation_by_id)]
     if problems:
         raise ValueError("labels refused before they reach the suite: " + "; ".join(str(p) for p in problems[:5]))
+    now = utc_now()
+    incoming = [Incoming(r, stored_version(r, now)) for r in rows]  # rows already checked when they arrived
     with folder_lock(suite.root, "ingest or webhook", wait=True):
-        return upsert_loaded_suite(Suite.load(suite.root), rows)  # re-read under the lock: another writer may
-        #                                                             have appended
-
-
-def upsert_loaded_suite(current: Suite, rows: list[dict]) -> Upsert:
-    """Upsert checked annotation rows into ``current``, a suite just loaded by a caller that holds its folder's lock
-    (``folder_lock(root, ..., wait=True)``); writes ``annotations.jsonl`` (and the history) atomically."""
-    result = upsert_annotations([_row(a) for a in current.annotations], rows)
-    if result.added or result.replaced:
-        _append_history(current.root / SUITE_HISTORY_FILE, result.replaced)
-        write_jsonl(current.root / "annotations.jsonl", result.rows)
-    return result
+        Suite.load(suite.root)  # it loads before the write (a broken suite is named, not made worse)
+        return suite_history(suite.root).apply(incoming, via=via, now=now)
 
 
 def ingest(labels_dir: str | os.PathLike, export: str | os.PathLike, append_to_suite: bool = True) -> dict:
@@ -275,41 +179,54 @@ def ingest(labels_dir: str | os.PathLike, export: str | os.PathLike, append_to_s
 def _ingest_locked(folder: LabelsFolder, export: Path, append_to_suite: bool) -> dict:
     if not export.is_file():
         raise FileNotFoundError(f"export {export} does not exist (fix: export the Label Studio project as JSON)")
-    labels_dir = folder.root
     job, labels = folder.read_finished()
     suite = Suite.load(job["suite"])
     durations = {r["continuation_id"]: r["duration_s"] for r in labels if r.get("duration_s") is not None}
-    new, problems, cancelled = read_labels(export, suite, labels_dir / "labelstudio" / TASKS_FILE, durations)
-
-    human_path = labels_dir / HUMAN_FILE
-    human = read_jsonl_rows(human_path) if human_path.is_file() else []
-    change = upsert_annotations(human, [_row(a) for a in new])
-    human = change.rows
-    merged = merge_labels(labels, human)
-    _append_history(labels_dir / HUMAN_HISTORY_FILE, change.replaced)  # first: a replaced label is never lost
-    write_text_atomic(human_path, jsonl_text(human))
-    for p in problems:
-        append_line_durably(labels_dir / PROBLEMS_FILE, json.dumps(
-            {"export": str(export), "level": p.level, "where": p.where, "message": p.message, "fix": p.fix},
-            ensure_ascii=False))
-    write_text_atomic(folder.labels, jsonl_text(merged))
-
+    new, problems, cancelled = read_labels(export, suite, folder.tasks_file, durations)
+    now, via = utc_now(), f"ingest {export.name[:100]}"
+    incoming = []
+    for a in new:
+        row = _row(a)
+        try:
+            incoming.append(arriving(row, "copy", now))
+        except ValueError as err:  # a far-future or unreadable time: never ordered by it
+            problems.append(ExportProblem("error", f"{export.name}: {row['continuation_id']}, annotation "
+                                                   f"{row.get('ls_annotation_id')}", str(err)))
+    human = folder.human_labels()
+    change = human.apply(incoming, via=via, now=now)
+    for new_row, status in zip(incoming, change.statuses):
+        if status == "deleted":
+            problems.append(ExportProblem("warning", f"{export.name}: {new_row.row['continuation_id']}, annotation "
+                                                     f"{new_row.row.get('ls_annotation_id')}",
+                                          "deleted in Label Studio: not taken", "a new label is a new annotation"))
+    deleted = suite_history(suite.root).deleted_ids()  # the webhook's tombstones reach the human labels too
+    gone = [r["ls_annotation_id"] for r in human.rows() if r.get("ls_annotation_id") is not None
+            and str(r["ls_annotation_id"]) in deleted]
+    if gone:
+        human.delete(gone, via=f"{via}: deleted in Label Studio (the suite's history)", now=now)
+    rows = human.rows()
     # Every human label, not only this run's: a run that stopped before this step is made good here.
-    appended = append_annotations(suite, human, durations) if append_to_suite and human else 0
+    synced = upsert_suite_annotations(suite, rows, durations, via) if append_to_suite and rows else Applied([])
+    merged = merge_labels(labels, rows)
+    folder.append_problems([{"export": str(export), "level": p.level, "where": p.where, "message": p.message,
+                             "fix": p.fix} for p in problems])
+    folder.write_labels(merged)
     waiting = sum(r["decision"] == "human" and r["label_source"] is None for r in merged)
-    return {"export": str(export), "labels_read": len(new), "accepted": change.added, "updated": len(change.replaced),
-            "stale": change.stale, "duplicates": change.duplicates,
+    return {"export": str(export), "labels_read": len(new), "accepted": change.count("recorded"),
+            "updated": change.count("updated"), "stale": change.count("stale"),
+            "duplicates": change.count("duplicate"), "deleted": change.count("deleted") + len(gone),
             "errors": sum(p.level == "error" for p in problems),
-            "warnings": sum(p.level == "warning" for p in problems),
-            "cancelled": cancelled, "appended_to_suite": appended, "human_labelled": sum(r["label_source"] == "human"
-                                                                                        for r in merged),
-            "waiting": waiting, "problems": [str(p) for p in problems]}
+            "warnings": sum(p.level == "warning" for p in problems), "cancelled": cancelled,
+            "appended_to_suite": synced.count("recorded") + synced.count("updated"),
+            "human_labelled": sum(r["label_source"] == "human" for r in merged), "waiting": waiting,
+            "problems": [str(p) for p in problems]}
 
 
 def format_ingest(result: dict, max_problems: int = 20) -> str:
     lines = [f"ingested {result['export']}: {result['accepted']} new labels, {result['updated']} updated "
              f"({result['duplicates']} already there, {result['stale']} older than the label kept), "
-             f"{result['errors']} refused, {result['warnings']} warnings, {result['cancelled']} cancelled; "
+             f"{result['errors']} refused, {result['warnings']} warnings, {result['cancelled']} cancelled"
+             + (f", {result['deleted']} deleted in Label Studio" if result.get("deleted") else "") + "; "
              f"{result['appended_to_suite']} added to or updated in the suite's annotations.jsonl",
              f"{result['human_labelled']} continuations now carry a human label; {result['waiting']} routed to "
              f"humans still wait for one"]
@@ -319,5 +236,4 @@ def format_ingest(result: dict, max_problems: int = 20) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Upsert", "append_annotations", "format_ingest", "ingest", "merge_labels", "read_labels",
-           "remove_loaded_suite", "upsert_annotations", "upsert_loaded_suite", "upsert_suite_annotations"]
+__all__ = ["append_annotations", "format_ingest", "ingest", "merge_labels", "read_labels", "upsert_suite_annotations"]

@@ -35,9 +35,9 @@ import numpy as np
 
 from autorater.model import resolve_device
 from autorater.rater import Rater, folder_fingerprint, model_name, read_record
-from data.files import jsonl_text, write_text_atomic
+from data.files import jsonl_text
 from data.suite import Suite
-from serving.folder import JOB_FILE, LabelJobError, LabelsFolder, read_jsonl_rows, write_jsonl_rows
+from serving.folder import JOB_FILE, LabelJobError, LabelsFolder
 
 
 def audit_draw(continuation_id: str, seed: int, method: str = "blake2b") -> float:
@@ -75,7 +75,7 @@ def _rate_batches(rater: Rater, suite: Suite, folder: LabelsFolder, batches: lis
                 nxt = todo[i + ahead]
                 pending[nxt] = pool.submit(rater.decode, suite, batches[nxt])
             rows = rater.rows(pending.pop(k).result(), duration=True)
-            write_jsonl_rows(folder.part(k), rows)
+            folder.write_part(k, rows)
             if bar is not None:
                 bar.update(len(batches[k]))
 
@@ -84,11 +84,12 @@ class _RayRater:
     """A Ray Data actor: loads the rater once, on ``device``, then rates whole batches (``k``, ``ids``) into part-file
     text."""
 
-    def __init__(self, model_dir: str, suite_root: str, threads: int, device: str = "auto"):
+    def __init__(self, model_dir: str, suite_root: str, threads: int, device: str = "auto",
+                 allow_unverified: bool = False):
         import torch
 
         torch.set_num_threads(threads)
-        self.rater = Rater.load(model_dir, device)
+        self.rater = Rater.load(model_dir, device, allow_unverified=allow_unverified)
         self.suite = Suite.load(suite_root)
 
     def __call__(self, batch: dict) -> dict:
@@ -98,7 +99,8 @@ class _RayRater:
 
 
 def _rate_batches_ray(model_dir: Path, suite: Suite, folder: LabelsFolder, batches: list[list[str]], todo: list[int],
-                      workers: int, address: str | None, bar, device: str = "auto") -> None:
+                      workers: int, address: str | None, bar, device: str = "auto",
+                      allow_unverified: bool = False) -> None:
     """The same batches on Ray Data: ``map_batches`` over an actor pool (one model per actor); the driver writes
     each part file as it arrives, so resuming works exactly as with the local backend."""
     try:
@@ -114,10 +116,11 @@ def _rate_batches_ray(model_dir: Path, suite: Suite, folder: LabelsFolder, batch
     ds = ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 4 * max(1, workers))))
     gpus = 1 if resolve_device(device).type == "cuda" else 0  # an actor that rates on a GPU asks Ray for one
     ds = ds.map_batches(_RayRater, batch_size=1, concurrency=max(1, workers), num_cpus=1, num_gpus=gpus,
-                        fn_constructor_args=(str(model_dir.resolve()), str(suite.root.resolve()), 1, device))
+                        fn_constructor_args=(str(model_dir.resolve()), str(suite.root.resolve()), 1, device,
+                                             allow_unverified))
     for row in ds.iter_rows():
         k = int(row["k"])
-        write_text_atomic(folder.part(k), row["text"])
+        folder.write_part(k, row["text"])
         if bar is not None:
             bar.update(len(batches[k]))
 
@@ -174,7 +177,8 @@ def _decide(rows: list[dict], model_dir: Path, spec: dict) -> tuple[list[dict], 
 def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLike, *, resume: bool = False,
                 workers: int = 1, batch_size: int = 16, audit_share: float = 0.1, seed: int = 0,
                 on_drift: str = "warn", video_url_prefix: str | None = None, backend: str = "local",
-                ray_address: str | None = None, progress: bool = False, device: str = "auto") -> dict:
+                ray_address: str | None = None, progress: bool = False, device: str = "auto",
+                allow_unverified: bool = False) -> dict:
     """Label every continuation of ``suite`` with the model folder ``model_dir``; returns the summary.
 
     Args:
@@ -195,6 +199,7 @@ def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLi
         progress: show a progress bar.
         device: where the model rates ("auto": a GPU when present, else the CPU), on the local backend and in
             every Ray actor.
+        allow_unverified: load weights without a checksum (``Autorater.from_pretrained``).
     """
     if not 0.0 <= audit_share <= 1.0:
         raise ValueError(f"audit_share must be in [0, 1], got {audit_share}")
@@ -206,21 +211,19 @@ def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLi
         raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
     model_dir, out = Path(model_dir), Path(out)
     spec = job_spec(model_dir, suite, batch_size, audit_share, seed, on_drift)
-    if out.exists() and not (out / JOB_FILE).is_file() and any(p.name != ".lock" for p in out.iterdir()):
-        raise LabelJobError(f"{out} exists and is not a labels folder (no {JOB_FILE}); choose an empty or new --out")
     folder = LabelsFolder(out)
+    if out.exists() and not folder.job.is_file() and any(p.name != ".lock" for p in out.iterdir()):
+        raise LabelJobError(f"{out} exists and is not a labels folder (no {JOB_FILE}); choose an empty or new --out")
     with folder.lock("labelling or ingest job"):
         return _label_locked(model_dir, suite, folder, spec, resume, workers, batch_size, video_url_prefix, backend,
-                             ray_address, progress, device)
+                             ray_address, progress, device, allow_unverified)
 
 
 def _label_locked(model_dir: Path, suite: Suite, folder: LabelsFolder, spec: dict, resume: bool, workers: int,
                   batch_size: int, video_url_prefix: str | None, backend: str, ray_address: str | None,
-                  progress: bool, device: str) -> dict:
-    from serving.labelstudio import write_labelstudio_files
-
+                  progress: bool, device: str, allow_unverified: bool = False) -> dict:
     if folder.open_job(spec, resume):
-        return json.loads(folder.summary.read_text(encoding="utf-8"))
+        return folder.read_summary()
     started = time.time()
     ids = suite.continuation_ids()
     batches = [ids[i:i + batch_size] for i in range(0, len(ids), batch_size)]
@@ -234,14 +237,16 @@ def _label_locked(model_dir: Path, suite: Suite, folder: LabelsFolder, spec: dic
                                                                                             for k in todo))
         try:
             if backend == "ray":
-                _rate_batches_ray(model_dir, suite, folder, batches, todo, workers, ray_address, bar, device)
+                _rate_batches_ray(model_dir, suite, folder, batches, todo, workers, ray_address, bar, device,
+                                  allow_unverified)
             else:
-                _rate_batches(Rater.load(model_dir, device), suite, folder, batches, todo, workers, bar)
+                rater = Rater.load(model_dir, device, allow_unverified=allow_unverified)
+                _rate_batches(rater, suite, folder, batches, todo, workers, bar)
         finally:
             if bar is not None:
                 bar.close()
 
-    rows = [r for k in range(len(batches)) for r in read_jsonl_rows(folder.part(k))]
+    rows = [r for k in range(len(batches)) for r in folder.read_part(k)]
     if [r["continuation_id"] for r in rows] != ids:  # cannot happen with whole part files; say so if it does
         raise LabelJobError(f"the part files in {folder.parts} do not cover the suite exactly once; "
                             f"delete {folder.root} and label again")
@@ -249,8 +254,8 @@ def _label_locked(model_dir: Path, suite: Suite, folder: LabelsFolder, spec: dic
     errors = [{"continuation_id": r["continuation_id"], "video": suite.get(r["continuation_id"]).video,
                "error": r["error"], "fix": "re-encode the video (H.264 mp4) or re-record it; it was sent to humans"}
               for r in labels if "error" in r]
-    write_jsonl_rows(folder.errors, errors)
-    tasks = write_labelstudio_files(folder.root / "labelstudio", suite, labels, video_url_prefix=video_url_prefix)
+    folder.write_errors(errors)
+    tasks = folder.write_labelstudio(suite, labels, video_url_prefix)
     n_auto = sum(r["decision"] == "auto" for r in labels)
     summary = {"suite": f"{suite.info.name}@{suite.info.version}", "model": spec["model_name"],
                "continuations": len(labels), "auto": n_auto, "human": len(labels) - n_auto,
@@ -260,8 +265,8 @@ def _label_locked(model_dir: Path, suite: Suite, folder: LabelsFolder, spec: dic
                            for k in sorted({r["reason"] for r in labels if "reason" in r})},
                **info, "rated_this_run": sum(len(batches[k]) for k in todo),
                "wall_s_this_run": round(time.time() - started, 2)}
-    write_text_atomic(folder.summary, json.dumps(summary, indent=1, default=_json_default) + "\n")
-    write_jsonl_rows(folder.labels, labels)  # last: its presence marks the job finished
+    folder.write_summary(summary, default=_json_default)
+    folder.write_labels(labels)  # last: its presence marks the job finished
     return summary
 
 

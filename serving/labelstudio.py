@@ -34,6 +34,7 @@ from pathlib import Path
 from data.files import json_text, write_text_atomic
 from data.suite import Annotation, Suite
 from data.video import DEFAULT_LIMITS, VideoError, video_info
+from serving.fields import MAX_ID_CHARS, bounded_id, integer_in, number_in
 
 FROM_NAME, TO_NAME, TEXT_NAME = "outcome", "video", "instruction"
 OUTCOMES = ("success", "failure")
@@ -152,6 +153,17 @@ def write_labelstudio_files(folder: str | os.PathLike, suite: Suite, labels: lis
     for name, text in ((CONFIG_FILE, config), (TASKS_FILE, json_text(tasks))):
         write_text_atomic(folder / name, text)
     return len(tasks)
+
+
+def read_tasks(path: str | os.PathLike) -> list:
+    """The tasks of an import file (``tasks.json``); ValueError naming the file when it cannot be read."""
+    path = Path(path)
+    try:
+        tasks = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise ValueError(f"cannot read {path}: {str(err)[:200]} (fix: rerun `autorater label --resume` to "
+                         f"rewrite it)") from None
+    return tasks if isinstance(tasks, list) else []
 
 
 # ----------------------------------------------------------------------------------------------
@@ -282,16 +294,13 @@ def _refuse_constant(name: str):
 
 
 def checked_fps(value) -> float | None:
-    """A frame rate as a float if it is a plain finite number within the video limits, else None."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and \
-        DEFAULT_LIMITS.min_fps <= value <= DEFAULT_LIMITS.max_fps
-    return float(value) if ok else None
+    """A frame rate as a float if it is a plain number within the video limits, else None (never raises)."""
+    return number_in(value, DEFAULT_LIMITS.min_fps, DEFAULT_LIMITS.max_fps)
 
 
 def checked_frames(value) -> int | None:
-    """A frame count if it is a plain positive integer within the video limits, else None."""
-    ok = isinstance(value, int) and not isinstance(value, bool) and 0 < value <= DEFAULT_LIMITS.max_frames
-    return value if ok else None
+    """A frame count if it is a plain positive integer within the video limits, else None (never raises)."""
+    return integer_in(value, 1, DEFAULT_LIMITS.max_frames)
 
 
 def task_timing(data: dict, known: dict) -> tuple[float | None, int | None, str]:
@@ -343,12 +352,11 @@ def annotation_from_result(ann: dict, cid: str, fps: float, frames: int | None, 
                                       "place one marker"))
         return None
     r0 = ranges[0] if isinstance(ranges[0], dict) else {}
-    start, end = r0.get("start"), r0.get("end")
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (start, end)):
-        problems.append(ExportProblem("error", where, f"marker range {_short(ranges[0])} has no numeric start/end",
-                                      "place one marker"))
+    start, end = (number_in(r0.get(k), -1e300, 1e300) for k in ("start", "end"))  # bounded before any arithmetic
+    if start is None or end is None:
+        problems.append(ExportProblem("error", where, f"marker range {_short(ranges[0])} has no numeric start/end "
+                                                      f"(a frame number)", "place one marker"))
         return None
-    start, end = float(start), float(end)
     if start < 1 or (frames and start > frames):
         problems.append(ExportProblem("error", where, f"marker at frame {start:g} is outside the video "
                                                       f"(frames 1..{frames})", "move the marker onto the video"))
@@ -362,7 +370,12 @@ def annotation_from_result(ann: dict, cid: str, fps: float, frames: int | None, 
                                                       f"video", "check the task's fps and the marker"))
         return None
     created, updated, ann_id = ann.get("created_at"), ann.get("updated_at"), ann.get("id")
-    extra = {"ls_annotation_id": ann_id if isinstance(ann_id, (int, str)) and not isinstance(ann_id, bool) else None}
+    if ann_id is not None and bounded_id(ann_id) is None:
+        problems.append(ExportProblem("error", where, f"annotation id {_short(ann_id)} is not an id (an integer, or a "
+                                                      f"string of up to {MAX_ID_CHARS} characters)",
+                                      "export the project from Label Studio, unedited"))
+        return None
+    extra = {"ls_annotation_id": ann_id}
     if isinstance(updated, str):
         extra["ls_updated_at"] = updated[:64]
     return Annotation(continuation_id=cid, annotator_id=annotator_id(ann.get("completed_by")), outcome=names[0],
@@ -401,5 +414,5 @@ def annotations_to_export(tasks: list[dict], annotations: list[Annotation], star
 __all__ = ["ExportProblem", "ParsedExport", "annotations_to_export", "annotator_id", "build_tasks", "checked_fps",
            "checked_frames", "frame_to_seconds", "task_timing",
            "annotation_from_result", "label_interface", "labeling_config", "marker_region", "parse_export",
-           "seconds_to_frame",
+           "read_tasks", "seconds_to_frame",
            "validate_tasks", "write_labelstudio_files"]

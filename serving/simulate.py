@@ -12,22 +12,20 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 from data.annotators import simulate_annotations
 from data.files import write_text_atomic
 from data.suite import load_truth
 from serving.folder import LabelsFolder
-from serving.labelstudio import TASKS_FILE, annotations_to_export
+from serving.labelstudio import annotations_to_export
 
 
 def simulate_queue_export(labels_dir: str | os.PathLike, out: str | os.PathLike, annotators: int = 3,
                           seed: int = 0) -> int:
     """Answer every task of ``labels_dir/labelstudio/tasks.json``; write the export to ``out``; return its task
     count."""
-    labels_dir = Path(labels_dir)
-    job = LabelsFolder(labels_dir).read_job()
-    tasks = json.loads((labels_dir / "labelstudio" / TASKS_FILE).read_text(encoding="utf-8"))
+    folder = LabelsFolder(labels_dir)
+    job, tasks = folder.read_job(), folder.read_tasks()
     wanted = {t["data"]["continuation_id"] for t in tasks}
     truths = [t for t in load_truth(job["suite"]) if t["continuation_id"] in wanted]
     export = annotations_to_export(tasks, simulate_annotations(truths, n_per_item=annotators, seed=seed))

@@ -4,6 +4,7 @@ fuzzing tests (not a test module). No generator: fast, and independent of the wo
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,20 @@ def make_hardening_env(root: Path) -> dict:
                       reference_suite_version="v1", score_quantiles=np.linspace(-2, 2, 101).tolist(),
                       score_count=300).to_json(model_dir / "calibration.json")
     return {"root": root, "media": media, "suite": suite, "model": Path(model_dir)}
+
+
+def make_pool(env: dict, root: Path, **app_kwargs) -> dict:
+    """A fresh copy of the env's suite under ``root/media``, and a client whose webhook writes to it: ``suite``,
+    ``media``, ``client`` (a TestClient that answers a server error as 500 instead of raising it)."""
+    from fastapi.testclient import TestClient
+
+    from serving.service import create_app
+
+    media = Path(root) / "media"
+    shutil.copytree(env["suite"].root, media / "suite")
+    suite = Suite.load(media / "suite")
+    app = create_app(env["model"], media, suite=suite.root, **{"timeout_s": 30, **app_kwargs})
+    return {"suite": suite, "media": media, "client": TestClient(app, raise_server_exceptions=False)}
 
 
 def task_of(suite: Suite, cid: str, task_id: int = 1) -> dict:

@@ -1,0 +1,257 @@
+"""The guards in front of ``autorater serve``: limits held at the connection, before the application sees a request.
+
+- **At the connection** (:class:`ConnectionLimits`, applied by :func:`server_config` with uvicorn's own settings
+  where they exist): at most ``max_connections`` open connections (uvicorn's ``limit_concurrency``: more are
+  answered 503), request heads of at most ``max_header_bytes`` (h11's ``max_incomplete_event_size``), idle
+  keep-alive connections closed after ``keep_alive_s`` (``timeout_keep_alive``); and, which uvicorn has no setting
+  for, the request head must arrive within ``header_timeout_s`` of the connection opening (or of the previous
+  response), else the connection is closed (:class:`GuardedH11Protocol`).
+- **Before the body is read** (:class:`RequestGuard`, ASGI middleware): the token, then the size (a
+  ``Content-Length`` over the limit is refused at once; a chunked body is counted as it streams and refused with
+  413 as soon as it passes the limit), and the whole body must arrive within ``body_timeout_s`` (408).
+- **A body is never read past a refusal**: a response that starts before its request's body was read to the end
+  (a 401, a 413, a 404 of an unknown route, a ``/health`` sent a body) carries ``Connection: close``, so the server
+  closes the connection instead of draining what the client still sends.
+- **Disconnects are quiet**: a client that goes away mid-body ends its request without a traceback in the log.
+- **Fields** (:func:`resolve_media`, :func:`field_error`, :func:`json_body`): paths confined to the media root
+  (symlink loops and every OS error a 400), JSON parsed strictly, a 422 that names the field and the fix.
+
+Example:
+    >>> app.add_middleware(RequestGuard, token=None, json_limit=1 << 20, upload_limit=64 << 20)   # doctest: +SKIP
+    >>> uvicorn.Server(server_config(app, "127.0.0.1", 9090, ConnectionLimits())).run()          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import logging
+import secrets
+import time
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from fastapi import HTTPException
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from serving.fields import loads, shown
+
+_LOG = logging.getLogger("autorater.serve")
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """What one client may hold of the server. Every limit is a flag of ``autorater serve`` (docs/robustness.md)."""
+
+    header_timeout_s: float = 10.0  # the request head (line and headers) must arrive within this
+    body_timeout_s: float = 60.0  # the whole body must arrive within this, from the end of the head
+    max_connections: int = 64  # open connections at once (uvicorn limit_concurrency); more are answered 503
+    keep_alive_s: int = 5  # an idle keep-alive connection is closed after this
+    max_header_bytes: int = 16 << 10  # the request head (h11 max_incomplete_event_size)
+
+    def __post_init__(self):
+        if not (self.header_timeout_s > 0 and self.body_timeout_s > 0 and self.max_connections >= 1
+                and self.keep_alive_s >= 1 and self.max_header_bytes >= 1024):
+            raise ValueError(f"connection limits must be positive (max_header_bytes >= 1024), got {self}")
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on the request head: a connection whose request line and headers
+    have not all arrived ``header_timeout_s`` after it opened (or after its previous response) is closed."""
+
+    header_timeout_s = ConnectionLimits.header_timeout_s
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head_timer()
+
+    def _arm_head_timer(self) -> None:
+        self._cancel_head_timer()
+        self._head_timer = self.loop.call_later(self.header_timeout_s, self._head_timeout)
+
+    def _cancel_head_timer(self) -> None:
+        timer = getattr(self, "_head_timer", None)
+        if timer is not None:
+            timer.cancel()
+        self._head_timer = None
+
+    def _head_timeout(self) -> None:
+        self._head_timer = None
+        if not self.transport.is_closing():
+            _LOG.info("closed a connection whose request head took longer than %g s", self.header_timeout_s)
+            self.transport.close()
+
+    def handle_events(self) -> None:
+        before = self.cycle
+        super().handle_events()
+        if self.cycle is not before:  # a request head arrived whole
+            self._cancel_head_timer()
+
+    def on_response_complete(self) -> None:
+        before = self.cycle
+        super().on_response_complete()  # may start a pipelined request already received
+        if not self.transport.is_closing() and self.cycle is before:
+            self._arm_head_timer()  # the next request's head
+
+    def connection_lost(self, exc) -> None:
+        self._cancel_head_timer()
+        super().connection_lost(exc)
+
+
+def server_config(app, host: str, port: int, limits: ConnectionLimits = ConnectionLimits(),
+                  log_level: str = "warning"):
+    """The ``uvicorn.Config`` that runs ``app`` under ``limits`` (h11, with :class:`GuardedH11Protocol`)."""
+    import uvicorn
+
+    protocol = type("AutoraterH11Protocol", (GuardedH11Protocol,), {"header_timeout_s": limits.header_timeout_s})
+    return uvicorn.Config(app, host=host, port=port, http=protocol, log_level=log_level,
+                          limit_concurrency=limits.max_connections, timeout_keep_alive=limits.keep_alive_s,
+                          h11_max_incomplete_event_size=limits.max_header_bytes)
+
+
+def _authorized(header: bytes | None, token: str) -> bool:
+    """``Authorization: Bearer <token>``, or basic auth (any user) whose password is the token."""
+    given = (header or b"").decode("latin-1")
+    ok = secrets.compare_digest(given.encode("latin-1"), f"Bearer {token}".encode())
+    if given[:6].lower() == "basic ":
+        try:
+            _, _, password = base64.b64decode(given[6:].strip(), validate=True).decode("utf-8").partition(":")
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            password = ""
+        ok = secrets.compare_digest(password.encode("utf-8", "surrogatepass"), token.encode()) or ok
+    return ok
+
+
+class BodyRefused(HTTPException):
+    """The guard stopped reading a request body (too large, too slow). An HTTPException, so that the application
+    answers it wherever it was reading the body (FastAPI turns other exceptions there into 400)."""
+
+
+class RequestGuard:
+    """ASGI middleware: the token, then the body size and time, before the application reads a byte of the body.
+
+    ``Content-Length`` over the limit is refused at once; a body without it (chunked) is counted as it streams and
+    refused with 413 as soon as it passes the limit. ``upload_paths`` (path suffixes) get ``upload_limit``. The
+    whole body must arrive within ``body_timeout_s`` (408). A response that starts before the body was read to its
+    end closes the connection; a client that disconnects ends its request quietly.
+    """
+
+    def __init__(self, app, token: str | None, json_limit: int, upload_limit: int, upload_paths: tuple = ("/upload",),
+                 body_timeout_s: float = ConnectionLimits.body_timeout_s):
+        self.app, self.token = app, token
+        self.json_limit, self.upload_limit, self.upload_paths = json_limit, upload_limit, upload_paths
+        self.body_timeout_s = body_timeout_s
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = dict(scope.get("headers") or [])
+        length = headers.get(b"content-length")
+        chunked = b"chunked" in headers.get(b"transfer-encoding", b"").lower()
+        # body_done decides Connection: close; every body is counted, whatever its headers say
+        state = {"body_done": not chunked and length in (None, b"0"), "disconnected": False, "started": False}
+
+        async def guarded_send(message):
+            if message["type"] == "http.response.start":
+                state["started"] = True
+                sent = list(message.get("headers", []))
+                if not state["body_done"] and not any(k.lower() == b"connection" for k, _ in sent):
+                    message = {**message, "headers": [*sent, (b"connection", b"close")]}
+            await send(message)
+
+        if self.token is not None and not _authorized(headers.get(b"authorization"), self.token):
+            return await _send_json(guarded_send, 401, "missing or wrong token (fix: send 'Authorization: Bearer "
+                                                       "<token>', or basic auth with the token as the password)",
+                                    [(b"www-authenticate", b'Bearer realm="autorater"')])
+        upload = scope.get("path", "").endswith(self.upload_paths)
+        limit = self.upload_limit + 65536 if upload else self.json_limit
+        if length is not None and (not length.isdigit() or len(length) > 18 or int(length) > limit):
+            return await _send_json(guarded_send, 413, f"request body too large (limit {limit} bytes)")
+        seen, due = 0, time.monotonic() + self.body_timeout_s
+
+        async def limited_receive():
+            nonlocal seen
+            if state["disconnected"]:
+                return await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, due - time.monotonic()))
+            except asyncio.TimeoutError:
+                raise BodyRefused(408, f"the request body did not arrive within {self.body_timeout_s:g} s "
+                                       f"(fix: send it at once, or ask for a longer --body-timeout-s)") from None
+            if message["type"] == "http.disconnect":
+                state["disconnected"] = True
+            elif message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise BodyRefused(413, f"request body too large (limit {limit} bytes)")
+                state["body_done"] = not message.get("more_body", False)
+            return message
+
+        try:
+            await self.app(scope, limited_receive, guarded_send)
+        except BodyRefused as err:  # raised where the application does not answer it itself
+            if not state["started"]:
+                await _send_json(guarded_send, err.status_code, err.detail)
+        except Exception:
+            if not state["disconnected"]:
+                raise
+            _LOG.info("client disconnected during %s %s", scope.get("method"), scope.get("path", "")[:200])
+
+
+def field_error(where: str, name: str, value, why: str, fix: str) -> HTTPException:
+    """A 422 naming where (``task 3``, ``webhook task``), the field, what it must be, what came, and the fix."""
+    return HTTPException(422, f"{where}: field '{name}' {why}, got {shown(value)} (fix: {fix})")
+
+
+def json_body(raw: bytes, what: str) -> Any:
+    """A request body as JSON: 400 when it is not JSON (NaN and Infinity are not JSON), or nests too deeply."""
+    try:
+        return loads(raw, f"the {what} body")
+    except ValueError as err:
+        raise HTTPException(400, str(err)) from None
+
+
+def resolve_media(media_root: Path, value: str) -> Path:
+    """The file ``value`` names under ``media_root``; HTTPException 400/404 if it leaves the root or is missing.
+
+    Accepts a relative POSIX path or a Label Studio local-files URL (``/data/local-files/?d=rel/path``). Symlinks are
+    followed, and one that leads out of the root is refused; a loop of symlinks and every other OS error is a 400.
+    """
+    if value.startswith("/data/local-files/"):
+        value = urllib.parse.parse_qs(urllib.parse.urlparse(value).query).get("d", [""])[0]
+    p = PurePosixPath(value)
+    shown_path = value[:200]
+    if not value or p.is_absolute() or ".." in p.parts or "\\" in value or "\x00" in value or ":" in value:
+        raise HTTPException(400, f"video path {shown_path!r} must be relative to the media root, without '..' "
+                                 f"(fix: send e.g. 'suite-v3/videos/c000001.mp4')")
+    try:
+        root = media_root.resolve()
+        path = (root / p).resolve()  # follows symlinks: one that points out of the root is caught below
+        outside = root != path and root not in path.parents
+        found = not outside and path.is_file()
+    except (OSError, ValueError, RuntimeError) as err:  # a name too long, a loop of symlinks (RuntimeError), ...
+        why = "a loop of symbolic links" if isinstance(err, RuntimeError) or getattr(err, "errno", None) == 40 \
+            else getattr(err, "strerror", None) or err.__class__.__name__
+        raise HTTPException(400, f"video path {shown_path!r} cannot be opened: {why} (fix: send the path of a video "
+                                 f"file under the media root)") from None
+    if outside:
+        raise HTTPException(400, f"video path {shown_path!r} leads outside the media root")
+    if not found:
+        raise HTTPException(404, f"no video at {shown_path!r} under the media root")
+    return path
+
+
+async def _send_json(send, status: int, detail: str, headers: list | None = None) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *(headers or [])]})
+    await send({"type": "http.response.body", "body": body})
+
+
+__all__ = ["BodyRefused", "ConnectionLimits", "GuardedH11Protocol", "RequestGuard", "field_error", "json_body",
+           "resolve_media", "server_config"]
