@@ -91,12 +91,13 @@ def render(env, camera: str) -> np.ndarray:
         raise ValueError(f"the scene has no camera {camera!r}")
     renderer.camera_id = cam
     try:
+        viewer = renderer._get_viewer("rgb_array")
+        viewer.make_context_current()  # each environment draws in its own GL context (another may be current)
         frame = renderer.render("rgb_array")
     except Exception as e:  # no OpenGL back-end
         raise RuntimeError(f"{_GL_HELP} ({type(e).__name__}: {e})") from e
     # gymnasium makes its viewer on the first render (no public hook before it): reflections go off there, once,
     # and that first frame is drawn again without them
-    viewer = renderer._get_viewer("rgb_array")
     if viewer.scn.flags[mujoco.mjtRndFlag.mjRND_REFLECTION]:
         viewer.scn.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
         frame = renderer.render("rgb_array")
