@@ -48,12 +48,14 @@ class ScenarioJob:
 
 @dataclass
 class SwapJob:
-    """One scenario of a suite to give another instruction: its record (a dict) and its truth lines."""
+    """One scenario of a suite to give another instruction: its record (a dict), its truth lines, and the
+    world's swap options (Meta-World: ``cross_task``)."""
 
     index: int
     scenario: dict
     truths: list[dict]
     seed: int
+    options: dict = field(default_factory=dict)
 
 
 def load_world(name: str) -> ModuleType:
