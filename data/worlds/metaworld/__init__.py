@@ -31,6 +31,8 @@ AGENTS: dict[str, str] = {
     "expert": "Meta-World's scripted policy for the task",
     "noisy-0.5": "the expert with Gaussian noise (sd 0.5) on every action component, clipped to [-1, 1]",
     "noisy-1.0": "the expert with Gaussian noise (sd 1.0) on every action component, clipped to [-1, 1]",
+    "noisy-3.0": "the expert with Gaussian noise (sd 3.0), clipped to [-1, 1]: flailing with a pull toward the task, "
+                 "succeeds about half the time",
     "wrong-target": "the expert aimed 12-20 cm away from the object and the goal: the right motion in the wrong place",
     "random": "uniform random actions",
     "sluggish": "the expert's moves at 15-45% of their size: smooth and right, often too slow to finish",
