@@ -39,9 +39,9 @@ AGENTS: dict[str, str] = {
     "stop-short": "the expert until 40-85% of the way to success, then hovering on the spot: smooth, never done",
     "near-miss": "the expert aimed 2-8 cm away from the object and the goal: right-looking, sometimes succeeds",
     "pause": "the expert with one or two pauses (hovering) before its success: a late success or none",
-    "detour": "the expert aimed 12-20 cm off for the first 15-75% of the continuation, then right: late or never",
-    "early-release": "the expert until 50-130% of its time to success, then it lets go and withdraws as if done",
-    "overshoot": "the expert's moves at 1.2-2x their size with momentum: swings past its targets and back",
+    "detour": "the expert aimed 12-20 cm off for the first 25-90% of the continuation, then right: late or never",
+    "early-release": "the expert until 35-115% of its time to success, then it lets go and withdraws as if done",
+    "overshoot": "the expert's moves at 1-2x their size with momentum: swings past its targets and back",
     "success-then-undo": "the expert until its first success, then it undoes it (object back, other task, retrace)",
 }
 DEFAULT_TASKS = MT10

@@ -238,7 +238,7 @@ class NearMiss(WrongTarget):
 
 class Pause(Agent):
     """The expert with one or two pauses (hovering with the gripper held) before it would succeed, together
-    30-170% of the time the expert has to spare: a late success or none, from the same smooth motion."""
+    50-210% of the time the expert has to spare: a late success or none, from the same smooth motion."""
 
     def __init__(self, task, rng, takeover: int, expert_success: int, horizon: int):
         super().__init__(task, rng)
@@ -264,7 +264,7 @@ class Pause(Agent):
 
 
 class Detour(WrongTarget):
-    """The expert aimed 12-20 cm off (as ``wrong-target``) for the first 15-75% of the continuation, then at
+    """The expert aimed 12-20 cm off (as ``wrong-target``) for the first 25-90% of the continuation, then at
     the right place: purposeful all along, a late success or none."""
 
     def __init__(self, task, rng, takeover: int, horizon: int):
@@ -276,7 +276,7 @@ class Detour(WrongTarget):
 
 
 class EarlyRelease(Agent):
-    """The expert until 50-130% of its time to success, then it lets go (gripper open) and withdraws 12 cm
+    """The expert until 35-115% of its time to success, then it lets go (gripper open) and withdraws 12 cm
     up, as if done: before its success that is a failure unless the released object settles in place."""
 
     def __init__(self, task, rng, takeover: int, expert_success: int):
@@ -293,7 +293,7 @@ class EarlyRelease(Agent):
 
 
 class Overshoot(Agent):
-    """The expert's moves at 1.2-2x their size with momentum (each move keeps 50-80% of the last one):
+    """The expert's moves at 1-2x their size with momentum (each move keeps 85-95% of the last one):
     it swings past its targets and back."""
 
     def __init__(self, task, rng):
