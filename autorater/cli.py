@@ -35,9 +35,32 @@ def cmd_suite_generate(args) -> int:
     out = generate_suite(args.out, world=args.world, tasks=args.tasks or args.levels, agents=args.agents,
                          scenarios=args.scenarios, continuations_per_scenario=args.continuations_per_scenario,
                          annotators=args.annotators, seed=args.seed, workers=args.workers, version=args.version,
-                         view=args.view, image_size=args.image_size, camera=args.camera, progress=not args.quiet)
+                         view=args.view, image_size=args.image_size, camera=args.camera,
+                         hold_out_camera=args.hold_out_camera, hold_out_degrees=args.hold_out_degrees,
+                         progress=not args.quiet)
     print(f"wrote suite {out}")
+    _print_agent_rule(out)
     return 0
+
+
+def cmd_suite_swap(args) -> int:
+    from data.generate import swap_instructions
+
+    out = swap_instructions(args.suite, args.out, seed=args.seed, workers=args.workers, progress=not args.quiet,
+                            annotators=args.annotators, reference_share=args.reference_share,
+                            cross_task=args.cross_task)
+    print(f"wrote suite {out}")
+    _print_agent_rule(out)
+    return 0
+
+
+def _print_agent_rule(suite_dir) -> None:
+    from data.suite import SUITE_FILE
+
+    rule = json.loads((Path(suite_dir) / SUITE_FILE).read_text())["source"].get("agent_rule_balanced_accuracy")
+    if rule is not None:
+        print(f"the agent's name alone predicts the true outcome with balanced accuracy {rule:.3f} "
+              f"(each agent's majority outcome, in sample)")
 
 
 def cmd_suite_validate(args) -> int:
@@ -416,9 +439,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--image-size", type=int, default=None,
                    help="frame size in pixels (BabyAI 112: 16-pixel tiles; Meta-World 128)")
     p.add_argument("--camera", type=_csv, default=None,
-                   help="Meta-World camera(s), comma-separated: one drawn per scenario (default corner)")
+                   help="Meta-World camera(s), comma-separated: one drawn per scenario (default corner); random: a "
+                        "free camera drawn per scenario around the table, every object in view")
+    p.add_argument("--hold-out-camera", type=_csv, default=None,
+                   help="with --camera random: named camera(s) no drawn camera comes near (its optical axis stays "
+                        "--hold-out-degrees away from theirs), e.g. corner2 for an unseen-camera test")
+    p.add_argument("--hold-out-degrees", type=float, default=None, help="see --hold-out-camera (default 30)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_suite_generate)
+
+    p = suite.add_parser("swap", help="the same videos with altered instructions, truth recomputed by the simulator",
+                         description="Per scenario, another instruction whose truth the simulator recomputes "
+                                     "(BabyAI: another object or verb; Meta-World: the other task of a shared "
+                                     "scene, or an object the scene lacks). Without --annotators every "
+                                     "continuation is a reference (a held-out test); with it, simulated "
+                                     "annotators label the new truth (a training suite).")
+    p.add_argument("--suite", required=True, help="a suite written by `autorater suite generate`")
+    p.add_argument("--out", required=True, help="output suite folder")
+    p.add_argument("--annotators", type=int, default=None,
+                   help="simulated annotators per non-reference continuation (default: none, all references)")
+    p.add_argument("--reference-share", type=float, default=0.15, help="with --annotators: share of references")
+    p.add_argument("--cross-task", action="store_true",
+                   help="Meta-World: also swap between reach, push and pick-place where the simulator can judge it")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=1, help="processes")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_suite_swap)
 
     p = suite.add_parser("validate", help="check every rule of the suite format; list all problems")
     p.add_argument("dir")

@@ -20,7 +20,7 @@ from data.labels import (
     reference_table,
 )
 from data.splits import grouped_split, holdout_split, split_groups
-from data.stats import format_stats, suite_stats
+from data.stats import agent_rule_balanced_accuracy, format_stats, suite_stats
 from data.suite import (
     Annotation,
     Continuation,
@@ -39,7 +39,8 @@ from data.worlds import WORLDS, load_world, world_of
 
 __all__ = [
     "WORLDS", "Annotation", "Clip", "Continuation", "DecodeTimeout", "Problem", "Reference", "Scenario", "Suite",
-    "SuiteFormatError", "SuiteInfo", "VideoError", "VideoInfo", "VideoLimits", "aggregate", "annotator_accuracy",
+    "SuiteFormatError", "SuiteInfo", "VideoError", "VideoInfo", "VideoLimits", "agent_rule_balanced_accuracy",
+    "aggregate", "annotator_accuracy",
     "dawid_skene", "fleiss_kappa", "format_stats", "generate_suite", "grouped_split", "holdout_split", "json_text",
     "jsonl_text", "krippendorff_alpha", "label_table", "load_truth", "load_world", "majority_vote", "marker_spread",
     "read_video", "reference_table", "simulate_annotations", "split_groups", "suite_stats", "swap_instructions",

@@ -32,6 +32,7 @@ from typing import Sequence
 import numpy as np
 
 from data.annotators import default_pool, simulate_annotations
+from data.stats import agent_rule_balanced_accuracy
 from data.suite import TRUTH_FILE, Continuation, Reference, Scenario, Suite, SuiteInfo, load_truth, write_jsonl
 from data.worlds import WORLDS, ScenarioJob, SwapJob, load_world, world_of
 from data.worlds.babyai import AGENTS, DEFAULT_AGENTS, DEFAULT_TASKS, LEVELS
@@ -131,6 +132,11 @@ def _annotate(truths: list[dict], references: set[str], annotators: int, seed: i
     return sorted(labels, key=lambda a: (order[a.continuation_id], a.annotator_id))
 
 
+def _agent_rule(truths: list[dict]) -> float | None:
+    """The balanced accuracy of "the agent's name predicts the true outcome" on these truth lines."""
+    return agent_rule_balanced_accuracy([t["agent"] for t in truths], [t["outcome"] for t in truths])
+
+
 def _reference(t: dict) -> Reference:
     return Reference(continuation_id=t["continuation_id"], outcome=t["outcome"], marker_s=t["marker_s"],
                      failure_mode=t["failure_mode"])
@@ -179,7 +185,8 @@ def generate_suite(out: str | os.PathLike, levels: Sequence[str] | None = None, 
                    workers: int = 2, reference_share: float = 0.15, fps: float = 8.0, tile_size: int | None = None,
                    view: str = "ego", image_size: int | None = None, version: str = "v1", name: str | None = None,
                    progress: bool = True, world: str = "babyai", tasks: Sequence[str] | None = None,
-                   camera: str | Sequence[str] | None = None) -> Path:
+                   camera: str | Sequence[str] | None = None, hold_out_camera: str | Sequence[str] | None = None,
+                   hold_out_degrees: float | None = None) -> Path:
     """Generate a synthetic STS-style suite in one world (see the module docstring).
 
     Args:
@@ -204,14 +211,21 @@ def generate_suite(out: str | os.PathLike, levels: Sequence[str] | None = None, 
         world: ``"babyai"`` or ``"metaworld"`` (``WORLDS``).
         tasks: the world's tasks (BabyAI levels; Meta-World environment names such as ``drawer-open-v3``);
             None: its ``DEFAULT_TASKS``.
-        camera: Meta-World: a camera name, or a list (one drawn per scenario).
+        camera: Meta-World: a camera name, or a list (one drawn per scenario); ``"random"``: a free camera
+            drawn per scenario from a wide range around the table, every object of the task in view (its pose
+            is recorded in the scenario's metadata and the truth).
+        hold_out_camera: Meta-World, with ``camera="random"``: named camera(s) no drawn camera comes near
+            (its optical axis stays ``hold_out_degrees`` away from theirs).
+        hold_out_degrees: how far drawn cameras keep from the held-out ones (degrees; None: 30).
 
     Returns:
-        The suite folder.
+        The suite folder. ``suite.json``'s ``source.agent_rule_balanced_accuracy`` says how well the agent's
+        name alone predicts the true outcome in it (``data.stats.agent_rule_balanced_accuracy``).
     """
     out = Path(out)
     module, task_names, agent_names = _setup(world, tasks, levels, agents)
-    options = module.check_options(view=view, image_size=image_size, tile_size=tile_size, camera=camera, fps=fps)
+    options = module.check_options(view=view, image_size=image_size, tile_size=tile_size, camera=camera, fps=fps,
+                                   hold_out_camera=hold_out_camera, hold_out_degrees=hold_out_degrees)
     if scenarios < 1 or continuations_per_scenario < 1:
         raise ValueError("scenarios and continuations_per_scenario must be >= 1")
     if not 0.0 <= reference_share <= 1.0:
@@ -237,6 +251,7 @@ def generate_suite(out: str | os.PathLike, levels: Sequence[str] | None = None, 
               "seed": seed, "reference_share": reference_share, "fps": fps}
     text, source = module.describe(task_names, agent_names, options, common)
     source["truth_file"] = TRUTH_FILE
+    source["agent_rule_balanced_accuracy"] = _agent_rule(truths)
     info = SuiteInfo(
         name=name or f"{module.NAME}-sts", version=version, created_at=_created_at(),
         description=(f"{text}: {scenarios} scenarios x {continuations_per_scenario} continuations by agents of "
@@ -264,15 +279,20 @@ def _link_or_copy(src: Path, dst: Path) -> None:
 
 
 def swap_instructions(suite_dir: str | os.PathLike, out_dir: str | os.PathLike, seed: int = 0,
-                      workers: int = 1, progress: bool = False) -> Path:
+                      workers: int = 1, progress: bool = False, annotators: int | None = None,
+                      reference_share: float = 0.15, cross_task: bool = False) -> Path:
     """A new suite with the same videos and, per scenario, an altered instruction whose truth the
     simulator recomputes (each world's ``swap_scenario`` says how; BabyAI: another object or verb, the
     recorded actions replayed; Meta-World: an object absent from the scene, or the other task of a
     shared scene). The replayed context never decides the new truth.
 
-    Writes ``references.jsonl`` and ``simulator_truth.jsonl`` for every continuation (each truth line also
-    keeps ``original_instruction`` and ``original_outcome``); no annotations. Videos are hard links
-    (copies across file systems). Scenarios with no usable alternative are left out.
+    Without ``annotators`` (a held-out test): ``references.jsonl`` holds every continuation, no annotations.
+    With ``annotators`` (a training suite of honest negatives and positives): references are a
+    ``reference_share`` subset as ``generate_suite`` chooses them, and simulated annotators label the swapped
+    truth as ``generate_suite``'s do (their draws seeded apart from the original suite's). Both write
+    ``simulator_truth.jsonl`` for every continuation (each line also keeps ``original_instruction`` and
+    ``original_outcome``). Videos are hard links (copies across file systems). Scenarios with no usable
+    alternative are left out.
 
     Args:
         suite_dir: a suite written by ``generate_suite`` (it needs ``simulator_truth.jsonl``).
@@ -280,8 +300,17 @@ def swap_instructions(suite_dir: str | os.PathLike, out_dir: str | os.PathLike, 
         seed: the seed.
         workers: processes.
         progress: show a progress bar.
+        annotators: simulated annotators per non-reference continuation; None: no annotations.
+        reference_share: with ``annotators``, the share of continuations that become references.
+        cross_task: Meta-World: also swap between reach, push and pick-place where the simulator can judge
+            it (``tasks.CROSS_SCENES``); off by default, so held-out swap suites stay as they were.
     """
     src, out = Path(suite_dir), Path(out_dir)
+    if annotators is not None and not 1 <= annotators <= len(default_pool()):
+        raise ValueError(f"annotators must be between 1 and {len(default_pool())} (or None: no annotations), "
+                         f"got {annotators}")
+    if not 0.0 <= reference_share <= 1.0:
+        raise ValueError(f"reference_share must be in [0, 1], got {reference_share}")
     suite = Suite.load(src)
     world = world_of(suite.info.source)
     if world is None:
@@ -292,7 +321,8 @@ def swap_instructions(suite_dir: str | os.PathLike, out_dir: str | os.PathLike, 
     for t in load_truth(src):
         truth_by_scenario.setdefault(t["scenario_id"], []).append(t)
     _prepare_out(out)
-    jobs = [SwapJob(i, _scenario_dict(s), truth_by_scenario.get(s.scenario_id, []), seed)
+    options = {"cross_task": True} if cross_task else {}
+    jobs = [SwapJob(i, _scenario_dict(s), truth_by_scenario.get(s.scenario_id, []), seed, options)
             for i, s in enumerate(suite.scenarios)]
     results = _map(module.swap_scenario, jobs, workers, progress, len(suite.continuations),
                    [len(job.truths) for job in jobs], "swapping")
@@ -314,11 +344,26 @@ def swap_instructions(suite_dir: str | os.PathLike, out_dir: str | os.PathLike, 
                                               agent_id=c.agent_id, video=c.video, takeover_s=c.takeover_s,
                                               metadata=dict(c.metadata)))
             _link_or_copy(src / c.video, out / c.video)
+    swap = {"from": str(src), "seed": seed}
+    if annotators is None:
+        references, annotations = {t["continuation_id"] for t in truths}, []
+    else:
+        label_seed = int(np.random.SeedSequence([seed, 0x5A9]).generate_state(1)[0])  # apart from the original's
+        references = _choose_references(truths, reference_share, label_seed)
+        annotations = _annotate(truths, references, annotators, label_seed)
+        swap.update(annotators=annotators, reference_share=reference_share)
+    if cross_task:
+        swap["cross_task"] = True
+    source = {**suite.info.source, "instruction_swap": swap, "agent_rule_balanced_accuracy": _agent_rule(truths)}
+    if annotators is not None:
+        source.update(annotators=annotators, annotations="simulated", reference_share=reference_share)
     info = SuiteInfo(name=f"{suite.info.name}-swapped", version=suite.info.version, created_at=_created_at(),
                      description=f"{suite.info.name} {suite.info.version} with one altered instruction per "
-                                 f"scenario; truth recomputed by replay against the new instruction.",
-                     source={**suite.info.source, "instruction_swap": {"from": str(src), "seed": seed}})
-    Suite(out, info, scenarios, continuations, references=[_reference(t) for t in truths]).write(out)
+                                 f"scenario; truth recomputed by replay against the new instruction"
+                                 + ("." if annotators is None else f"; {annotators} simulated annotators each."),
+                     source=source)
+    Suite(out, info, scenarios, continuations, annotations=annotations,
+          references=[_reference(t) for t in truths if t["continuation_id"] in references]).write(out)
     write_jsonl(out / TRUTH_FILE, truths)
     return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -16,11 +17,47 @@ from data.labels import (
     marker_spread,
     reference_table,
 )
-from data.suite import Suite
+from data.suite import TRUTH_FILE, Suite, load_truth
+
+__all__ = ["suite_stats", "format_stats", "agent_rule_balanced_accuracy"]
+
+
+def agent_rule_balanced_accuracy(agents: Sequence[str], outcomes: Sequence[str]) -> float | None:
+    """How well a continuation's agent name alone predicts its outcome: the balanced accuracy of the rule
+    "each agent's majority outcome" fitted and scored on the same continuations (in sample, so an upper bound
+    on what the name can tell). A tie counts as a coin (half right). None when every outcome is the same.
+
+    A suite where this is high lets a model learn the agent's style instead of the outcome (DESIGN.md,
+    section 4); the benchmark's training suite aims at 0.75 or less.
+
+    Example:
+        >>> agent_rule_balanced_accuracy(["a", "a", "a", "b", "b"], ["success", "success", "failure",
+        ...                                                          "failure", "failure"])
+        0.8333
+    """
+    if len(agents) != len(outcomes):
+        raise ValueError(f"agents and outcomes differ in length ({len(agents)} vs {len(outcomes)})")
+    bad = sorted({o for o in outcomes if o not in ("success", "failure")})
+    if bad:
+        raise ValueError(f"outcomes must be 'success' or 'failure', got {', '.join(map(str, bad))}")
+    counts: dict[str, Counter] = {}
+    for agent, outcome in zip(agents, outcomes):
+        counts.setdefault(agent, Counter())[outcome] += 1
+    right = Counter()  # expected correct predictions per true outcome
+    for c in counts.values():
+        says_success = 1.0 if c["success"] > c["failure"] else 0.0 if c["success"] < c["failure"] else 0.5
+        right["success"] += says_success * c["success"]
+        right["failure"] += (1.0 - says_success) * c["failure"]
+    total = Counter(outcomes)
+    if not total["success"] or not total["failure"]:
+        return None
+    return round(0.5 * (right["success"] / total["success"] + right["failure"] / total["failure"]), 4)
 
 
 def suite_stats(suite: Suite) -> dict:
-    """Counts, success rates (annotator aggregate and references), agreement and marker spread, as JSON-able dict."""
+    """Counts, success rates (annotator aggregate and references), agreement, marker spread, and how well the
+    agent's name alone predicts the outcome (``agent_rule_balanced_accuracy``: by the annotators' aggregate,
+    and by the simulator's truth where the suite has ``simulator_truth.jsonl``), as a JSON-able dict."""
     cont = pd.DataFrame({"continuation_id": suite.continuation_ids(),
                          "agent": [c.agent_id for c in suite.continuations],
                          "category": [suite.scenario_by_id[c.scenario_id].category for c in suite.continuations]})
@@ -33,6 +70,9 @@ def suite_stats(suite: Suite) -> dict:
         agg = dawid_skene(table)
         outcome = agg["outcome"].reindex(cont["continuation_id"]).to_numpy()
         cont["aggregate_success"] = np.where(pd.isna(outcome), np.nan, outcome == "success")
+        out["agent_rule_balanced_accuracy"] = {"annotators": agent_rule_balanced_accuracy(
+            list(cont["agent"][cont["aggregate_success"].notna()]),
+            ["success" if v else "failure" for v in cont["aggregate_success"].dropna()])}
         out["success_rate_annotators"] = {
             "overall": _mean(cont["aggregate_success"]),
             "by_agent": {k: _mean(v) for k, v in cont.groupby("agent")["aggregate_success"]},
@@ -43,6 +83,10 @@ def suite_stats(suite: Suite) -> dict:
                             "labels_per_continuation": float(table.groupby("continuation_id").size().mean()),
                             "marker_missing_share": float(table["marker_s"].isna().mean()),
                             "marker_spread_median_s": float(spread.median()) if len(spread) else None}
+    if (suite.root / TRUTH_FILE).exists():
+        truth = load_truth(suite.root)
+        out.setdefault("agent_rule_balanced_accuracy", {})["truth"] = agent_rule_balanced_accuracy(
+            [t["agent"] for t in truth], [t["outcome"] for t in truth])
     if suite.references:
         gold = reference_table(suite.references)
         ref = cont.set_index("continuation_id").loc[gold.index]
@@ -84,6 +128,11 @@ def format_stats(stats: dict) -> str:
     lines.append(f"\n{'category':<14}{'n':>6}{'success (annotators)':>22}")
     for cat, n in sorted(stats["by_category"].items()):
         lines.append(f"{cat:<14}{n:>6}{_fmt(rates.get('by_category', {}).get(cat)):>22}")
+    rule = stats.get("agent_rule_balanced_accuracy", {})
+    if rule:
+        lines.append("\nthe agent's name alone predicts the outcome with balanced accuracy "
+                     + ", ".join(f"{_fmt(v)} ({k})" for k, v in rule.items())
+                     + " (in sample; the lower, the less a model can learn the agent instead of the outcome)")
     if "agreement" in stats:
         a = stats["agreement"]
         lines.append(f"\nannotator agreement: Krippendorff alpha {_fmt(a['krippendorff_alpha'])}, "

@@ -91,6 +91,17 @@ def test_frames_are_rendered_exactly_again_from_a_reused_environment():
     assert len(first) == plan.num_frames and all(np.array_equal(a, b) for a, b in zip(first, again))
 
 
+def test_an_environment_draws_the_same_frame_after_another_environment_has_drawn():
+    """Each environment renders in its own GL context; drawing in another's (the one made last) gave garbage."""
+    first = environment("reach-v3", 32)
+    reset(first, env_seed=1)
+    before = render(first, "corner")
+    other = environment("window-open-v3", 32)
+    reset(other, env_seed=1)
+    render(other, "corner")
+    assert np.array_equal(render(first, "corner"), before)
+
+
 def test_corner_camera_frames_are_upright():
     """The table (brown wood: red > green > blue) fills the lower half of an upright corner view."""
     env = environment("drawer-open-v3", 64)

@@ -6,14 +6,16 @@ A world package (``data.worlds.<name>``) offers:
   ``DEFAULT_TASKS``; ``DEFAULT_AGENTS``; ``FAILURE_MODES``;
 - ``resolve_tasks(names) -> list[str]`` and ``check_agents(names) -> list[str]`` (errors name the allowed values);
 - ``check_options(**options) -> dict``: its own generation options (BabyAI: ``view``, ``image_size``,
-  ``tile_size``; Meta-World: ``camera``, ``image_size``), validated, defaults filled;
+  ``tile_size``; Meta-World: ``camera``, ``hold_out_camera``, ``hold_out_degrees``, ``image_size``),
+  validated, defaults filled;
 - ``run_scenario(job: ScenarioJob) -> dict``: plan one scenario, play its continuations, and write their
   videos (none when ``job.out`` is None: truth only). Spawn-safe (a top-level function of plain data).
   Returns ``{"index", "scenario", "continuations", "truths"}``: the suite records as dicts and the
   ``simulator_truth.jsonl`` lines;
 - ``swap_scenario(job: SwapJob) -> dict``: another instruction for one scenario and its truth, recomputed
-  by the simulator; ``{"index", "instruction", "category", "spec", "truths"}`` (``instruction`` None when
-  the scenario has no usable swap);
+  by the simulator (``job.options``: the world's swap options, Meta-World's ``cross_task``);
+  ``{"index", "instruction", "category", "spec", "truths"}`` (``instruction`` None when the scenario has
+  no usable swap);
 - ``describe(tasks, agents, options) -> (description, source)``: suite.json's text and metadata.
 
 ``data.generate`` does the rest for every world: agents dealt to continuations, references, simulated
@@ -48,12 +50,14 @@ class ScenarioJob:
 
 @dataclass
 class SwapJob:
-    """One scenario of a suite to give another instruction: its record (a dict) and its truth lines."""
+    """One scenario of a suite to give another instruction: its record (a dict), its truth lines, and the
+    world's swap options (Meta-World: ``cross_task``)."""
 
     index: int
     scenario: dict
     truths: list[dict]
     seed: int
+    options: dict = field(default_factory=dict)
 
 
 def load_world(name: str) -> ModuleType:

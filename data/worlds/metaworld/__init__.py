@@ -2,9 +2,12 @@
 
 ``tasks`` words the tasks; ``sim`` makes environments, renders frames, plays the agents and judges the
 outcome (it imports metaworld and mujoco, so this package stays light to import); ``scenes`` plans
-scenarios and records their continuations. Options: ``camera`` (a name or a list; one is drawn per
-scenario; default ``corner``), ``image_size`` (even pixels, 128 by default). Time: a control step is
-12.5 ms; at 8 fps a frame shows every 10th step; the agent acts for 200 steps (2.5 s) after the takeover.
+scenarios and records their continuations; ``cameras`` draws free camera poses. Options: ``camera`` (a name
+or a list; one is drawn per scenario; default ``corner``; ``random``: a free camera drawn per scenario from a
+wide range, see ``cameras``), ``hold_out_camera`` (named cameras whose neighbourhood, ``hold_out_degrees``
+around their optical axis, 30 by default, no drawn camera enters), ``image_size`` (even pixels, 128 by
+default). Time: a control step is 12.5 ms; at 8 fps a frame shows every 10th step; the agent acts for 200
+steps (2.5 s) after the takeover.
 
 Rendering needs an OpenGL back-end without a display: OSMesa (Debian package ``libosmesa6``); the
 generator sets ``MUJOCO_GL=osmesa`` and ``PYOPENGL_PLATFORM=osmesa`` unless they are set.
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from data.worlds.metaworld.cameras import HOLD_OUT_DEGREES, IN_VIEW, RANDOM, RANGE
 from data.worlds.metaworld.tasks import HELD_OUT, MT10
 from data.worlds.metaworld.tasks import TASKS as _TASK_TABLE
 
@@ -27,10 +31,18 @@ AGENTS: dict[str, str] = {
     "expert": "Meta-World's scripted policy for the task",
     "noisy-0.5": "the expert with Gaussian noise (sd 0.5) on every action component, clipped to [-1, 1]",
     "noisy-1.0": "the expert with Gaussian noise (sd 1.0) on every action component, clipped to [-1, 1]",
+    "noisy-3.0": "the expert with Gaussian noise (sd 3.0), clipped to [-1, 1]: flailing with a pull toward the task, "
+                 "succeeds about half the time",
     "wrong-target": "the expert aimed 12-20 cm away from the object and the goal: the right motion in the wrong place",
     "random": "uniform random actions",
     "sluggish": "the expert's moves at 15-45% of their size: smooth and right, often too slow to finish",
     "stop-short": "the expert until 40-85% of the way to success, then hovering on the spot: smooth, never done",
+    "near-miss": "the expert aimed 2-8 cm away from the object and the goal: right-looking, sometimes succeeds",
+    "pause": "the expert with one or two pauses (hovering) before its success: a late success or none",
+    "detour": "the expert aimed 12-20 cm off for the first 25-90% of the continuation, then right: late or never",
+    "early-release": "the expert until 35-115% of its time to success, then it lets go and withdraws as if done",
+    "overshoot": "the expert's moves at 1-2x their size with momentum: swings past its targets and back",
+    "success-then-undo": "the expert until its first success, then it undoes it (object back, other task, retrace)",
 }
 DEFAULT_TASKS = MT10
 DEFAULT_AGENTS = ("expert", "noisy-0.5", "noisy-1.0", "wrong-target", "random")
@@ -62,14 +74,29 @@ def check_agents(names: Sequence[str]) -> list[str]:
 
 
 def check_options(camera=None, image_size: int | None = None, fps: float = 8.0, view: str = "ego",
-                  tile_size=None, **_) -> dict:
-    """Cameras (a name, a comma-separated string or a list), the frame size, and the steps per frame."""
+                  tile_size=None, hold_out_camera=None, hold_out_degrees: float | None = None, **_) -> dict:
+    """Cameras (a name, a comma-separated string or a list; ``random`` draws a free camera per scenario),
+    the cameras a drawn one keeps away from, the frame size, and the steps per frame."""
     if tile_size is not None or view not in ("ego", None):
         raise ValueError("view and tile_size are BabyAI's; Meta-World takes camera and image_size")
-    cameras = [c.strip() for c in camera.split(",")] if isinstance(camera, str) else list(camera or ["corner"])
-    bad = [c for c in cameras if c not in CAMERAS]
+    cameras = _camera_names(camera, ["corner"])
+    bad = [c for c in cameras if c not in (*CAMERAS, RANDOM)]
     if bad or not cameras:
-        raise ValueError(f"unknown Meta-World camera(s) {', '.join(bad) or '(none)'}; known: {', '.join(CAMERAS)}")
+        raise ValueError(f"unknown Meta-World camera(s) {', '.join(bad) or '(none)'}; known: {', '.join(CAMERAS)}, "
+                         f"or {RANDOM} (a free camera drawn per scenario)")
+    held = _camera_names(hold_out_camera, [])
+    bad = [c for c in held if c not in CAMERAS]
+    if bad:
+        raise ValueError(f"hold_out_camera: unknown camera(s) {', '.join(bad)}; known: {', '.join(CAMERAS)}")
+    if held and RANDOM not in cameras:
+        raise ValueError(f"hold_out_camera keeps drawn cameras away from {', '.join(held)}; it needs "
+                         f"camera={RANDOM!r} (or a list with {RANDOM} in it)")
+    both = [c for c in held if c in cameras]
+    if both:
+        raise ValueError(f"camera {', '.join(both)} is both recorded from and held out; drop it from one of them")
+    degrees = HOLD_OUT_DEGREES if hold_out_degrees is None else float(hold_out_degrees)
+    if not 0.0 <= degrees < 90.0:
+        raise ValueError(f"hold_out_degrees must be in [0, 90), got {hold_out_degrees}")
     size = 128 if image_size is None else int(image_size)
     if size < 16 or size % 2:
         raise ValueError(f"image_size must be an even number of pixels >= 16, got {image_size}")
@@ -79,7 +106,13 @@ def check_options(camera=None, image_size: int | None = None, fps: float = 8.0, 
         raise ValueError(f"fps {fps} does not divide Meta-World's 80 control steps a second into whole steps per "
                          f"frame that also divide the 200-step continuation; use 4, 8, 16, 20, 40 or 80")
     return {"cameras": cameras, "image_size": size, "steps_per_frame": int(round(steps_per_frame)),
-            "horizon_steps": int(horizon)}
+            "horizon_steps": int(horizon), "hold_out_cameras": held, "hold_out_degrees": degrees}
+
+
+def _camera_names(value, default: list[str]) -> list[str]:
+    if isinstance(value, str):
+        return [c.strip() for c in value.split(",") if c.strip()]
+    return list(value) if value else list(default)
 
 
 def run_scenario(job):
@@ -104,4 +137,7 @@ def describe(tasks: Sequence[str], agents: Sequence[str], options: dict, common:
               "image_size": options["image_size"], "steps_per_frame": options["steps_per_frame"],
               "continuation_steps": options["horizon_steps"], "metaworld": version("metaworld"),
               "mujoco": version("mujoco")}
+    if RANDOM in options["cameras"]:
+        source["camera_range"] = {**RANGE, "in_view": IN_VIEW, "hold_out_cameras": options["hold_out_cameras"],
+                                  "hold_out_degrees": options["hold_out_degrees"]}
     return text, source

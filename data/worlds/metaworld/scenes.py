@@ -5,10 +5,13 @@ expert succeeds within 190 control steps from the start; the expert then plays t
 its own time to success in whole frames (at least one frame, always before its success), and each agent
 acts alone for 200 control steps (2.5 s) from that same state. Every continuation of a scenario has the
 same length whatever happens: ``1 + context frames + 20`` frames at 8 fps. The context's frames are
-rendered once per scenario.
+rendered once per scenario. A ``random`` camera is a free camera drawn per scenario (``cameras``; from its
+own random stream, so named cameras are drawn as before) that keeps the hand, the objects and the goal in
+view from the start to the expert's success; its pose is recorded.
 
 Truth lines (``simulator_truth.jsonl``): ``continuation_id``, ``scenario_id``, ``agent``, ``task``,
-``env_seed``, ``rand_vec`` (Meta-World's reset vector: object and goal positions), ``camera``,
+``env_seed``, ``rand_vec`` (Meta-World's reset vector: object and goal positions), ``camera`` (a name, or
+``random``: then ``camera_pose``, the drawn pose, is there too, as in the scenario's metadata),
 ``instruction``, ``category`` (the verb), ``outcome``, ``marker_s`` (the first frame that shows the
 success or the failure, / fps; a timeout: the last frame), ``failure_mode`` (``timeout``,
 ``knocked_off``, ``dropped``; null on success), ``failure_modes`` (those possible on the task),
@@ -32,7 +35,17 @@ import numpy as np
 from data.annotators import trait_scores
 from data.video import write_video
 from data.worlds import ScenarioJob, SwapJob
+from data.worlds.metaworld.cameras import (
+    HOLD_OUT_DEGREES,
+    RANDOM,
+    CameraPose,
+    Sightlines,
+    arm_links,
+    draw_pose,
+    named_axis,
+)
 from data.worlds.metaworld.sim import (
+    GOAL_SLOT,
     Judge,
     environment,
     expert_action,
@@ -42,7 +55,7 @@ from data.worlds.metaworld.sim import (
     render,
     reset,
 )
-from data.worlds.metaworld.tasks import SHARED_SCENES, TASKS
+from data.worlds.metaworld.tasks import CROSS_SCENES, SHARED_SCENES, TASKS
 
 __all__ = ["run_scenario", "swap_scenario", "plan_scenario"]
 
@@ -58,12 +71,18 @@ class Plan:
     env_seed: int
     rand_vec: list[float]
     instruction: str
-    camera: str
+    camera: str  # a named camera, or RANDOM (then camera_pose says where it is)
     takeover: int  # control steps of expert context
     expert_success: int  # the expert's success step (from the start)
     success_distance: float | None  # Meta-World's obj_to_target at the expert's success
     steps_per_frame: int
     horizon: int
+    camera_pose: CameraPose | None = None
+
+    @property
+    def view(self):
+        """What ``render`` takes: the camera's name, or the drawn pose."""
+        return self.camera_pose if self.camera_pose is not None else self.camera
 
     @property
     def scenario_id(self) -> str:
@@ -91,9 +110,12 @@ def plan_scenario(index: int, task: str, seed: int, options: dict) -> Plan:
         obs = reset(env, env_seed=env_seed)
         rand_vec = [float(v) for v in env._last_rand_vec]
         judge, expert, info = Judge(task, obs, 0), expert_policy(task), {}
+        seen, arm = [_points(obs, judge)], [arm_links(env.model, env.data)]  # what a drawn camera must see
         for step in range(1, MAX_EXPERT_STEPS + 1):
             obs, _, _, _, info = env.step(expert_action(expert, obs))
             judge.after(step, obs, info)
+            seen.append(_points(obs, judge))
+            arm.append(arm_links(env.model, env.data))
             if judge.event is not None:
                 break
         event = judge.result()
@@ -105,10 +127,32 @@ def plan_scenario(index: int, task: str, seed: int, options: dict) -> Plan:
         instruction = wordings[int(rng.integers(len(wordings)))]
         camera = options["cameras"][int(rng.integers(len(options["cameras"])))]
         distance = info.get("obj_to_target")
+        pose = None
+        if camera == RANDOM:  # its own stream: the named-camera draws above are as they always were
+            pose = _draw_camera(env, seed, index, options, rand_vec, seen, arm)
         return Plan(index, task, env_seed, rand_vec, instruction, camera, frames * spf, success,
-                    None if distance is None else float(distance), spf, options["horizon_steps"])
+                    None if distance is None else float(distance), spf, options["horizon_steps"], pose)
     raise RuntimeError(f"the expert never succeeded on {task} within {MAX_EXPERT_STEPS} steps in 100 scenes "
                        f"(scenario {index}); leave this task out with --tasks")
+
+
+def _draw_camera(env, seed: int, index: int, options: dict, rand_vec: list[float], seen: list[np.ndarray],
+                 arm: list[np.ndarray]) -> CameraPose:
+    """A free camera for the scene ``env`` is in at the expert's success (``seen``: the task's points at
+    every step from the start; ``arm``: the arm's links)."""
+    import copy
+
+    success = copy.copy(env.data)
+    reset(env, rand_vec=rand_vec)
+    sees = Sightlines(env.model, copy.copy(env.data), seen[0], success, seen[-1], np.stack(arm))
+    held = [named_axis(env.model, c) for c in options.get("hold_out_cameras", ())]
+    return draw_pose(_rng(seed, index, 2), np.concatenate(seen), held,
+                     options.get("hold_out_degrees", HOLD_OUT_DEGREES), sees)
+
+
+def _points(obs: np.ndarray, judge: Judge) -> np.ndarray:
+    """(k, 3): the hand, the task's objects and the goal in one observation."""
+    return np.stack([obs[:3], *(obs[part] for part in judge.objects), obs[GOAL_SLOT]])
 
 
 def _play(plan: Plan, agent: str, rng: np.random.Generator, image_size: int, draw: bool,
@@ -119,7 +163,7 @@ def _play(plan: Plan, agent: str, rng: np.random.Generator, image_size: int, dra
     obs = reset(env, rand_vec=plan.rand_vec)
     judge, expert = Judge(plan.task, obs, plan.takeover), expert_policy(plan.task)
     own_context = draw and context_frames is None
-    frames = [render(env, plan.camera)] if own_context else []
+    frames = [render(env, plan.view)] if own_context else []
     for step in range(1, plan.takeover + 1):
         action = expert_action(expert, obs)
         obs, _, _, _, info = env.step(action)
@@ -127,12 +171,12 @@ def _play(plan: Plan, agent: str, rng: np.random.Generator, image_size: int, dra
         if observe is not None:
             observe(step, env, action)
         if own_context and step % spf == 0:
-            frames.append(render(env, plan.camera))
+            frames.append(render(env, plan.view))
     if judge.event is not None:
         raise RuntimeError(f"scenario {plan.scenario_id}: {judge.event.outcome} during the expert's context")
     if draw and context_frames is not None:
         frames = list(context_frames)
-    player = make_agent(agent, plan.task, rng, plan.takeover, plan.expert_success)
+    player = make_agent(agent, plan.task, rng, plan.takeover, plan.expert_success, plan.horizon)
     off, before, best, best_step = 0, 0, math.inf, None
     for step in range(plan.takeover + 1, plan.takeover + plan.horizon + 1):
         action = np.clip(np.asarray(player.act(obs, step), dtype=np.float64), -1.0, 1.0)
@@ -141,13 +185,14 @@ def _play(plan: Plan, agent: str, rng: np.random.Generator, image_size: int, dra
             off += float(np.linalg.norm(action[:3] - expert_action(expert, obs)[:3])) > OFF_EXPERT
         obs, _, _, _, info = env.step(action)
         judge.after(step, obs, info)
+        player.after(step, obs, info)
         if observe is not None:
             observe(step, env, action)
         distance = info.get("obj_to_target")
         if judge.event is None and distance is not None and distance < best:
             best, best_step = float(distance), step
         if draw and step % spf == 0:
-            frames.append(render(env, plan.camera))
+            frames.append(render(env, plan.view))
     event = judge.result()
     near = (event.outcome == "failure" and best_step is not None and plan.success_distance is not None
             and best <= 2 * plan.success_distance + 0.01)
@@ -173,7 +218,12 @@ def _truth_record(cid: str, plan: Plan, agent: str, stats: dict, fps: float, age
             "event_frame": event_frame, "event_step": event.event_step, "num_frames": plan.num_frames, "fps": fps,
             "duration_s": round(plan.num_frames / fps, 6), "takeover_frame": plan.takeover_frame,
             "takeover_s": round(plan.takeover_frame / fps, 6), "steps_per_frame": spf, "agent_rng": agent_rng,
-            "expert_success_step": plan.expert_success, "traits": traits}
+            "expert_success_step": plan.expert_success, "traits": traits, **_pose_field(plan)}
+
+
+def _pose_field(plan: Plan) -> dict:
+    """``{"camera_pose": ...}`` for a drawn camera; nothing for a named one (whose records stay as they were)."""
+    return {} if plan.camera_pose is None else {"camera_pose": plan.camera_pose.to_dict()}
 
 
 def run_scenario(job: ScenarioJob) -> dict:
@@ -199,7 +249,7 @@ def run_scenario(job: ScenarioJob) -> dict:
                              "rand_vec": plan.rand_vec, "camera": plan.camera, "context_steps": plan.takeover,
                              "continuation_steps": plan.horizon, "steps_per_frame": plan.steps_per_frame,
                              "num_frames": plan.num_frames, "expert_success_step": plan.expert_success,
-                             "success_distance": plan.success_distance}}
+                             "success_distance": plan.success_distance, **_pose_field(plan)}}
     return {"index": job.index, "scenario": scenario, "continuations": continuations, "truths": truths}
 
 
@@ -211,9 +261,11 @@ def _plan_of(scenario: dict) -> Plan:
     """The plan a scenario record was generated from (its metadata holds it)."""
     meta = scenario["metadata"]
     index = int(scenario["scenario_id"][1:])
+    pose = meta.get("camera_pose")
     return Plan(index, meta["task"], meta["env_seed"], meta["rand_vec"], scenario["instruction"], meta["camera"],
                 meta["context_steps"], meta["expert_success_step"], meta.get("success_distance"),
-                meta["steps_per_frame"], meta["continuation_steps"])
+                meta["steps_per_frame"], meta["continuation_steps"],
+                None if pose is None else CameraPose.from_dict(pose))
 
 
 def _other_task_outcomes(plan: Plan, truths: list[dict], other: str) -> list | None:
@@ -252,9 +304,10 @@ def _swapped(t: dict, instruction: str, spec: dict, category: str, outcome: str,
 def swap_scenario(job: SwapJob) -> dict:
     """Another instruction for one scenario, and the truth of every continuation under it:
 
-    - where the scene is shared with another task (``SHARED_SCENES``; about half of those scenarios), that
-      task's wording, judged by the simulator with that task's own success rule on the replayed
-      continuation (left out when the replayed context already decides it);
+    - where the scene is shared with another task (``SHARED_SCENES``, and ``CROSS_SCENES`` with
+      ``job.options["cross_task"]``; about half of those scenarios), that task's wording, judged by the
+      simulator with that task's own success rule on the replayed continuation (left out when the replayed
+      context already decides it);
     - otherwise an instruction about an object the scene does not show (another task's wording): nothing
       the agent does can satisfy it, so every continuation is a failure (``timeout``, at the last frame).
     """
@@ -265,6 +318,8 @@ def swap_scenario(job: SwapJob) -> dict:
     if not job.truths:
         return none
     siblings = list(SHARED_SCENES.get(meta["task"], ()))
+    if job.options.get("cross_task"):
+        siblings += CROSS_SCENES.get(meta["task"], ())
     if siblings and rng.random() < 0.5:
         other = siblings[int(rng.integers(len(siblings)))]
         task = TASKS[other]

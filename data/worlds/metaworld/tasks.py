@@ -3,15 +3,16 @@ the objects the scene shows, the one the instruction is about, and whether the t
 (then dropping it is a failure mode).
 
 ``MT10`` are the ten tasks of Meta-World's MT10 benchmark; the others are held out by default (the
-quality benchmark's unseen tasks). Scenes that share a model file (``SCENES``) can swap instructions
-with the simulator's truth for the other task.
+quality benchmark's unseen tasks). Scenes that share a model file (``SHARED_SCENES``) can swap instructions
+with the simulator's truth for the other task; so can reach, push and pick-place (``CROSS_SCENES``), whose
+model files differ only in the goal marker's colour, where the goal stands where the video shows it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Task", "TASKS", "MT10", "HELD_OUT", "SHARED_SCENES"]
+__all__ = ["Task", "TASKS", "MT10", "HELD_OUT", "SHARED_SCENES", "CROSS_SCENES"]
 
 
 @dataclass(frozen=True)
@@ -129,4 +130,16 @@ SHARED_SCENES: dict[str, tuple[str, ...]] = {
     "drawer-open-v3": ("drawer-close-v3",), "drawer-close-v3": ("drawer-open-v3",),
     "window-open-v3": ("window-close-v3",), "window-close-v3": ("window-open-v3",),
     "hand-insert-v3": ("sweep-into-v3",), "sweep-into-v3": ("hand-insert-v3",),
+}
+
+# Reach, push and pick-place: three model files with the same bodies, joints and puck (only the goal marker's
+# colour differs: red, green, blue), and the same reset vector (the puck's x, y, z, then the goal's), so the
+# physics state copies across and the other task's rule judges the same scene. Only where the goal the rule
+# uses is the goal the video shows: reach and pick-place place it at the vector's goal (in the air, 5-30 cm
+# up), push puts it on the table (its own vector's goal is 1-2 cm up; reach's rule then aims 0-1 cm from
+# the marker). Left out: reach or pick-place videos judged as push (the marker floats above push's goal),
+# and push judged as pick-place (pick-place's rule is the puck's distance to the goal alone, so a pushed puck
+# would "pick and place"). Used by the instruction swaps when asked (``cross_task``).
+CROSS_SCENES: dict[str, tuple[str, ...]] = {
+    "reach-v3": ("pick-place-v3",), "pick-place-v3": ("reach-v3",), "push-v3": ("reach-v3",),
 }
