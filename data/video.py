@@ -207,6 +207,8 @@ def read_video(path: str | os.PathLike, num_frames: int | None = None,
     width, height = probe(path, limits)
     box = None
     if fit == "pad" and size is not None and width > 0 and height > 0:
+        if display_rotation(path) in (90, 270):  # decord turns the frames as a player does: fit the turned picture
+            width, height = height, width
         box = (size, size) if isinstance(size, int) else tuple(size)
         scale = min(box[0] / height, box[1] / width)
         size = (max(2, min(box[0], 2 * round(height * scale / 2))), max(2, min(box[1], 2 * round(width * scale / 2))))
@@ -235,6 +237,19 @@ def read_video(path: str | os.PathLike, num_frames: int | None = None,
     h, w = frames.shape[1:3]
     info = VideoInfo(num_frames=len(vr), fps=fps, width=int(w), height=int(h))
     return Clip(frames=frames, times_s=idx / fps, info=info)
+
+
+def display_rotation(path: str | os.PathLike) -> int:
+    """Degrees a player turns the video's frames (0, 90, 180 or 270): the container's display matrix, as a phone held
+    upright writes it. decord decodes the frames turned; the first frame is decoded here to read it."""
+    import av
+
+    try:
+        with av.open(str(path), metadata_errors="ignore") as container:
+            frame = next(container.decode(video=0), None)
+    except Exception:  # unreadable files fail with their own error where they are decoded
+        return 0
+    return int(round(getattr(frame, "rotation", 0) or 0)) % 360 if frame is not None else 0
 
 
 def letterbox(frames: np.ndarray, box: tuple[int, int]) -> np.ndarray:
@@ -277,8 +292,10 @@ def _decode_pyav(path: str | os.PathLike, idx: np.ndarray, size: int | tuple[int
     with av.open(str(path)) as container:
         for i, frame in enumerate(container.decode(video=0)):
             _check_deadline(deadline, path)
-            if i in wanted:
-                decoded[i] = frame.to_ndarray(format="rgb24", **kwargs)
+            if i in wanted:  # turned as decord and players turn them (the display matrix)
+                turns = int(round(getattr(frame, "rotation", 0) or 0)) % 360 // 90
+                size_kwargs = {"width": kwargs["height"], "height": kwargs["width"]} if kwargs and turns % 2 else kwargs
+                decoded[i] = np.rot90(frame.to_ndarray(format="rgb24", **size_kwargs), turns).copy()
             if len(decoded) == len(wanted):
                 break
     if len(decoded) < len(wanted):
