@@ -357,8 +357,8 @@ def _source_row(file: str, line: int, raw: dict, mapping: dict[str, str], left: 
             continue
         outcome = outcome_of(raw_outcome)
         if outcome is None:
-            bad(f"{mapping[prefix + 'outcome']} {raw_outcome!r} is not an outcome", "write success or failure "
-                                                                                   "(or true/false, 1/0)")
+            bad(f"{mapping[prefix + 'outcome']} {raw_outcome!r} is not an outcome", "write success or failure; "
+                                                                                   "true/false and 1/0 are read too")
             return None
         labels[prefix] = Label(outcome, numbers.get(marker))
     tags = _tags(get("tags"))
@@ -570,8 +570,8 @@ class _Builder:
                 self.probes[path] = err
         found = self.probes[path]
         if isinstance(found, VideoError):
-            fix = "correct the path (relative to the videos folder)" if "not found" in str(found) else \
-                "re-encode the video (H.264 mp4: ffmpeg -i IN -c:v libx264 -pix_fmt yuv420p OUT.mp4), or drop the row"
+            fix = "correct the path: it is relative to the videos folder" if "not found" in str(found) else \
+                "re-encode it as H.264 mp4 (ffmpeg -i IN -c:v libx264 -pix_fmt yuv420p OUT.mp4), or drop the row"
             self.problem(row, str(found), fix)
             return None
         return found
@@ -605,7 +605,7 @@ class _Builder:
             self.problem(row, f"{row.video_name} has a variable frame rate: frame times stray up to "
                               f"{probe.time_error_s:.3f} s from i / fps ({probe.info.fps:.3f} fps on average), so "
                               f"markers and the model's frame times are off by as much",
-                         "re-encode it at a constant frame rate (ffmpeg -i IN -vf fps=30 OUT.mp4)", warning=True)
+                         "re-encode it at a constant frame rate: ffmpeg -i IN -vf fps=30 OUT.mp4", warning=True)
 
     def scenario_id(self, row: SourceRow) -> str:
         if row.scenario:

@@ -32,7 +32,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -41,7 +40,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 from data.importing import ImportReport, Label, SourceRow, import_rows
 from data.suite import Problem
-from serving.labelstudio import annotator_id, checked_fps, frame_to_seconds
+from serving.labelstudio import annotator_id, checked_fps, frame_to_seconds, read_export
 
 SUCCESS_WORDS = ("success", "successful", "succeeded", "pass", "passed", "yes", "true", "done", "completed")
 FAILURE_WORDS = ("failure", "failed", "fail", "no", "false", "not done", "incomplete")
@@ -66,7 +65,7 @@ def import_labelstudio(export: str | os.PathLike, media_root: str | os.PathLike,
         link, strict, name, version: as ``data.importing.import_rows``.
     """
     export = Path(export)
-    tasks = _read_export(export)
+    tasks = read_export(export)
     words = {**{w: "success" for w in SUCCESS_WORDS}, **{w: "failure" for w in FAILURE_WORDS},
              **{w.strip().lower(): "success" for w in success_labels},
              **{w.strip().lower(): "failure" for w in failure_labels}}
@@ -77,25 +76,6 @@ def import_labelstudio(export: str | os.PathLike, media_root: str | os.PathLike,
                          link=link, strict=strict, name=name, version=version)
     report.rows, report.unit = reader.size, "annotation(s) and unannotated task(s)"
     return report
-
-
-def _read_export(path: Path) -> list:
-    try:
-        tasks = json.loads(path.read_text(encoding="utf-8"), parse_constant=_refuse_constant)
-    except RecursionError:
-        raise ValueError(f"cannot read Label Studio export {path}: nested too deeply (fix: export the project as "
-                         f"JSON from Label Studio, unedited)") from None
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise ValueError(f"cannot read Label Studio export {path}: {err} (fix: export the project as JSON, not "
-                         f"JSON-MIN or CSV)") from None
-    if not isinstance(tasks, list):
-        raise ValueError(f"{path}: a Label Studio JSON export is a list of tasks, got {type(tasks).__name__} (fix: "
-                         f"export the project as JSON)")
-    return tasks
-
-
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not a JSON number")
 
 
 class _ExportReader:

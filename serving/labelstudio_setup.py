@@ -91,9 +91,10 @@ def setup_labelstudio(url: str, token: str, serve_url: str, *, project: str = "a
         if tasks is not None:
             steps.append(_tasks(ls, pid, Path(tasks)))
     except ApiError as err:
-        raise ValueError(f"Label Studio at {url} refused: {err.status_code} {_short(err.body)} (fix: check the token, "
-                         f"and that Label Studio may reach {serve_url}: start it with ML_BLOCK_LOCAL_IP=false and "
-                         f"USE_DEFAULT_BANNED_SUBNETS=false for a service on this machine)") from None
+        fix = "pass a valid access token: Label Studio's Account & Settings" if err.status_code in (401, 403) else \
+            (f"check that Label Studio may reach {serve_url}: start it with ML_BLOCK_LOCAL_IP=false and "
+             f"USE_DEFAULT_BANNED_SUBNETS=false for a service on this machine or a private network")
+        raise ValueError(f"Label Studio at {url} refused: {err.status_code} {_short(err.body)} (fix: {fix})") from None
     except OSError as err:  # httpx's connection errors are OSErrors underneath; the SDK re-raises them as they are
         raise ValueError(f"cannot reach Label Studio at {url}: {err} (fix: start it, or pass its --url)") from None
     except Exception as err:
