@@ -54,10 +54,21 @@ def cmd_suite_validate(args) -> int:
 
 
 def cmd_suite_import(args) -> int:
-    from data.importing import COLUMNS, format_report, import_table
+    import contextlib
+
+    from serving.folder import folder_lock
 
     if bool(args.from_labelstudio) == bool(args.table):
         raise ValueError("pass --videos DIR --table FILE, or --from-labelstudio EXPORT.json --media-root DIR")
+    out = Path(args.out)
+    grown = (out / "suite.json").is_file()  # a suite `serve --suite` may be appending to: take its lock
+    with folder_lock(out, "suite import, ingest or webhook", wait=True) if grown else contextlib.nullcontext():
+        return _suite_import(args)
+
+
+def _suite_import(args) -> int:
+    from data.importing import COLUMNS, format_report, import_table
+
     if args.table:
         if not args.videos:
             raise ValueError("--table needs --videos DIR, the folder its video paths are relative to")

@@ -461,12 +461,12 @@ def _time_error_s(path: Path, fps: float, max_packets: int = 200_000) -> float:
 
 @dataclass
 class _Pending:
-    """A continuation of this run: its record, the rows that define it, and where its video comes from."""
+    """A continuation of this run: its record, where its video comes from, the first row that gave it, and whether
+    it is new to the suite."""
 
     record: Continuation
     source: Path
     row: SourceRow
-    probe: VideoProbe | None
     new: bool
 
 
@@ -679,7 +679,7 @@ class _Builder:
                                    takeover_s=row.takeover_s, metadata=metadata)
                 self.report.continuations += 1
                 changed = True
-            self.pending[cid] = _Pending(old, row.video, row, probe, new=changed)
+            self.pending[cid] = _Pending(old, row.video, row, new=changed)
         if row.label is not None:
             changed |= self.take_label(row, cid)
         if row.gold is not None and cid not in self.references:

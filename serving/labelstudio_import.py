@@ -74,7 +74,7 @@ def import_labelstudio(export: str | os.PathLike, media_root: str | os.PathLike,
         reader.task(task, i)
     report = import_rows(reader.rows, out, source=str(export), problems=reader.problems, warnings=reader.warnings,
                          link=link, strict=strict, name=name, version=version)
-    report.rows, report.unit = reader.size, "annotation(s) and unannotated task(s)"
+    report.rows, report.unit = len(reader.rows) + len(reader.problems), "annotation(s) and unannotated task(s)"
     return report
 
 
@@ -86,7 +86,6 @@ class _ExportReader:
         self.rows: list[SourceRow] = []
         self.problems: list[Problem] = []
         self.warnings: list[Problem] = []
-        self.size = 0
         self.assumed_rate = self.no_agent = False
 
     def problem(self, where: str, message: str, fix: str, warning: bool = False) -> None:
@@ -99,12 +98,10 @@ class _ExportReader:
         data = task.get("data")
         annotations = task.get("annotations") or []
         if not isinstance(data, dict) or not isinstance(annotations, list):
-            self.size += 1
             self.problem(where, "no 'data' object or 'annotations' list", "export the project as JSON, unedited")
             return
         base = self.base_row(data, task_id, where)
         if base is None:
-            self.size += max(1, len(annotations))
             return
         labelled = False
         for ai, ann in enumerate(annotations):
@@ -114,7 +111,6 @@ class _ExportReader:
                 self.problem(awhere, "cancelled (skipped) by the annotator: not a label", "ask another annotator for "
                                                                                           "this task", warning=True)
                 continue
-            self.size += 1
             label = self.label(ann, data, awhere)
             if label is None:
                 continue
@@ -125,7 +121,6 @@ class _ExportReader:
                 label.extra["ground_truth"] = True
             self.rows.append(_replace(base, label=label, gold=gold, where=awhere))
         if not labelled:
-            self.size += not annotations
             self.rows.append(base)
 
     def base_row(self, data: dict, task_id, where: str) -> SourceRow | None:

@@ -150,7 +150,7 @@ def _ml_backend(ls, pid: int, serve_url: str, serve_token: str | None) -> Step:
     if not found:
         backend = ls.ml.create(project=pid, url=serve_url, title="autorater", is_interactive=False, **auth)
         return Step("ML backend", serve_url, backend.id, f"connected ({_state(backend)})")
-    backend = found[0]
+    backend = found[0]  # its password cannot be read back: one Label Studio reports Connected is left as it is
     wanted_method = auth["auth_method"]
     if _state(backend) == "Connected" and str(getattr(backend, "auth_method", wanted_method)) == wanted_method:
         return Step("ML backend", serve_url, backend.id, "unchanged (Connected)")
