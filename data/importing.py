@@ -370,12 +370,21 @@ def _source_row(file: str, line: int, raw: dict, mapping: dict[str, str], left: 
         label.annotator_id = str(get("annotator")).strip() if get("annotator") is not None else DEFAULT_ANNOTATOR
         label.failure_mode = str(get("failure_mode")).strip() if get("failure_mode") is not None else None
     video = Path(text["video"])
-    metadata = {c: raw[c] for c in left if not _missing(raw.get(c))}
+    metadata = {c: _json_safe(raw[c]) for c in left if not _missing(raw.get(c))}
     return SourceRow(file, line, video if video.is_absolute() else videos / video, text["video"],
                      text["instruction"], text["agent"], scenario=text.get("scenario"),
                      context=text.get("context_video"), continuation_id=text.get("continuation_id"),
                      takeover_s=numbers.get("takeover_s"), category=text.get("category"), tags=tags, label=label,
                      gold=gold, metadata=metadata)
+
+
+def _json_safe(value: Any) -> Any:
+    """A table's value as JSON can hold it: as it is, else its text (a Parquet timestamp, an infinity)."""
+    try:
+        json.dumps(value, allow_nan=False)
+        return value
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def outcome_of(value: Any) -> str | None:
