@@ -40,9 +40,10 @@ def doc_commands() -> list[tuple[str, list[str]]]:
 
 
 def shape(line: str) -> str:
-    """A line with its numbers, timings and model name left out: what a run on other data or another machine, or
-    with a model not from the registry, still prints."""
+    """A line with its numbers, timings, paths, run ids and model name left out: what a run on other data or another
+    machine, or with a model not from the registry, still prints."""
     line = re.sub(r"sqlite:/+[^)\s]+", "sqlite:PATH", re.sub(r"autorater[@:][\w.-]+", "MODEL", line))
+    line = re.sub(r"\b[0-9a-f]{32}\b", "RUN", line)  # an MLflow run id
     return re.sub(r"-?\d+(\.\d+)?", "#", line).strip()
 
 
