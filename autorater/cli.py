@@ -76,6 +76,40 @@ def cmd_suite_validate(args) -> int:
     return 0
 
 
+def cmd_suite_import(args) -> int:
+    import contextlib
+
+    from serving.folder import folder_lock
+
+    if bool(args.from_labelstudio) == bool(args.table):
+        raise ValueError("pass --videos DIR --table FILE, or --from-labelstudio EXPORT.json --media-root DIR")
+    out = Path(args.out)
+    grown = (out / "suite.json").is_file()  # a suite `serve --suite` may be appending to: take its lock
+    with folder_lock(out, "suite import, ingest or webhook", wait=True) if grown else contextlib.nullcontext():
+        return _suite_import(args)
+
+
+def _suite_import(args) -> int:
+    from data.importing import COLUMNS, format_report, import_table
+
+    if args.table:
+        if not args.videos:
+            raise ValueError("--table needs --videos DIR, the folder its video paths are relative to")
+        columns = {f: getattr(args, f"{f}_column") for f in COLUMNS if getattr(args, f"{f}_column") is not None}
+        report = import_table(args.table, args.videos, args.out, columns=columns, link=args.link, strict=args.strict,
+                              name=args.name, version=args.version)
+    else:
+        from serving.labelstudio_import import import_labelstudio
+
+        if not args.media_root:
+            raise ValueError("--from-labelstudio needs --media-root DIR, the folder the tasks' videos are under")
+        report = import_labelstudio(args.from_labelstudio, args.media_root, args.out, frame_rate=args.frame_rate,
+                                    success_labels=args.success_label, failure_labels=args.failure_label,
+                                    link=args.link, strict=args.strict, name=args.name, version=args.version)
+    print(format_report(report))
+    return 1 if not report.ok or (args.strict and (report.problems or report.warnings)) else 0
+
+
 def cmd_suite_stats(args) -> int:
     from data.stats import format_stats, suite_stats
     from data.suite import Suite
@@ -312,6 +346,19 @@ def cmd_leaderboard(args) -> int:
     return 0
 
 
+def cmd_labelstudio_setup(args) -> int:
+    from serving.labelstudio_setup import format_setup, setup_labelstudio
+
+    token = args.token or os.environ.get("LABEL_STUDIO_API_KEY")
+    if not token:
+        raise ValueError("pass --token (Label Studio: Account & Settings > Access Token) or set LABEL_STUDIO_API_KEY")
+    steps = setup_labelstudio(args.url, token, args.serve_url, project=args.project,
+                              serve_token=args.serve_token or os.environ.get("AUTORATER_TOKEN"),
+                              local_files=args.local_files, tasks=args.tasks)
+    print(format_setup(steps))
+    return 0
+
+
 def cmd_simulate_annotators(args) -> int:
     from serving.simulate import simulate_queue_export
 
@@ -472,6 +519,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_suite_validate)
 
+    from data.importing import COLUMNS, REQUIRED
+
+    p = suite.add_parser("import", help="a suite from your videos: a folder and a table (CSV, JSON Lines, Parquet), "
+                                        "or a Label Studio JSON export",
+                         description="Every bad row is listed with its line and the fix; the rest is imported. "
+                                     "Re-running on a grown table adds only what is new. See docs/your-data.md.")
+    p.add_argument("--out", required=True, help="the suite folder to write (or to grow)")
+    p.add_argument("--videos", help="the folder the table's video paths are relative to")
+    p.add_argument("--table", help="CSV / TSV, JSON Lines (.jsonl) or Parquet: one row per continuation or per label")
+    p.add_argument("--from-labelstudio", metavar="EXPORT", help="a Label Studio JSON export of a video project")
+    p.add_argument("--media-root", help="with --from-labelstudio: the folder its tasks' videos are under (Label "
+                                        "Studio's local-files document root, or its media folder for uploads)")
+    p.add_argument("--frame-rate", type=float, help="with --from-labelstudio: the frameRate of the project's <Video> "
+                                                    "(default: the task's fps, else 24, Label Studio's default)")
+    p.add_argument("--success-label", action="append", default=[], help="a choice or label that means success "
+                                                                        "(repeatable; success, pass, yes... are known)")
+    p.add_argument("--failure-label", action="append", default=[], help="a choice or label that means failure")
+    p.add_argument("--link", action="store_true", help="hard-link the videos instead of copying them")
+    p.add_argument("--strict", action="store_true", help="any problem or warning fails the import (exit 1, "
+                                                         "nothing written)")
+    p.add_argument("--name", help="suite name for a new suite (default: the folder's name)")
+    p.add_argument("--version", help="suite version for a new suite (default v1)")
+    for field, column in COLUMNS.items():
+        p.add_argument(f"--{field.replace('_', '-')}-column", metavar="NAME",
+                       help=f"the column of {field} (default {column}{'; required' if field in REQUIRED else ''})")
+    p.set_defaults(func=cmd_suite_import)
+
     p = suite.add_parser("stats", help="counts, success rates, annotator agreement and accuracy")
     p.add_argument("dir")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -607,6 +681,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--truth", action="store_true", help="compare with the simulator truth (synthetic suites)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.set_defaults(func=cmd_leaderboard)
+
+    ls = sub.add_parser("labelstudio", help="Label Studio: set up the project the labelling job routes to"
+                        ).add_subparsers(dest="labelstudio_command", required=True)
+    p = ls.add_parser("setup", help="create or update the project, connect autorater serve as its ML backend and "
+                                    "register its webhook (idempotent)")
+    p.add_argument("--url", default="http://localhost:8080", help="Label Studio's address")
+    p.add_argument("--token", help="Label Studio access token (or set LABEL_STUDIO_API_KEY)")
+    p.add_argument("--project", default="autorater", help="the project's title (found, else created)")
+    p.add_argument("--serve-url", default="http://localhost:9090", help="how Label Studio reaches autorater serve")
+    p.add_argument("--serve-token", help="autorater serve's --token (or set AUTORATER_TOKEN)")
+    p.add_argument("--local-files", help="the folder Label Studio serves the videos from (a local-files storage; "
+                                         "under its LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT)")
+    p.add_argument("--tasks", help="tasks.json of autorater label: import the tasks the project lacks")
+    p.set_defaults(func=cmd_labelstudio_setup)
 
     p = sub.add_parser("simulate-annotators", help="answer a labels folder's human queue with simulated "
                                                    "annotators (synthetic suites): a Label Studio export")

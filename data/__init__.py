@@ -8,6 +8,7 @@ generated, not here.
 from data.annotators import simulate_annotations
 from data.files import json_text, jsonl_text, write_text_atomic
 from data.generate import generate_suite, swap_instructions
+from data.importing import ImportReport, import_table
 from data.labels import (
     aggregate,
     annotator_accuracy,
@@ -38,11 +39,11 @@ from data.video import Clip, DecodeTimeout, VideoError, VideoInfo, VideoLimits, 
 from data.worlds import WORLDS, load_world, world_of
 
 __all__ = [
-    "WORLDS", "Annotation", "Clip", "Continuation", "DecodeTimeout", "Problem", "Reference", "Scenario", "Suite",
-    "SuiteFormatError", "SuiteInfo", "VideoError", "VideoInfo", "VideoLimits", "agent_rule_balanced_accuracy",
-    "aggregate", "annotator_accuracy",
-    "dawid_skene", "fleiss_kappa", "format_stats", "generate_suite", "grouped_split", "holdout_split", "json_text",
-    "jsonl_text", "krippendorff_alpha", "label_table", "load_truth", "load_world", "majority_vote", "marker_spread",
-    "read_video", "reference_table", "simulate_annotations", "split_groups", "suite_stats", "swap_instructions",
-    "validate_suite", "video_info", "world_of", "write_jsonl", "write_text_atomic", "write_video",
+    "WORLDS", "Annotation", "Clip", "Continuation", "DecodeTimeout", "ImportReport", "Problem", "Reference",
+    "Scenario", "Suite", "SuiteFormatError", "SuiteInfo", "VideoError", "VideoInfo", "VideoLimits",
+    "agent_rule_balanced_accuracy", "aggregate", "annotator_accuracy", "dawid_skene", "fleiss_kappa", "format_stats",
+    "generate_suite", "grouped_split", "holdout_split", "import_table", "json_text", "jsonl_text", "krippendorff_alpha",
+    "label_table", "load_truth", "load_world", "majority_vote", "marker_spread", "read_video", "reference_table",
+    "simulate_annotations", "split_groups", "suite_stats", "swap_instructions", "validate_suite", "video_info",
+    "world_of", "write_jsonl", "write_text_atomic", "write_video",
 ]

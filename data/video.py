@@ -252,10 +252,12 @@ def read_video(path: str | os.PathLike, num_frames: int | None = None,
         raise ValueError(f"fit must be 'stretch' or 'pad', got {fit!r}")
     path = Path(path)
     with _open(path) as container:
-        width, height = _stated(container, path, limits)
+        width, height = stated = _stated(container, path, limits)
         n, fps = _count_and_rate(container, path, limits)
         box = None
         if fit == "pad" and size is not None and width > 0 and height > 0:
+            if display_rotation(path) in (90, 270):  # frames are turned as a player turns them: fit the turned one
+                width, height = height, width
             box = (size, size) if isinstance(size, int) else tuple(size)
             scale = min(box[0] / height, box[1] / width)
             size = (max(2, min(box[0], 2 * round(height * scale / 2))),
@@ -267,7 +269,7 @@ def read_video(path: str | os.PathLike, num_frames: int | None = None,
             first = max(0, min(n - 1, int(math.floor(start_s * fps + 1e-6))) - before)
         idx = first + sample_indices(n - first, num_frames)
         try:
-            frames = _decode_checked(container, path, idx, size, limits, deadline, (width, height))
+            frames = _decode_checked(container, path, idx, size, limits, deadline, stated)
         except VideoError:
             raise
         except Exception as err:  # PyAV raises its own error classes for every kind of damage
@@ -277,6 +279,19 @@ def read_video(path: str | os.PathLike, num_frames: int | None = None,
     h, w = frames.shape[1:3]
     info = VideoInfo(num_frames=n, fps=fps, width=int(w), height=int(h))
     return Clip(frames=frames, times_s=idx / fps, info=info)
+
+
+def display_rotation(path: str | os.PathLike) -> int:
+    """Degrees a player turns the video's frames (0, 90, 180 or 270): the container's display matrix, as a phone held
+    upright writes it. decord decodes the frames turned; the first frame is decoded here to read it."""
+    import av
+
+    try:
+        with av.open(str(path), metadata_errors="ignore") as container:
+            frame = next(container.decode(video=0), None)
+    except Exception:  # unreadable files fail with their own error where they are decoded
+        return 0
+    return int(round(getattr(frame, "rotation", 0) or 0)) % 360 if frame is not None else 0
 
 
 def letterbox(frames: np.ndarray, box: tuple[int, int]) -> np.ndarray:
@@ -340,9 +355,10 @@ def _decode_checked(container, path: Path, idx: np.ndarray, size: int | tuple[in
     """Frames ``idx`` (sorted, repeats allowed) decoded one by one from an open container, each checked (size,
     budget, deadline) before it is converted; decoding stops after the last wanted frame. (n, h, w, 3) uint8 RGB.
 
-    With limits, FFmpeg's own ``max_pixels`` decoder option is set to the container's stated size (plus the decoders'
-    alignment), so a frame much larger than the container says is refused by the decoder before its picture is
-    allocated; one a little larger or smaller is refused by :func:`_check_frame` once decoded."""
+    With limits, FFmpeg's own ``max_pixels`` decoder option is set to four times the container's stated size (with the
+    decoders' alignment; at least a megapixel), so a frame much larger than the container says is refused by the
+    decoder before its picture is allocated; one a little larger or smaller is refused by :func:`_check_frame` once
+    decoded."""
     import av
 
     wanted = {int(i) for i in idx}
@@ -352,18 +368,22 @@ def _decode_checked(container, path: Path, idx: np.ndarray, size: int | tuple[in
     stream = container.streams.video[0]
     stream.thread_type = "SLICE"
     stream.codec_context.thread_count = 1  # one core a video, as decord decoded (the callers run several)
-    if limits is not None:  # decoders allocate the coded size, aligned up: a margin of 64 pixels a side
-        stream.codec_context.options = {"max_pixels": str((claim[0] + 64) * (claim[1] + 64))}
+    if limits is not None:  # decoders allocate the coded size aligned up, some (MPEG-4) with wide edges: a margin,
+        #                     and a floor of a megapixel (a frame that passes it is still refused by _check_frame)
+        stream.codec_context.options = {"max_pixels": str(max(4 * (claim[0] + 64) * (claim[1] + 64), 1 << 20))}
     try:
         for i, frame in enumerate(container.decode(stream)):
             _check_deadline(deadline, path)
             pixels += int(frame.width) * int(frame.height)
             if limits is not None:
                 _check_frame(frame, i, claim, limits, pixels, path)
-            if i in wanted:
-                graph = _scaler(frame, size)
+            if i in wanted:  # turned as players turn them (the display matrix)
+                turns = int(round(getattr(frame, "rotation", 0) or 0)) % 360 // 90
+                turned = size if turns % 2 == 0 or size is None or isinstance(size, int) else (size[1], size[0])
+                graph = _scaler(frame, turned)
                 graph.push(frame)
-                decoded[i] = graph.pull().to_ndarray()
+                picture = graph.pull().to_ndarray()
+                decoded[i] = np.rot90(picture, turns).copy() if turns else picture
             if i >= last:
                 break
     except av.error.ArgumentError:  # EINVAL: the picture is larger than max_pixels (or its header is damaged)

@@ -20,6 +20,8 @@ _HOMES = {
     "serving.history": ["LabelHistory", "suite_history"],
     "serving.label": ["audit_draw", "format_summary", "label_suite"],
     "serving.labelstudio": ["annotations_to_export", "parse_export", "write_labelstudio_files"],
+    "serving.labelstudio_import": ["import_labelstudio"],
+    "serving.labelstudio_setup": ["format_setup", "setup_labelstudio"],
     "serving.report": ["format_leaderboard", "leaderboard_figures", "write_report"],
     "serving.service": ["create_app"],
     "serving.simulate": ["simulate_queue_export"],

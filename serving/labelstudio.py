@@ -228,17 +228,7 @@ def parse_export(path: str | os.PathLike, known: dict[str, dict]) -> ParsedExpor
     annotator on one task (the latest is kept, by ``updated_at`` then id).
     """
     path = Path(path)
-    try:
-        tasks = json.loads(path.read_text(encoding="utf-8"), parse_constant=_refuse_constant)
-    except RecursionError:
-        raise ValueError(f"cannot read Label Studio export {path}: it is nested too deeply to be an export "
-                         f"(fix: export the project as JSON from Label Studio, unedited)") from None
-    except (OSError, UnicodeDecodeError, ValueError) as err:  # JSONDecodeError, and NaN / Infinity
-        raise ValueError(f"cannot read Label Studio export {path}: {err} (fix: export the project as JSON, "
-                         f"not JSON_MIN or CSV)") from None
-    if not isinstance(tasks, list):
-        raise ValueError(f"{path}: a Label Studio JSON export is a list of tasks, got {type(tasks).__name__} "
-                         f"(fix: export the project as JSON)")
+    tasks = read_export(path)
     parsed = ParsedExport()
     for ti, task in enumerate(tasks):
         task = task if isinstance(task, dict) else {}
@@ -282,6 +272,23 @@ def parse_export(path: str | os.PathLike, known: dict[str, dict]) -> ParsedExpor
                     f"({sorted(o for o, _ in differing)}); the latest is kept", "remove the stale annotation"))
             parsed.annotations.append(latest)
     return parsed
+
+
+def read_export(path: str | os.PathLike) -> list:
+    """The tasks of a Label Studio JSON export; a ValueError that names the file and the fix if it is not one."""
+    path = Path(path)
+    try:
+        tasks = json.loads(path.read_text(encoding="utf-8"), parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ValueError(f"cannot read Label Studio export {path}: it is nested too deeply to be an export "
+                         f"(fix: export the project as JSON from Label Studio, unedited)") from None
+    except (OSError, UnicodeDecodeError, ValueError) as err:  # JSONDecodeError, and NaN / Infinity
+        raise ValueError(f"cannot read Label Studio export {path}: {err} (fix: export the project as JSON, "
+                         f"not JSON_MIN or CSV)") from None
+    if not isinstance(tasks, list):
+        raise ValueError(f"{path}: a Label Studio JSON export is a list of tasks, got {type(tasks).__name__} "
+                         f"(fix: export the project as JSON)")
+    return tasks
 
 
 def _short(value, limit: int = 60) -> str:
@@ -414,5 +421,5 @@ def annotations_to_export(tasks: list[dict], annotations: list[Annotation], star
 __all__ = ["ExportProblem", "ParsedExport", "annotations_to_export", "annotator_id", "build_tasks", "checked_fps",
            "checked_frames", "frame_to_seconds", "task_timing",
            "annotation_from_result", "label_interface", "labeling_config", "marker_region", "parse_export",
-           "read_tasks", "seconds_to_frame",
+           "read_export", "read_tasks", "seconds_to_frame",
            "validate_tasks", "write_labelstudio_files"]

@@ -5,12 +5,14 @@ Label Studio pins many packages, so it lives in its own environment, never the p
     python -m venv ~/ls-venv && ~/ls-venv/bin/pip install label-studio==1.23.2
     LABEL_STUDIO_BIN=~/ls-venv/bin/label-studio python -m pytest -m slow tests/test_labelstudio_live.py
 
-The test starts Label Studio on 127.0.0.1 (1-3 minutes), creates a project with the product's labelling config,
-imports the tasks of ``autorater label`` with their predictions, connects ``autorater serve`` as its ML backend
-(basic auth with the token as the password, as Label Studio's connector sends it), asks it for predictions,
-points a webhook at ``/webhook`` and checks that an annotation made through Label Studio's API, then corrected,
-reaches the pool suite (the correction replacing the first label, which is kept in the history file), and that
-deleting it there removes it from the suite.
+The test starts Label Studio on 127.0.0.1 (1-3 minutes) and runs ``autorater labelstudio setup`` twice (the second
+run changes nothing): the project with the product's labelling config, the webhook to ``/webhook``, ``autorater
+serve`` as its ML backend (basic auth with the token as the password, as Label Studio's connector sends it), a
+local-files storage that serves the videos, and the tasks of ``autorater label``. It asks for predictions, checks
+that an annotation made through Label Studio's API, then corrected, reaches the pool suite (the correction
+replacing the first label, which is kept in the history file), that the project's JSON export imports with
+``autorater suite import --from-labelstudio`` with every annotation kept, and that deleting the annotation there
+removes it from the suite.
 
 Label Studio refuses ML backends and webhooks on loopback and private networks by default (SSRF protection):
 the test starts it with ``ML_BLOCK_LOCAL_IP=false`` and ``USE_DEFAULT_BANNED_SUBNETS=false``, as an operator
@@ -30,6 +32,8 @@ from pathlib import Path
 
 import pytest
 
+from autorater import cli
+from data.suite import Suite
 from hardening_env import make_hardening_env, suite_rows
 from serving.label import label_suite
 from serving.labelstudio import label_interface, labeling_config, marker_region
@@ -100,44 +104,52 @@ def live(tmp_path_factory):
                 p.kill()
 
 
-def test_label_studio_gets_predictions_and_its_annotations_reach_the_suite(live):
+def test_setup_then_predictions_annotations_and_an_export_round_trip(live, capsys):
     import httpx
 
     ls = httpx.Client(base_url=live["ls"], headers={"Authorization": f"Token {LS_TOKEN}"}, timeout=120)
     labels = live["root"] / "labels"
     label_suite(live["model"], live["suite"], labels, audit_share=1.0, video_url_prefix="/data/local-files/?d=suite/")
-    tasks = json.loads((labels / "labelstudio" / "tasks.json").read_text())
-    r = ls.post("/api/projects", json={"title": "autorater", "label_config": labeling_config()})
-    assert r.status_code == 201, r.text
-    pid = r.json()["id"]
-    r = ls.post(f"/api/projects/{pid}/import", json=tasks)
-    assert r.status_code == 201 and r.json()["task_count"] == len(tasks), r.text
-    assert r.json()["prediction_count"] == sum(len(t.get("predictions", [])) for t in tasks)
+    tasks_file = labels / "labelstudio" / "tasks.json"
+    tasks = json.loads(tasks_file.read_text())
 
-    # autorater serve as the project's ML backend, with Label Studio's basic auth.
-    r = ls.post("/api/ml", json={"url": live["serve"], "project": pid, "title": "autorater",
-                                 "auth_method": "BASIC_AUTH", "basic_auth_user": "label-studio",
-                                 "basic_auth_pass": TOKEN})
-    assert r.status_code == 201 and r.json()["readable_state"] == "Connected", r.text
-    model_version = r.json()["model_version"]
+    # `autorater labelstudio setup`: the project, the webhook, the ML backend, the videos' storage and the tasks.
+    setup = ["labelstudio", "setup", "--url", live["ls"], "--token", LS_TOKEN, "--serve-url", live["serve"],
+             "--serve-token", TOKEN, "--local-files", str(live["suite"].root), "--tasks", str(tasks_file)]
+    assert cli.main(setup) == 0
+    first = capsys.readouterr().out
+    assert "project 'autorater'" in first and "created" in first and "connected (Connected)" in first
+    assert "registered for ANNOTATION_CREATED" in first and f"{len(tasks)} imported, 0 already" in first
+    assert cli.main(setup) == 0  # idempotent: nothing new, nothing twice
+    second = capsys.readouterr().out.splitlines()
+    assert all(line.endswith("unchanged") or "unchanged (Connected)" in line for line in second[:-1]), second
+    assert second[-1].endswith(f"0 imported, {len(tasks)} already in the project")
+    (project,) = [p for p in ls.get("/api/projects").json()["results"] if p["title"] == "autorater"]
+    pid = project["id"]
+    assert project["label_config"].strip() == labeling_config().strip()
+    (backend,) = ls.get("/api/ml", params={"project": pid}).json()
+    assert backend["readable_state"] == "Connected" and backend["auth_method"] == "BASIC_AUTH"
+    (hook,) = ls.get("/api/webhooks", params={"project": pid}).json()
+    assert hook["url"] == f"{live['serve']}/webhook" and hook["headers"] == {"Authorization": f"Bearer {TOKEN}"}
+    ls_tasks = ls.get("/api/tasks", params={"project": pid, "page_size": 100}).json()["tasks"]
+    assert sorted(t["data"]["continuation_id"] for t in ls_tasks) == sorted(t["data"]["continuation_id"] for t in tasks)
+    video = ls.get(ls_tasks[0]["data"]["video"])  # Label Studio serves the video from the local-files storage
+    assert video.status_code == 200 and video.content == (live["suite"].root / live["suite"].get(
+        ls_tasks[0]["data"]["continuation_id"]).video).read_bytes()
+
+    # Predictions from autorater serve, through Label Studio's ML connection (basic auth, the token as password).
     r = ls.post("/api/dm/actions", params={"id": "retrieve_tasks_predictions", "project": pid},
                 json={"selectedItems": {"all": True, "excluded": []}})
     assert r.status_code == 200, r.text
     predictions = [p for p in ls.get("/api/predictions", params={"project": pid}).json()
-                   if p["model_version"] == model_version]
+                   if p["model_version"] == backend["model_version"]]
     li = label_interface()
     assert len({p["task"] for p in predictions}) == len(tasks)
     for p in predictions:
         assert li.validate_prediction({"result": p["result"], "score": p["score"]}, return_errors=True) == []
 
-    # A webhook to /webhook with the bearer token; an annotation made through the API, then corrected.
-    r = ls.post("/api/webhooks", json={"project": pid, "url": f"{live['serve']}/webhook", "send_payload": True,
-                                       "send_for_all_actions": False, "actions": ["ANNOTATION_CREATED",
-                                                                                  "ANNOTATION_UPDATED",
-                                                                                  "ANNOTATIONS_DELETED"],
-                                       "headers": {"Authorization": f"Bearer {TOKEN}"}, "is_active": True})
-    assert r.status_code == 201, r.text
-    task = ls.get("/api/tasks", params={"project": pid}).json()["tasks"][0]
+    # An annotation made through the API reaches the pool suite through the webhook; then corrected, then deleted.
+    task = ls_tasks[0]
     cid = task["data"]["continuation_id"]
     region = dict(marker_region("failure", 0.5, FPS, N_FRAMES, "m1"), origin="manual")
     r = ls.post(f"/api/tasks/{task['id']}/annotations", json={"result": [region], "was_cancelled": False})
@@ -153,6 +165,25 @@ def test_label_studio_gets_predictions_and_its_annotations_reach_the_suite(live)
     assert len([r for r in suite_rows(live["suite"].root) if r.get("ls_annotation_id") == ann_id]) == 1
     history = (live["suite"].root / "annotations_history.jsonl").read_text()
     assert '"failure"' in history
+
+    # The project's JSON export imports as a suite with every annotation kept.
+    other = ls_tasks[1]
+    r = ls.post(f"/api/tasks/{other['id']}/annotations", json={"result": [region], "was_cancelled": False,
+                                                                "ground_truth": True})
+    assert r.status_code == 201, r.text
+    export = ls.get(f"/api/projects/{pid}/export", params={"exportType": "JSON"}).json()
+    (live["root"] / "export.json").write_text(json.dumps(export))
+    out = live["root"] / "from-label-studio"
+    assert cli.main(["suite", "import", "--from-labelstudio", str(live["root"] / "export.json"), "--media-root",
+                     str(live["media"]), "--out", str(out)]) == 0
+    imported = Suite.load(out)
+    exported = [a for t in export for a in t["annotations"] if not a["was_cancelled"]]
+    assert len(imported.annotations) == len(exported) == 2
+    assert {(a.continuation_id, a.outcome) for a in imported.annotations} == \
+        {(cid, "success"), (other["data"]["continuation_id"], "failure")}
+    assert [r.continuation_id for r in imported.references] == [other["data"]["continuation_id"]]
+    assert len(imported.continuations) == len(export) == 2  # Label Studio exports the labelled tasks by default
+
     assert ls.delete(f"/api/annotations/{ann_id}").status_code == 204  # deleted there: it leaves the suite
     start = time.monotonic()
     while [r for r in suite_rows(live["suite"].root) if r.get("ls_annotation_id") == ann_id]:
