@@ -39,15 +39,18 @@ TRAIN_LEVELS = ("GoToLocal", "PickupLoc", "PutNextLocal", "OpenDoor")
 TRAIN_AGENTS = ("expert", "noisy-0.2", "noisy-0.5", "distractor", "random")
 UNSEEN_AGENTS = ("ditherer", "quitter")
 UNSEEN_LEVELS = ("GoTo", "PickupDist", "OpenDoorLoc", "PutNextLocalS6N4")
-MW_AGENTS = ("expert", "noisy-0.5", "noisy-1.0", "wrong-target", "random")
+MW_AGENTS = ("expert", "noisy-1.0", "noisy-3.0", "wrong-target", "random", "near-miss", "pause", "detour",
+             "early-release", "success-then-undo")  # the agent-name rule scores 0.737 BA on the training suite
 MW_UNSEEN_AGENTS = ("sluggish", "stop-short")
+MW_HELD_OUT_CAMERA = "corner2"  # no training camera looks within 30 degrees of it
 UNSEEN_TASKS = ("button-press-v3", "door-close-v3", "faucet-open-v3", "handle-press-v3", "plate-slide-v3",
                 "push-wall-v3", "reach-wall-v3", "pick-place-wall-v3", "sweep-into-v3", "coffee-push-v3")
 
 
 @dataclasses.dataclass(frozen=True)
 class HeldOut:
-    """One generated suite of the benchmark: (scenarios, quick scenarios), tasks, agents, per scenario, seed."""
+    """One generated suite of the benchmark: (scenarios, quick scenarios), tasks, agents, per scenario, seed; for
+    Meta-World its camera (``random``: one drawn per scenario, none near ``MW_HELD_OUT_CAMERA``)."""
 
     scenarios: tuple[int, int]
     tasks: tuple[str, ...]
@@ -55,6 +58,10 @@ class HeldOut:
     per_scenario: int
     seed: int
     camera: str | None = None
+
+
+SWAPS_FOR_TRAINING = {"metaworld": 111}  # the training suite's instruction swaps, simulator-judged and annotated,
+#                                          trained on beside it (seed); the held-out swaps use 105
 
 
 def plans() -> dict[str, dict[str, HeldOut]]:
@@ -67,13 +74,14 @@ def plans() -> dict[str, dict[str, HeldOut]]:
                    "unseen_scenarios_2": HeldOut((200, 20), TRAIN_LEVELS, TRAIN_AGENTS, 2, 106),
                    "unseen_agents": HeldOut((100, 15), TRAIN_LEVELS, UNSEEN_AGENTS, 2, 103),
                    "unseen_families": HeldOut((100, 15), UNSEEN_LEVELS, TRAIN_AGENTS, 2, 104)},
-        # Meta-World's training suite is the one the issue names (MT10, 300 x 5, seed 11); seed 12 the first draw
-        "metaworld": {"train": HeldOut((300, 30), MT10, MW_AGENTS, 5, 11),
-                      "unseen_scenarios": HeldOut((100, 10), MT10, MW_AGENTS, 4, 12),
-                      "unseen_scenarios_2": HeldOut((100, 10), MT10, MW_AGENTS, 4, 206),
-                      "unseen_agents": HeldOut((50, 10), MT10, MW_UNSEEN_AGENTS, 2, 203),
-                      "unseen_tasks": HeldOut((100, 10), UNSEEN_TASKS, MW_AGENTS, 4, 204),
-                      "unseen_camera": HeldOut((100, 10), MT10, MW_AGENTS, 4, 205, camera="corner2")},
+        # Meta-World's training suite: MT10, 300 x 5, seed 11, a random camera per scenario (none near corner2) and
+        # agents whose motion does not give the outcome away; seed 12 the first draw of unseen scenarios
+        "metaworld": {"train": HeldOut((300, 30), MT10, MW_AGENTS, 5, 11, camera="random"),
+                      "unseen_scenarios": HeldOut((100, 10), MT10, MW_AGENTS, 4, 12, camera="random"),
+                      "unseen_scenarios_2": HeldOut((100, 10), MT10, MW_AGENTS, 4, 206, camera="random"),
+                      "unseen_agents": HeldOut((50, 10), MT10, MW_UNSEEN_AGENTS, 2, 203, camera="random"),
+                      "unseen_tasks": HeldOut((100, 10), UNSEEN_TASKS, MW_AGENTS, 4, 204, camera="random"),
+                      "unseen_camera": HeldOut((100, 10), MT10, MW_AGENTS, 4, 205, camera=MW_HELD_OUT_CAMERA)},
     }
 
 
@@ -86,9 +94,16 @@ def _suites(root: Path, quick: bool, world: str = "babyai", view: str = "ego",
         paths[name] = root / name
         if not (paths[name] / "suite.json").exists():
             extra = {"view": view} if world == "babyai" else {"camera": plan.camera or "corner"}
+            if plan.camera == "random":
+                extra["hold_out_camera"] = MW_HELD_OUT_CAMERA
             generate_suite(paths[name], world=world, tasks=plan.tasks, agents=plan.agents,
                            scenarios=plan.scenarios[quick], continuations_per_scenario=plan.per_scenario,
                            seed=plan.seed, version=name, image_size=image_size, **extra)
+    if world in SWAPS_FOR_TRAINING:
+        paths["train_swaps"] = root / "train_swaps"
+        if not (paths["train_swaps"] / "suite.json").exists():
+            swap_instructions(paths["train"], paths["train_swaps"], seed=SWAPS_FOR_TRAINING[world], annotators=3,
+                              cross_task=True, workers=2, progress=True)
     paths["instruction_swaps"] = root / "instruction_swaps"
     if not (paths["instruction_swaps"] / "suite.json").exists():
         swap_instructions(paths["unseen_scenarios"], paths["instruction_swaps"], seed=105)
@@ -126,13 +141,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default=DEFAULT_PRESET, choices=sorted(PRESETS),
                         help=f"the preset to score (default {DEFAULT_PRESET!r}, the default recipe)")
     parser.add_argument("--quick", action="store_true", help="tiny suites and few epochs: checks the pipeline only")
-    parser.add_argument("--out", default="bench-out/quality")
+    parser.add_argument("--out", default=None, help="output folder (default bench-out/quality-<world>)")
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--view", choices=("full", "ego"), default="ego",
                         help="BabyAI's rendering: the agent's own first-person 7x7 view (as STS videos are "
                              "first-person; the default) or the whole grid from above")
     parser.add_argument("--image-size", type=int, default=None,
-                        help="frame size of the generated suites (default: the world's, BabyAI 112, Meta-World 128)")
+                        help="frame size of the generated suites (default: BabyAI 112, Meta-World 224: 5 cm, the "
+                             "success radius, is 3.5-4.6 px at 128)")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="change one field of the preset's config (JSON value, repeatable), "
                              "e.g. --set queries=8")
@@ -156,9 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick or args.model:
         seeds = seeds[:1]
     torch.set_num_threads(args.threads)
-    out = Path(args.out)
+    out = Path(args.out or f"bench-out/quality-{args.world}")
     out.mkdir(parents=True, exist_ok=True)
-    paths = _suites(out / "suites", args.quick, args.world, args.view, args.image_size)
+    image_size = args.image_size or {"metaworld": 224}.get(args.world)
+    paths = _suites(out / "suites", args.quick, args.world, args.view, image_size)
     suites = {k: Suite.load(v) for k, v in paths.items()}
     train_suites = [suites.pop(k) for k in [k for k in suites if k == "train" or k.startswith("train_")]]
     train_suite = train_suites[0]
