@@ -1,14 +1,14 @@
 """The model's configuration: one typed dataclass per architecture (``autorater/models/``) on a small common base.
 
-``AutoraterConfig`` holds what every architecture has (which frames it reads, the failure modes it
-names); each architecture's module subclasses it with its own fields and nothing of another's.
-``AutoraterConfig.from_dict`` picks the class from the ``architecture`` key, so every saved
-``config.json`` (including folders written before the registry, by one shared config) loads.
+``AutoraterConfig`` holds what every architecture has (which frames it reads, the failure modes it names); each
+architecture's module subclasses it with its own fields, ranges and upgrades of old folders, and nothing of
+another's. The base knows none of its subclasses: ``autorater.models.AutoConfig`` picks the class a saved
+``config.json`` names (its ``architecture``).
 
 Example:
     >>> from autorater.models import PRESETS
     >>> cfg = PRESETS["tiny"]
-    >>> AutoraterConfig.from_dict(cfg.to_dict()) == cfg
+    >>> type(cfg).from_dict(cfg.to_dict()) == cfg
     True
 """
 
@@ -20,46 +20,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-# Every field of the one config all architectures shared before the registry (autorater/models/): a saved
-# ``config.json`` of that time holds all of them, whatever its architecture; on loading, those that the
-# architecture does not have are dropped (it never read them). Any other unknown key is an error.
-SHARED_CONFIG_FIELDS = frozenset((
-    "architecture encoder encoder_stage pixel_cells grid_size patch_size image_size num_frames frame_diff "
-    "text_encoder max_text_tokens use_instruction vocab places place_inputs pose front_places members mirror_tta "
-    "token_norm grounding text_slots spatial_size hidden_size num_layers num_heads dropout event_pooling mlp_heads "
-    "frame_pool direct_pool cell_verify verify_window verify_words verify_places marker_head failure_modes").split())
-
-
-# The range of every number a config may hold (by field name, across the architectures): a config.json whose value is
-# outside it is refused on loading, naming the field, before a model is built from it (``image_size`` 1e9 would
-# otherwise allocate; 0 would crash deep inside). A number field not listed here must lie in 0..1e6.
-FIELD_RANGES: dict[str, tuple[float, float]] = {
-    "image_size": (16, 1024), "num_frames": (1, 1024), "encoder_stage": (0, 6), "pixel_cells": (0, 16),
-    "grid_size": (1, 64), "patch_size": (0, 256), "max_text_tokens": (1, 512), "places": (0, 256),
-    "members": (1, 16), "queries": (1, 64), "hidden": (1, 4096), "hidden_size": (1, 4096), "spatial_size": (1, 4096),
-    "num_layers": (1, 64), "num_heads": (1, 64), "text_slots": (1, 64), "verify_window": (0, 1024),
-    "verify_places": (0, 256), "dropout": (0.0, 1.0), "trainable_blocks": (0, 16), "context_frames": (-1, 1024)}
 MAX_CONFIG_LIST, MAX_CONFIG_TEXT = 200_000, 200  # entries of a list field (the vocabulary); characters of a string
+_FIX = "(fix: restore config.json from the model folder you saved)"
 
 
-def _check_ranges(name: str, d: dict) -> None:
-    """ValueError naming the field of ``d`` (a config of class ``name``) whose value is out of its range."""
-    for key, value in d.items():
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, (int, float)):
-            low, high = FIELD_RANGES.get(key, (0, 1_000_000))
-            if not low <= value <= high:  # int vs float compares exactly, without overflow; NaN fails it too
-                raise ValueError(f"{name} field {key!r} must be in {low:g}..{high:g}, got {str(value)[:40]}")
-        elif isinstance(value, str) and len(value) > MAX_CONFIG_TEXT:
-            raise ValueError(f"{name} field {key!r} is {len(value)} characters long, over {MAX_CONFIG_TEXT}")
-        elif isinstance(value, list):
-            if len(value) > MAX_CONFIG_LIST:
-                raise ValueError(f"{name} field {key!r} has {len(value)} entries, over {MAX_CONFIG_LIST}")
-            bad = next((v for v in value if not isinstance(v, str) or len(v) > MAX_CONFIG_TEXT), None)
-            if bad is not None:
-                raise ValueError(f"{name} field {key!r} must hold strings of up to {MAX_CONFIG_TEXT} characters, got "
-                                 f"{str(bad)[:40]!r}")
+def read_config_json(path: str | Path) -> dict:
+    """A config.json's object; ValueError naming the file and the fix when it cannot be one."""
+    try:
+        d = json.loads(Path(path).read_text(encoding="utf-8"))
+    except RecursionError:
+        raise ValueError(f"model config {path} is nested too deeply to be a config {_FIX}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as err:  # JSONDecodeError, and 4,300+ digit integers
+        raise ValueError(f"cannot read model config {path}: {str(err)[:200]} {_FIX}") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"model config {path} must be a JSON object")
+    return d
 
 
 @dataclass
@@ -67,6 +42,10 @@ class AutoraterConfig:
     """What every architecture has. Saved as ``config.json`` in a model folder, with ``architecture``."""
 
     architecture: ClassVar[str] = ""  # the registry's name (autorater/models/__init__.py)
+    # The range of every number field: a config.json whose value is outside it is refused on loading, naming the
+    # field, before a model is built from it (``image_size`` 1e9 would otherwise allocate; 0 would crash deep
+    # inside). A number field not listed must lie in 0..1e6. Subclasses add their own fields' ranges.
+    ranges: ClassVar[dict[str, tuple[float, float]]] = {"image_size": (16, 1024), "num_frames": (1, 1024)}
     image_size: int = 112  # frames are decoded at image_size x image_size
     num_frames: int = 72  # sampled uniformly over the video; a shorter clip pads (the events models skip repeats)
     use_instruction: bool = True  # False = the instruction-blind baseline
@@ -79,32 +58,58 @@ class AutoraterConfig:
         return {"architecture": self.architecture, **dataclasses.asdict(self)}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "AutoraterConfig":
-        """Build from a dict; the class comes from ``architecture`` (on ``AutoraterConfig`` itself; a subclass
-        insists on its own). Unknown keys, wrong types and values out of their range (``FIELD_RANGES``) are errors
-        naming the field; missing keys take today's default."""
-        from autorater.models import config_class, upgrade
+    def upgrade(cls, d: dict) -> dict:
+        """A saved dict of this architecture in today's terms (the fields added since, at the values that reproduce
+        the folders of before). Nothing by default."""
+        return d
 
-        d = upgrade(d)
-        target = config_class(d["architecture"])
-        if cls is not AutoraterConfig and target is not cls:
+    @classmethod
+    def from_dict(cls, d: dict) -> "AutoraterConfig":
+        """Build this class from a dict (``architecture``, when present, must be this class's). Unknown keys, wrong
+        types and values out of their range (``ranges``) are errors naming the field; missing keys take today's
+        default (after ``upgrade``)."""
+        if not cls.architecture:
+            raise TypeError("AutoraterConfig is the base of the architectures' configs: build one with "
+                            "autorater.models.AutoConfig.from_dict (it reads 'architecture')")
+        if d.get("architecture", cls.architecture) != cls.architecture:
             raise ValueError(f"a {cls.__name__} cannot hold architecture {d['architecture']!r}")
-        names = {f.name for f in dataclasses.fields(target)}
-        unknown = set(d) - names - {"architecture"}
-        if unknown - SHARED_CONFIG_FIELDS:
-            raise ValueError(f"unknown {target.__name__} field(s) {sorted(unknown - SHARED_CONFIG_FIELDS)}; "
-                             f"known: {sorted(names)}")
-        d = {k: v for k, v in d.items() if k in names}  # the shared config's other fields: never read here
-        defaults = target()
+        d = {k: v for k, v in cls.upgrade(d).items() if k != "architecture"}
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"unknown {cls.__name__} field(s) {sorted(unknown)}; known: {sorted(names)}")
+        defaults = cls()
         for key, value in d.items():
             want = type(getattr(defaults, key))
             ok = isinstance(value, want) and not (want is not bool and isinstance(value, bool))
             if want is float and isinstance(value, int) and not isinstance(value, bool):
                 ok = True
             if not ok:
-                raise ValueError(f"{target.__name__} field {key!r} must be {want.__name__}, got {str(value)[:60]!r}")
-        _check_ranges(target.__name__, d)
-        return target(**d)
+                raise ValueError(f"{cls.__name__} field {key!r} must be {want.__name__}, got {str(value)[:60]!r}")
+        cls._check_ranges(d)
+        return cls(**d)
+
+    @classmethod
+    def _check_ranges(cls, d: dict) -> None:
+        """ValueError naming the field of ``d`` whose value is out of its range."""
+        for key, value in d.items():
+            if isinstance(value, bool):
+                continue
+            if isinstance(value, (int, float)):
+                low, high = cls.ranges.get(key, (0, 1_000_000))
+                if not low <= value <= high:  # int vs float compares exactly, without overflow; NaN fails it too
+                    raise ValueError(f"{cls.__name__} field {key!r} must be in {low:g}..{high:g}, got "
+                                     f"{str(value)[:40]}")
+            elif isinstance(value, str) and len(value) > MAX_CONFIG_TEXT:
+                raise ValueError(f"{cls.__name__} field {key!r} is {len(value)} characters long, over "
+                                 f"{MAX_CONFIG_TEXT}")
+            elif isinstance(value, list):
+                if len(value) > MAX_CONFIG_LIST:
+                    raise ValueError(f"{cls.__name__} field {key!r} has {len(value)} entries, over {MAX_CONFIG_LIST}")
+                bad = next((v for v in value if not isinstance(v, str) or len(v) > MAX_CONFIG_TEXT), None)
+                if bad is not None:
+                    raise ValueError(f"{cls.__name__} field {key!r} must hold strings of up to {MAX_CONFIG_TEXT} "
+                                     f"characters, got {str(bad)[:40]!r}")
 
     def save(self, path: str | Path) -> None:
         from data.files import write_text_atomic
@@ -113,17 +118,8 @@ class AutoraterConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> "AutoraterConfig":
-        try:
-            d = json.loads(Path(path).read_text(encoding="utf-8"))
-        except RecursionError:
-            raise ValueError(f"model config {path} is nested too deeply to be a config (fix: restore config.json "
-                             f"from the model folder you saved)") from None
-        except (OSError, UnicodeDecodeError, ValueError) as err:  # JSONDecodeError, and 4,300+ digit integers
-            raise ValueError(f"cannot read model config {path}: {str(err)[:200]} (fix: restore config.json from the "
-                             f"model folder you saved)") from None
-        if not isinstance(d, dict):
-            raise ValueError(f"model config {path} must be a JSON object")
-        return cls.from_dict(d)
+        """This class from a config.json (``AutoConfig.load``: the class the file names)."""
+        return cls.from_dict(read_config_json(path))
 
     def replace(self, **changes) -> "AutoraterConfig":
         return dataclasses.replace(self, **changes)
@@ -156,4 +152,4 @@ def encoder_feature_key(config, frozen: bool) -> str | None:
     return None
 
 
-__all__ = ["FIELD_RANGES", "AutoraterConfig", "SHARED_CONFIG_FIELDS", "encoder_feature_key"]
+__all__ = ["AutoraterConfig", "encoder_feature_key", "read_config_json"]

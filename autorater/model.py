@@ -1,16 +1,16 @@
 """The Autorater base: frames + instruction -> P(success), the marker time, the failure mode; model folders.
 
-``Autorater(config)`` builds the architecture its config names (the registry, ``autorater/models/``):
+``AutoModel.from_config(config)`` builds the architecture its config names (the registry, ``autorater/models/``):
 ``general`` (the default), ``events`` (the BabyAI grid recipe) or ``transformer``. Every architecture
 takes the same inputs and returns the same :class:`AutoraterOutput`; this module holds what they share:
 the output and target types, marker decoding, and the model folder (``config.json`` + ``model.safetensors``,
 no pickle), checked before anything large is allocated.
 
 Example:
-    >>> from autorater.models import PRESETS
-    >>> model = Autorater(PRESETS["tiny"].replace(vocab=["go", "to", "the", "red", "ball"]))
+    >>> from autorater.models import PRESETS, AutoModel
+    >>> model = AutoModel.from_config(PRESETS["tiny"].replace(vocab=["go", "to", "the", "red", "ball"]))
     >>> type(model).__name__
-    'EventsRater'
+    'EventsModel'
     >>> frames = torch.zeros(2, 8, 32, 32, 3, dtype=torch.uint8)
     >>> times = torch.arange(8).float().repeat(2, 1) / 8
     >>> out = model(frames=frames, times_s=times, takeover_s=torch.zeros(2),
@@ -97,20 +97,19 @@ class Targets:
 
 
 class Autorater(nn.Module):
-    """A video-language autorater. ``save_pretrained`` / ``from_pretrained`` round-trip a model folder.
+    """A video-language autorater, the base of every architecture. ``save_pretrained`` / ``from_pretrained``
+    round-trip a model folder.
 
-    ``Autorater(config)`` returns the registered class of ``config``'s architecture; a subclass builds its
-    parts in ``__init__`` and rates clips in :meth:`rate`.
+    A subclass (``autorater/models/``) names its ``config_class``, builds its parts in ``__init__`` and rates
+    encoded clips in :meth:`forward_head`. ``autorater.models.AutoModel`` builds or loads the class a config names.
     """
 
-    def __new__(cls, config: AutoraterConfig, *args, **kwargs):
-        if cls is Autorater:
-            from autorater.models import model_class
-
-            cls = model_class(config)
-        return super().__new__(cls)
+    config_class: type[AutoraterConfig] | None = None  # the architecture's config (set by each subclass)
 
     def __init__(self, config: AutoraterConfig):
+        if self.config_class is None or type(config) is not self.config_class:
+            raise TypeError(f"{type(self).__name__} takes a {getattr(self.config_class, '__name__', 'concrete')} "
+                            f"config, got {type(config).__name__} (fix: autorater.models.AutoModel.from_config)")
         super().__init__()
         self.config = config
         self.frame_encoder = create_frame_encoder(config)
@@ -151,14 +150,15 @@ class Autorater(nn.Module):
         if targets is not None:
             targets = dataclasses.replace(targets, **{f.name: getattr(targets, f.name).to(device)
                                                       for f in dataclasses.fields(targets) if f.name != "weights"})
-        return self.rate(features, times_s, takeover_s, instructions, targets)
+        return self.forward_head(features, times_s, takeover_s, instructions, targets)
 
     @property
     def device(self) -> torch.device:
         """Where the model's weights are (``model.to(resolve_device("auto"))`` puts it on a GPU when present)."""
         return module_device(self)
 
-    def rate(self, features: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor, instructions: list[str],
+    def forward_head(self, features: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor,
+                     instructions: list[str],
              targets: Targets | None = None) -> AutoraterOutput:
         raise NotImplementedError
 
@@ -230,8 +230,10 @@ class Autorater(nn.Module):
         return path
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, allow_unverified: bool = False) -> "Autorater":
-        """Load a model folder. Reads JSON and safetensors only: loading can never run code.
+    def from_pretrained(cls, path: str | Path, allow_unverified: bool = False,
+                        config: AutoraterConfig | None = None) -> "Autorater":
+        """Load a model folder of this architecture (``AutoModel.from_pretrained``: of the one its config.json
+        names; ``config``: that config, already read). Reads JSON and safetensors only: loading can never run code.
 
         Checked before anything large is allocated: the config (every value in its range), and the tensor shapes of
         the safetensors header against a model built on the meta device (no memory). Then the weights' checksum,
@@ -245,17 +247,21 @@ class Autorater(nn.Module):
         path = cls.check_folder(path)
         weights = path / "model.safetensors"
         restore = "(fix: the file is damaged; restore it from the MLflow artifact or retrain)"
-        try:
-            config = AutoraterConfig.load(path / "config.json")
-        except ValueError as err:  # an unknown field, a wrong type or an unknown encoder: name the file
-            msg = str(err)
-            raise ValueError(msg if str(path / "config.json") in msg else f"{path / 'config.json'}: {msg} (fix: "
-                             f"restore the config.json saved with this model)") from None
+        if cls.config_class is None:
+            raise TypeError("Autorater is the base of the architectures: load a folder with "
+                            "autorater.models.AutoModel.from_pretrained (it reads the folder's architecture)")
+        if config is None:
+            try:
+                config = cls.config_class.load(path / "config.json")
+            except ValueError as err:  # an unknown field, a wrong type or another architecture: name the file
+                msg = str(err)
+                raise ValueError(msg if str(path / "config.json") in msg else f"{path / 'config.json'}: {msg} (fix: "
+                                 f"restore the config.json saved with this model)") from None
         try:
             header, meta = read_safetensors_header(weights)
         except (SafetensorError, OSError, ValueError) as err:
             raise ValueError(f"cannot read {weights}: {err} {restore}") from None
-        planned = _planned_shapes(config, path)
+        planned = _planned_shapes(cls, config, path)
         if planned is not None:
             _compare_shapes(planned, header, weights)
         model = cls(config)
@@ -308,7 +314,7 @@ def read_safetensors_header(path: str | Path) -> tuple[dict[str, tuple], dict[st
         return shapes, dict(f.metadata() or {})
 
 
-def _planned_shapes(config: AutoraterConfig, path: Path) -> dict[str, tuple] | None:
+def _planned_shapes(cls: type, config: AutoraterConfig, path: Path) -> dict[str, tuple] | None:
     """The trainable tensors' shapes of a model built from ``config`` on the meta device (no memory); None where a
     part cannot be built there (pretrained encoders load their weights; then the shapes are compared after the
     model is built)."""
@@ -317,7 +323,7 @@ def _planned_shapes(config: AutoraterConfig, path: Path) -> dict[str, tuple] | N
     try:
         with warnings.catch_warnings(), torch.device("meta"):
             warnings.simplefilter("ignore")
-            planned = Autorater(config)
+            planned = cls(config)
     except ValueError as err:
         raise ValueError(f"{path / 'config.json'}: {err} "
                          "(fix: restore the config.json saved with this model)") from None

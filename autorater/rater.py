@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from autorater.model import Autorater, check_calibration_file, resolve_device
+from autorater.models import AutoModel
 from autorater.predict import ClipInput, calibrate_outputs, load_clip, predict_batch
 from data.files import write_text_atomic
 from data.suite import Suite
@@ -154,7 +155,7 @@ class Rater:
         present, else the CPU). ``allow_unverified``: accept weights without a checksum (see
         ``Autorater.from_pretrained``)."""
         folder = Autorater.check_folder(folder)
-        model = Autorater.from_pretrained(folder, allow_unverified=allow_unverified).to(resolve_device(device))
+        model = AutoModel.from_pretrained(folder, allow_unverified=allow_unverified).to(resolve_device(device))
         return cls(model, read_calibration(folder) if calibrated else {}, model_name(folder), folder)
 
     @property

@@ -32,6 +32,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from autorater.models import AutoModel
+
 
 class Probe(nn.Module):
     """Own-vs-other instruction from a few frames: a position-aware frame embedding against the words.
@@ -89,7 +91,6 @@ def negatives(instructions: list[str], categories: list[str], rng: np.random.Gen
 
 def main(argv: list[str] | None = None) -> int:
     from autorater.encoders import BagOfWords, tokenize_words
-    from autorater.model import Autorater
     from autorater.models import PRESETS
     from data.splits import split_groups
     from data.suite import Suite
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     ex = build_examples([suite])
     cfg = PRESETS["babyai-grid"].replace(pixel_cells=args.pixel_cells, image_size=args.image_size,
                                          num_frames=args.num_frames)
-    encoder_model = Autorater(cfg)
+    encoder_model = AutoModel.from_config(cfg)
     clips = FeatureCache(args.cache_dir or root.parent / "cache").load(encoder_model, ex.video_paths, progress=True)
     marker_s = np.array(ex.marker_s, dtype=float)
     if args.marker == "truth":  # the simulator's event time: the ceiling, given exactly where to look
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.marker != "human":  # where a trained model says the outcome is seen
         from training.baselines import predict_cached
 
-        model = Autorater.from_pretrained(args.marker)
+        model = AutoModel.from_pretrained(args.marker)
         predicted = {r["continuation_id"]: r.get("marker_s", np.nan) for r in
                      predict_cached(model, suite, str(args.cache_dir or root.parent / "cache"))}
         marker_s = np.array([predicted.get(c, np.nan) for c in ex.continuation_ids], dtype=float)

@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from autorater.model import Autorater
-from autorater.models import PRESETS
+from autorater.models import PRESETS, AutoModel
 from calibration import CalibrationRecord
 from data.suite import Annotation, Suite
 from serving.labelstudio import annotations_to_export, marker_region
@@ -23,7 +22,7 @@ def make_hardening_env(root: Path) -> dict:
     media = root / "media"
     suite = tiny_suite(media / "suite")
     torch.manual_seed(0)
-    model_dir = Autorater(PRESETS["tiny"]).save_pretrained(root / "model")
+    model_dir = AutoModel.from_config(PRESETS["tiny"]).save_pretrained(root / "model")
     CalibrationRecord(temperature=1.0, target_agreement=0.95, confidence=0.9, t_success=0.5, t_fail=0.5, bound=0.951,
                       expected_coverage=0.5, n_references=300, feasible=True, reference_suite="tiny",
                       reference_suite_version="v1", score_quantiles=np.linspace(-2, 2, 101).tolist(),

@@ -13,8 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from autorater.model import Autorater
-from autorater.models import PRESETS
+from autorater.models import PRESETS, AutoModel
 from autorater.rater import Rater
 from calibration import CalibrationRecord
 from data.generate import generate_suite
@@ -39,7 +38,7 @@ def make_env(root: Path, scenarios: int = 6, per_scenario: int = 6) -> dict:
                                version="v2", workers=1, image_size=64)
     suite = Suite.load(suite_dir)
     torch.manual_seed(0)
-    model = Autorater(PRESETS["tiny"])
+    model = AutoModel.from_config(PRESETS["tiny"])
     model_dir = model.save_pretrained(root / "model")
     p = np.array([r["p_success"] for r in Rater(model).rate_suite(suite)])
     confidence = np.maximum(p, 1 - p)

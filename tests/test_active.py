@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from autorater import cli
+from autorater.models import AutoModel
 from data.suite import Annotation, Suite
 from model_suites import fresh_tracking_uri, learnable_suite, one_thread
 from serving.active import acquisition_scores, class_balanced_top, diverse_top, run_round, select, unlabelled
@@ -170,14 +171,13 @@ def test_cli_round_prints_the_comparison(env, tmp_path, capsys):
 def test_a_better_challenger_is_promoted(env, tmp_path):
     import shutil
 
-    from autorater.model import Autorater
     from autorater.models import PRESETS
     from autorater.registry import mlflow_client
 
     pool_dir = tmp_path / "pool"
     shutil.copytree(env["pool"].root, pool_dir)
     torch.manual_seed(0)
-    weak = Autorater(PRESETS["tiny"]).save_pretrained(tmp_path / "weak")  # an untrained champion
+    weak = AutoModel.from_config(PRESETS["tiny"]).save_pretrained(tmp_path / "weak")  # an untrained champion
     pool = Suite.load(pool_dir)
     tasks = [{"data": {"continuation_id": c, "fps": 8.0, "frames": 8}} for c in unlabelled(pool)]
     export = tmp_path / "export.json"

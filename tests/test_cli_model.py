@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from autorater import cli
-from autorater.model import Autorater
+from autorater.models import AutoModel
 from data.suite import Suite
 from model_suites import learnable_suite, one_thread
 from tiny_suites import read_lines
@@ -46,7 +46,7 @@ def env(tmp_path_factory):
 def test_train_writes_a_model_folder_from_the_config_file(env, capsys):
     model = env["model"]
     assert {p.name for p in model.iterdir()} == {"config.json", "model.safetensors", "metadata.json"}
-    loaded = Autorater.from_pretrained(model)
+    loaded = AutoModel.from_pretrained(model)
     assert loaded.config.encoder == "pixels" and loaded.config.text_encoder == "bow"  # the tiny preset
     meta = json.loads((model / "metadata.json").read_text())
     assert meta["train_config"]["epochs"] == 2 and meta["train_config"]["cache_dir"] == str(env["cache"])

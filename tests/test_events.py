@@ -4,11 +4,16 @@ import numpy as np
 import pytest
 import torch
 
-from autorater.config import AutoraterConfig
 from autorater.encoders import PixelCells
-from autorater.events import WINDOW_S, HalvesBagOfWords, SentenceText, active_frames, event_losses, first_events
-from autorater.model import Autorater
-from autorater.models import PRESETS
+from autorater.models import PRESETS, AutoConfig, AutoModel
+from autorater.models.events.head import (
+    WINDOW_S,
+    HalvesBagOfWords,
+    SentenceText,
+    active_frames,
+    event_losses,
+    first_events,
+)
 
 
 def _random_chain(seed=0, b=4, t=10, classes=3):
@@ -131,29 +136,29 @@ def test_the_place_prior_centres_on_the_cell_that_changes_at_the_marker():
 def test_an_old_transformer_folder_without_the_architecture_field_loads_as_a_transformer(tmp_path):
     import json
 
-    model = Autorater(PRESETS["tiny_transformer"])
+    model = AutoModel.from_config(PRESETS["tiny_transformer"])
     model.save_pretrained(tmp_path / "m")
     cfg = json.loads((tmp_path / "m" / "config.json").read_text())
     for key in ("architecture", "grid_size"):
         del cfg[key]
     (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
-    assert Autorater.from_pretrained(tmp_path / "m").config.architecture == "transformer"
+    assert AutoModel.from_pretrained(tmp_path / "m").config.architecture == "transformer"
 
 
 def test_an_unknown_architecture_is_refused_with_the_known_ones():
     with pytest.raises(ValueError, match="known: general, events, transformer"):
-        AutoraterConfig.from_dict({**PRESETS["tiny"].to_dict(), "architecture": "lstm"})
+        AutoConfig.from_dict({**PRESETS["tiny"].to_dict(), "architecture": "lstm"})
 
 
 def test_an_events_folder_from_before_place_inputs_loads_as_it_was_trained(tmp_path):
     import json
 
-    model = Autorater(PRESETS["tiny"].replace(place_inputs=False))
+    model = AutoModel.from_config(PRESETS["tiny"].replace(place_inputs=False))
     model.save_pretrained(tmp_path / "m")
     cfg = json.loads((tmp_path / "m" / "config.json").read_text())
     del cfg["place_inputs"]
     (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
-    assert Autorater.from_pretrained(tmp_path / "m").config.place_inputs is False
+    assert AutoModel.from_pretrained(tmp_path / "m").config.place_inputs is False
 
 
 def _batch(seed=0, b=3, t=8, size=32):
@@ -167,9 +172,9 @@ def _batch(seed=0, b=3, t=8, size=32):
 def test_an_ensemble_is_the_mixture_of_its_members():
     torch.manual_seed(0)
     vocab = ["go", "to", "the", "red", "ball", "pick", "up", "a", "key", "open", "blue", "door"]
-    ensemble = Autorater(PRESETS["tiny"].replace(members=3, vocab=vocab)).eval()
+    ensemble = AutoModel.from_config(PRESETS["tiny"].replace(members=3, vocab=vocab)).eval()
     assert len(ensemble.event_heads) == 3
-    single = Autorater(PRESETS["tiny"].replace(vocab=vocab)).eval()
+    single = AutoModel.from_config(PRESETS["tiny"].replace(vocab=vocab)).eval()
     batch = _batch()
     with torch.no_grad():
         out = ensemble(**batch)
@@ -187,16 +192,16 @@ def test_an_ensemble_is_the_mixture_of_its_members():
 
 
 def test_an_ensemble_folder_round_trips_and_a_single_head_keeps_its_weight_names(tmp_path):
-    ensemble = Autorater(PRESETS["tiny"].replace(members=2))
+    ensemble = AutoModel.from_config(PRESETS["tiny"].replace(members=2))
     ensemble.save_pretrained(tmp_path / "e")
-    loaded = Autorater.from_pretrained(tmp_path / "e")
+    loaded = AutoModel.from_pretrained(tmp_path / "e")
     assert loaded.config.members == 2
     for key, value in ensemble.state_dict().items():
         assert torch.equal(value, loaded.state_dict()[key])
     assert any(k.startswith("events.1.") for k in ensemble.state_dict())
-    assert all(not k.startswith("events.0.") for k in Autorater(PRESETS["tiny"]).state_dict())
+    assert all(not k.startswith("events.0.") for k in AutoModel.from_config(PRESETS["tiny"]).state_dict())
     with pytest.raises(ValueError, match="members"):
-        Autorater(PRESETS["tiny"].replace(members=0))
+        AutoModel.from_config(PRESETS["tiny"].replace(members=0))
 
 
 def test_pretrained_sentence_vectors_need_no_vocabulary_and_put_paraphrases_together():
@@ -211,7 +216,7 @@ def test_pretrained_sentence_vectors_need_no_vocabulary_and_put_paraphrases_toge
 def test_an_events_model_reading_minilm_round_trips_without_storing_minilm(tmp_path):
     from safetensors import safe_open
 
-    model = Autorater(PRESETS["tiny"].replace(text_encoder="minilm")).eval()
+    model = AutoModel.from_config(PRESETS["tiny"].replace(text_encoder="minilm")).eval()
     assert isinstance(model.events.words, SentenceText) and model.config.vocab == []
     batch = _batch()
     with torch.no_grad():
@@ -219,6 +224,6 @@ def test_an_events_model_reading_minilm_round_trips_without_storing_minilm(tmp_p
     model.save_pretrained(tmp_path / "m")
     with safe_open(tmp_path / "m" / "model.safetensors", "pt") as f:
         assert not any("words" in k or "minilm" in k.lower() for k in f.keys())
-    loaded = Autorater.from_pretrained(tmp_path / "m").eval()
+    loaded = AutoModel.from_pretrained(tmp_path / "m").eval()
     with torch.no_grad():
         assert torch.allclose(torch.sigmoid(loaded(**batch).success_logit), before, atol=1e-6)

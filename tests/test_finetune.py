@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from autorater import Autorater
 from autorater.encoders import create_frame_encoder
 from autorater.model import read_frames, read_safetensors_header
-from autorater.models import PRESETS
+from autorater.models import PRESETS, AutoModel
 from model_suites import camera_suite, one_thread
 from training.batches import TrainingData, make_batch, shared_video_groups
 from training.cache import CachedClips
@@ -58,7 +57,7 @@ def test_a_fine_tuned_folder_keeps_the_top_and_rebuilds_the_bottom_from_its_pack
     shapes, _ = read_safetensors_header(folder / "model.safetensors")
     assert any(k.startswith("frame_encoder.top.") for k in shapes)
     assert not any(k.startswith("frame_encoder.bottom.") for k in shapes)
-    loaded, model = Autorater.from_pretrained(folder), fine_tuned["result"].model.eval()
+    loaded, model = AutoModel.from_pretrained(folder), fine_tuned["result"].model.eval()
     frames = torch.randint(0, 255, (2, 8, 64, 64, 3), dtype=torch.uint8)
     x = {"times_s": torch.arange(8.0).repeat(2, 1) / 8, "takeover_s": torch.tensor([0.0, 0.25]),
          "instructions": ["a red block should appear", "a blue block should appear"]}
@@ -86,13 +85,13 @@ def test_the_top_reads_only_the_frames_from_the_takeover_on():
 
 
 def test_an_old_general_folder_loads_frozen_and_without_the_reference_frame(tmp_path):
-    model = Autorater(PRESETS["tiny-general"].replace(failure_modes=["timeout"]))
+    model = AutoModel.from_config(PRESETS["tiny-general"].replace(failure_modes=["timeout"]))
     model.save_pretrained(tmp_path / "m")
     config = json.loads((tmp_path / "m" / "config.json").read_text())
     for key in ("trainable_blocks", "reference_frame"):  # written before these fields existed
         del config[key]
     (tmp_path / "m" / "config.json").write_text(json.dumps(config))
-    loaded = Autorater.from_pretrained(tmp_path / "m")
+    loaded = AutoModel.from_pretrained(tmp_path / "m")
     assert loaded.config.trainable_blocks == 0 and loaded.config.reference_frame is False
 
 

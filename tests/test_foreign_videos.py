@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from autorater import Autorater, cli
-from autorater.models import PRESETS
+from autorater import cli
+from autorater.models import PRESETS, AutoModel
 from data.example import encode_video
 from data.importing import import_table, probe_video
 from data.video import VideoError, read_video
@@ -156,7 +156,7 @@ def test_every_foreign_file_imports_and_is_rated(foreign, tmp_path, monkeypatch)
     assert report.ok and report.imported == len(PYAV) and not report.problems
     assert [w.line for w in report.warnings] == [list(PYAV).index("vfr.mp4") + 2]
     torch.manual_seed(0)
-    model = Autorater(PRESETS["tiny-general"]).save_pretrained(tmp_path / "model")
+    model = AutoModel.from_config(PRESETS["tiny-general"]).save_pretrained(tmp_path / "model")
     out = tmp_path / "predictions.jsonl"
     monkeypatch.setattr(cli, "_threads", lambda: None)
     before = one_thread()

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from autorater import Autorater, cli
-from autorater.models import DEFAULT_PRESET, PRESETS, GeneralConfig
+from autorater import cli
+from autorater.models import DEFAULT_PRESET, PRESETS, AutoModel, GeneralConfig
 from data.video import read_video
 from model_suites import CAMERA_SHAPE, camera_suite, one_thread, trained_by_cli
 from tiny_suites import read_lines
@@ -56,7 +56,7 @@ def test_train_with_no_config_trains_the_general_model_and_predict_rates_every_v
 
 
 def test_the_general_model_reads_the_instruction_in_words_it_never_saw(trained):
-    model = Autorater.from_pretrained(trained["model"])
+    model = AutoModel.from_pretrained(trained["model"])
     suite = trained["suite"]
     cid = suite.continuation_ids()[0]
     clip = read_video(suite.video_path(cid), **model.config.decode_args())
@@ -76,8 +76,8 @@ def test_the_general_model_folder_round_trips_without_the_pretrained_encoders(tr
     shapes, _ = read_safetensors_header(trained["model"] / "model.safetensors")
     assert not any(k.startswith("frame_encoder.") for k in shapes)  # lite0 comes from its package
     assert not any("words" in k for k in shapes)  # so does MiniLM
-    model = Autorater.from_pretrained(trained["model"])
-    assert type(model).__name__ == "GeneralRater" and model.grid_size() == (16, 16)
+    model = AutoModel.from_pretrained(trained["model"])
+    assert type(model).__name__ == "GeneralModel" and model.grid_size() == (16, 16)
 
 
 def test_the_general_model_learns_which_colour_the_words_name(tmp_path):
@@ -119,7 +119,8 @@ def test_a_model_rates_on_the_device_it_is_on_and_answers_on_the_cpu():
     from autorater.model import resolve_device
     from autorater.predict import predict_batch
 
-    model = Autorater(PRESETS["tiny"].replace(vocab=["red"], failure_modes=["timeout"])).to(resolve_device("auto"))
+    config = PRESETS["tiny"].replace(vocab=["red"], failure_modes=["timeout"])
+    model = AutoModel.from_config(config).to(resolve_device("auto"))
     frames = torch.zeros(2, 8, 32, 32, 3, dtype=torch.uint8)
     out = predict_batch(model, frames=frames, times_s=torch.arange(8.0).repeat(2, 1) / 8, durations_s=[1.0, 1.0],
                         takeovers_s=[0.0, 0.0], instructions=["red", "blue"])

@@ -17,9 +17,8 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from autorater.config import AutoraterConfig
 from autorater.model import Autorater, AutoraterOutput, Targets
-from autorater.models import PRESETS
+from autorater.models import PRESETS, AutoConfig, AutoModel
 from autorater.rater import Predictions
 from model_suites import GROUNDINGS, grounding_id, one_thread, tiny_preset
 
@@ -38,7 +37,7 @@ def one_torch_thread():
 def tiny_model(seed: int = 0, **changes) -> Autorater:
     """A tiny model whose every parameter (zeros at init included) is moved off its initial value."""
     torch.manual_seed(seed)
-    model = Autorater(tiny_preset(changes).replace(vocab=VOCAB, failure_modes=MODES))
+    model = AutoModel.from_config(tiny_preset(changes).replace(vocab=VOCAB, failure_modes=MODES))
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in model.parameters():
@@ -185,7 +184,7 @@ def test_save_then_load_gives_identical_predictions(tmp_path, grounding):
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["config.json", "metadata.json",
                                                                    "model.safetensors"]
     assert json.loads((tmp_path / "m" / "metadata.json").read_text()) == meta
-    loaded = Autorater.from_pretrained(tmp_path / "m")
+    loaded = AutoModel.from_pretrained(tmp_path / "m")
     assert not loaded.training and loaded.config == model.config
     x = inputs()
     with torch.no_grad():
@@ -205,7 +204,7 @@ def test_loading_never_unpickles(tmp_path, monkeypatch):
 
     for owner, name in ((pickle, "load"), (pickle, "loads"), (torch, "load"), (torch.serialization, "load")):
         monkeypatch.setattr(owner, name, forbidden(f"{owner.__name__}.{name}"))
-    Autorater.from_pretrained(tmp_path / "m")
+    AutoModel.from_pretrained(tmp_path / "m")
     assert calls == []
 
 
@@ -216,7 +215,7 @@ def test_a_truncated_safetensors_file_is_a_clear_error(tmp_path, keep):
     data = path.read_bytes()
     path.write_bytes(data[: int(len(data) * keep) if isinstance(keep, float) else keep])
     with pytest.raises(ValueError, match="model.safetensors") as err:
-        Autorater.from_pretrained(tmp_path / "m")
+        AutoModel.from_pretrained(tmp_path / "m")
     assert str(path) in str(err.value)
 
 
@@ -234,7 +233,7 @@ def test_a_tensor_that_does_not_fit_the_config_is_a_clear_error(tmp_path, change
         state["surprise.weight"] = torch.zeros(2)
     save_file(state, str(path))
     with pytest.raises(ValueError, match=f"{key}|surprise.weight") as err:
-        Autorater.from_pretrained(tmp_path / "m")
+        AutoModel.from_pretrained(tmp_path / "m")
     assert str(path) in str(err.value)
 
 
@@ -259,7 +258,7 @@ def test_a_tampered_config_is_a_clear_error_naming_the_file(tmp_path, edit):
     tiny_model().save_pretrained(tmp_path / "m")
     path = _edit_config(tmp_path / "m", edit)
     with pytest.raises(ValueError) as err:
-        Autorater.from_pretrained(tmp_path / "m")
+        AutoModel.from_pretrained(tmp_path / "m")
     assert str(path) in str(err.value)
 
 
@@ -270,7 +269,7 @@ def test_an_unreadable_config_is_a_clear_error_naming_the_file(tmp_path, text):
     path = tmp_path / "m" / "config.json"
     path.write_bytes(text.encode("latin-1"))
     with pytest.raises(ValueError) as err:
-        Autorater.from_pretrained(tmp_path / "m")
+        AutoModel.from_pretrained(tmp_path / "m")
     assert str(path) in str(err.value)
 
 
@@ -279,7 +278,7 @@ def test_a_folder_without_its_files_is_not_a_model_folder(tmp_path, missing):
     tiny_model().save_pretrained(tmp_path / "m")
     (tmp_path / "m" / missing).unlink()
     with pytest.raises(FileNotFoundError, match="config.json and model.safetensors") as err:
-        Autorater.from_pretrained(tmp_path / "m")
+        AutoModel.from_pretrained(tmp_path / "m")
     assert str(tmp_path / "m") in str(err.value)
 
 
@@ -291,14 +290,14 @@ def test_from_dict_fills_defaults_for_missing_keys():
     dropped = ["mirror_tta", "members", "failure_modes", "use_instruction", "encoder_stage", "max_text_tokens"]
     for key in dropped:
         del old[key]
-    cfg = AutoraterConfig.from_dict(old)
+    cfg = AutoConfig.from_dict(old)
     for key in dropped:
         assert getattr(cfg, key) == getattr(defaults, key), key
     assert all(getattr(cfg, k) == v for k, v in old.items())
-    assert AutoraterConfig.from_dict({}) == TransformerConfig()  # no architecture: the first design's folders
-    assert AutoraterConfig.from_dict(tiny.to_dict()) == tiny
+    assert AutoConfig.from_dict({}) == TransformerConfig()  # no architecture: the first design's folders
+    assert AutoConfig.from_dict(tiny.to_dict()) == tiny
     for preset in PRESETS.values():
-        assert AutoraterConfig.from_dict(preset.to_dict()) == preset
+        assert AutoConfig.from_dict(preset.to_dict()) == preset
 
 
 def test_each_architecture_has_only_its_own_fields():
@@ -316,8 +315,8 @@ def test_a_folder_of_the_shared_config_loads_as_its_architecture(tmp_path):
     model = tiny_model()
     model.save_pretrained(tmp_path / "m")
     _edit_config(tmp_path / "m", lambda d: d.update(hidden_size=128, num_layers=2, marker_head="distribution"))
-    loaded = Autorater.from_pretrained(tmp_path / "m")
-    assert type(loaded).__name__ == "EventsRater" and not hasattr(loaded.config, "hidden_size")
+    loaded = AutoModel.from_pretrained(tmp_path / "m")
+    assert type(loaded).__name__ == "EventsModel" and not hasattr(loaded.config, "hidden_size")
     with torch.no_grad():
         assert outputs_equal(model(**inputs()), loaded(**inputs()))
 
@@ -327,7 +326,7 @@ def test_an_old_folder_without_newer_config_fields_still_loads(tmp_path):
     model.save_pretrained(tmp_path / "m")
     # Fields added after this folder was written, whose defaults are what the model was trained with.
     _edit_config(tmp_path / "m", lambda d: [d.pop(k) for k in ("mirror_tta", "encoder_stage", "use_instruction")])
-    loaded = Autorater.from_pretrained(tmp_path / "m")
+    loaded = AutoModel.from_pretrained(tmp_path / "m")
     with torch.no_grad():
         assert outputs_equal(model(**inputs()), loaded(**inputs()))
 
@@ -405,7 +404,7 @@ def test_base_preset_encoders_load_offline_and_round_trip(tmp_path, monkeypatch)
     monkeypatch.setattr(socket.socket, "connect", no_network)
     monkeypatch.setattr(socket, "create_connection", no_network)
     torch.manual_seed(0)
-    model = Autorater(PRESETS["transformer"]).eval()
+    model = AutoModel.from_config(PRESETS["transformer"]).eval()
     frames = torch.randint(0, 256, (1, 2, 128, 128, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
     x = {"frames": frames, "times_s": torch.tensor([[0.0, 0.5]]), "takeover_s": torch.zeros(1),
          "instructions": ["go to the red ball"]}
@@ -426,7 +425,7 @@ def test_base_preset_encoders_load_offline_and_round_trip(tmp_path, monkeypatch)
     stored = load_file(str(tmp_path / "m" / "model.safetensors"))
     assert not any(k.startswith(("frame_encoder.", "text_encoder.")) for k in stored)  # rebuilt from packages
     assert (tmp_path / "m" / "model.safetensors").stat().st_size < 10 * 2 ** 20
-    loaded = Autorater.from_pretrained(tmp_path / "m")
+    loaded = AutoModel.from_pretrained(tmp_path / "m")
     with torch.no_grad():
         assert outputs_equal(out, loaded(**x))
 
@@ -470,16 +469,16 @@ def test_a_place_reads_only_where_it_looks():
 
 @pytest.mark.parametrize("members", [1, 2])
 def test_a_mirror_averaged_model_rates_a_clip_and_its_mirror_alike(members):
-    from autorater.mirror import mirror_all, mirror_words
+    from autorater.models.events.mirror import mirror_all, mirror_words
 
     x = inputs(1)  # 28-pixel frames: a 7 x 7 first-person grid, as the pose reads it
     x["frames"] = x["frames"][:, :, :28, :28]
     x["instructions"] = ["go to the red ball on your left", "go to the blue ball", "pick up the key on your right"]
     mirrored = {**x, "frames": mirror_all(x["frames"], 0), "instructions": [mirror_words(t) for t in x["instructions"]]}
     torch.manual_seed(0)
-    model = Autorater(PRESETS["tiny"].replace(vocab=VOCAB + ["on", "your", "left", "right"], failure_modes=MODES,
-                                              members=members, pose=True, front_places=True, grid_size=7,
-                                              image_size=28)).eval()
+    config = PRESETS["tiny"].replace(vocab=VOCAB + ["on", "your", "left", "right"], failure_modes=MODES,
+                                     members=members, pose=True, front_places=True, grid_size=7, image_size=28)
+    model = AutoModel.from_config(config).eval()
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for p in model.parameters():
@@ -497,4 +496,4 @@ def test_a_mirror_averaged_model_rates_a_clip_and_its_mirror_alike(members):
 
 def test_mirror_averaging_needs_the_pixels_encoder():
     with pytest.raises(ValueError, match="mirror_tta reads first-person"):
-        Autorater(PRESETS["tiny"].replace(encoder="tiny_cnn", mirror_tta=True, vocab=["a"]))
+        AutoModel.from_config(PRESETS["tiny"].replace(encoder="tiny_cnn", mirror_tta=True, vocab=["a"]))

@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from autorater.model import Autorater
-from autorater.models import PRESETS
-from autorater.pose import MOVES, front_side, moves
+from autorater.models import PRESETS, AutoModel
+from autorater.models.events.pose import MOVES, front_side, moves
 
 AHEAD = {0: (0, 1), 1: (-1, 0), 2: (0, -1), 3: (1, 0)}  # heading (quarter turns left) -> step, first-pose axes
 
@@ -60,7 +59,7 @@ def test_a_mirrored_walk_swaps_left_and_right():
 def test_the_events_model_reads_the_pose_and_other_encoders_refuse_it():
     config = PRESETS["tiny"].replace(grid_size=7, image_size=28, pose=True, vocab=["go", "left"],
                                      failure_modes=["timeout"])
-    model = Autorater(config)
+    model = AutoModel.from_config(config)
     cells, _ = walk(["left", "forward"])
     features = cells.expand(2, -1, -1, -1, -1)
     times = torch.arange(3.0)[None].expand(2, -1)
@@ -69,13 +68,14 @@ def test_the_events_model_reads_the_pose_and_other_encoders_refuse_it():
     assert out.success_logit.shape == (2,) and torch.isfinite(out.success_logit).all()
     side = model.events.match.side
     assert side is not None and side.out_features == 4  # the words' weights on the four sides
-    assert Autorater(config.replace(pose=False)).events.match.side is None
+    assert AutoModel.from_config(config.replace(pose=False)).events.match.side is None
     with pytest.raises(ValueError, match="pose reads first-person"):
-        Autorater(PRESETS["tiny"].replace(encoder="tiny_cnn", pose=True, vocab=["a"], failure_modes=["timeout"]))
+        AutoModel.from_config(PRESETS["tiny"].replace(encoder="tiny_cnn", pose=True, vocab=["a"],
+                                                      failure_modes=["timeout"]))
 
 
 def test_the_front_places_read_the_cell_ahead_and_any_of_its_neighbours():
-    from autorater.events import PlaceMatch, front_cells
+    from autorater.models.events.head import PlaceMatch, front_cells
 
     assert front_cells(7) == (38, (31, 37, 39))  # row 5 col 3; row 4 col 3, row 5 cols 2 and 4
     torch.manual_seed(0)

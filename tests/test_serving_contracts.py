@@ -22,7 +22,7 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from autorater.model import Autorater
+from autorater.models import AutoModel
 from data.suite import Suite
 from data.video import FrameTooLarge, VideoLimits, read_video
 from hardening_env import make_hardening_env, make_pool, suite_rows, task_of, webhook_payload
@@ -232,18 +232,18 @@ def test_config_values_out_of_range_are_refused_naming_the_field(model_copy, fie
     cfg[field] = "@@"
     _set_config(model_copy, json.dumps(cfg).replace('"@@"', value))
     with pytest.raises(ValueError, match=f"config.json.*{field}|{field}.*config.json"):
-        Autorater.from_pretrained(model_copy)
+        AutoModel.from_pretrained(model_copy)
 
 
 def test_a_deeply_nested_config_is_refused_with_a_message(model_copy):
     _set_config(model_copy, '{"vocab": ' + "[" * 100_000 + "]" * 100_000 + "}")
     with pytest.raises(ValueError, match="nested too deeply"):
-        Autorater.from_pretrained(model_copy)
+        AutoModel.from_pretrained(model_copy)
     cfg = json.loads((json.dumps({"architecture": "events"})))
     cfg["vocab"] = [["go"]]
     _set_config(model_copy, json.dumps(cfg))
     with pytest.raises(ValueError, match="vocab"):
-        Autorater.from_pretrained(model_copy)
+        AutoModel.from_pretrained(model_copy)
 
 
 def test_a_model_folder_without_a_checksum_is_refused_unless_allowed(model_copy, env, tmp_path, capsys):
@@ -255,8 +255,8 @@ def test_a_model_folder_without_a_checksum_is_refused_unless_allowed(model_copy,
     state = load_file(str(weights))
     save_file(state, str(weights), metadata={"format": "autorater"})  # the checksum key removed
     with pytest.raises(ValueError, match="no checksum.*--allow-unverified"):
-        Autorater.from_pretrained(model_copy)
-    assert Autorater.from_pretrained(model_copy, allow_unverified=True) is not None  # an old folder still loads
+        AutoModel.from_pretrained(model_copy)
+    assert AutoModel.from_pretrained(model_copy, allow_unverified=True) is not None  # an old folder still loads
     args = ["predict", "--model", str(model_copy), "--suite", str(env["suite"].root), "--out",
             str(tmp_path / "p.jsonl"), "--quiet", "--device", "cpu"]
     assert cli.main(args) == 2 and "--allow-unverified" in capsys.readouterr().err

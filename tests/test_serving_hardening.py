@@ -18,8 +18,8 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from autorater.model import Autorater, check_calibration_file, weights_sha256
-from autorater.models import PRESETS
+from autorater.model import check_calibration_file, weights_sha256
+from autorater.models import PRESETS, AutoModel
 from data.suite import Suite, write_jsonl
 from data.video import DecodeTimeout, VideoLimits, VideoTooLarge, read_video, video_info, write_video
 from hardening_env import make_hardening_env, make_pool, region, suite_rows, task_of, webhook_payload
@@ -409,7 +409,7 @@ def test_a_marker_that_is_not_a_time_is_refused(labelled):
 @pytest.fixture()
 def model_dir(tmp_path):
     torch.manual_seed(0)
-    return Autorater(PRESETS["tiny"]).save_pretrained(tmp_path / "m")
+    return AutoModel.from_config(PRESETS["tiny"]).save_pretrained(tmp_path / "m")
 
 
 def test_flipped_bytes_in_the_tensor_data_are_caught_by_the_checksum(model_dir):
@@ -418,20 +418,20 @@ def test_flipped_bytes_in_the_tensor_data_are_caught_by_the_checksum(model_dir):
     data[-3] ^= 0x40  # tensor data is at the end; the header is at the start
     path.write_bytes(bytes(data))
     with pytest.raises(ValueError, match="checksum"):
-        Autorater.from_pretrained(model_dir)
+        AutoModel.from_pretrained(model_dir)
 
 
 def test_nan_weights_are_refused_at_save_and_at_load(model_dir):
     from safetensors.torch import save_file
 
-    model = Autorater.from_pretrained(model_dir)
+    model = AutoModel.from_pretrained(model_dir)
     state = model.trainable_state_dict()
     name = sorted(k for k, v in state.items() if v.is_floating_point())[0]
     state[name] = state[name].clone().fill_(float("nan"))
     save_file(state, str(model_dir / "model.safetensors"), metadata={"format": "autorater",
                                                                       "weights_sha256": weights_sha256(state)})
     with pytest.raises(ValueError, match="non-finite"):
-        Autorater.from_pretrained(model_dir)
+        AutoModel.from_pretrained(model_dir)
     model.load_state_dict(state, strict=False)
     with pytest.raises(ValueError, match="non-finite"):
         model.save_pretrained(model_dir / "again")
@@ -465,7 +465,7 @@ def test_a_huge_config_is_refused_before_it_allocates(model_dir):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.monotonic()
     with pytest.raises(ValueError, match="places"):
-        Autorater.from_pretrained(model_dir)
+        AutoModel.from_pretrained(model_dir)
     assert time.monotonic() - start < 20
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 1 << 20  # KiB: under 1 GiB more
 
@@ -482,7 +482,7 @@ def test_a_bad_calibration_json_is_refused(env, tmp_path, field, value):
     with pytest.raises(ValueError, match=field):
         check_calibration_file(folder / "calibration.json")
     with pytest.raises(ValueError, match="calibration.json"):
-        Autorater.from_pretrained(folder)
+        AutoModel.from_pretrained(folder)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -15,8 +15,7 @@ import torch
 
 import training.batches
 import training.train
-from autorater.model import Autorater
-from autorater.models import PRESETS
+from autorater.models import PRESETS, AutoModel
 from autorater.predict import predict_batch
 from data.splits import split_groups
 from data.suite import Suite
@@ -120,7 +119,7 @@ def test_the_feature_cache_is_hit_on_a_second_prepare(tmp_path, monkeypatch):
 def test_a_changed_video_is_a_cache_miss_and_a_copied_one_a_hit(tmp_path):
     suite = learnable_suite(tmp_path / "suite", n_scenarios=2, per_scenario=2)
     paths = [str(suite.video_path(c)) for c in suite.continuation_ids()]
-    model = Autorater(PRESETS["tiny"])
+    model = AutoModel.from_config(PRESETS["tiny"])
     before = FeatureCache(tmp_path / "cache").load(model, paths)
 
     bright_square_video(paths[0], success=True, rng=np.random.default_rng(99))  # new bytes, same path
@@ -138,7 +137,7 @@ def test_a_changed_video_is_a_cache_miss_and_a_copied_one_a_hit(tmp_path):
     assert (cache.hits, cache.misses) == (1, 0)
 
     cache = FeatureCache(tmp_path / "cache")  # other frames sampled: other features, so a miss
-    cache.load(Autorater(PRESETS["tiny"].replace(num_frames=4)), paths[:1])
+    cache.load(AutoModel.from_config(PRESETS["tiny"].replace(num_frames=4)), paths[:1])
     assert (cache.hits, cache.misses) == (0, 1)
 
 
@@ -146,7 +145,7 @@ def test_a_missing_video_is_reported_and_left_out_of_training(tmp_path):
     suite = learnable_suite(tmp_path / "suite", n_scenarios=2, per_scenario=2)
     paths = [str(suite.video_path(c)) for c in suite.continuation_ids()]
     (suite.root / suite.get("c011").video).unlink()
-    clips = FeatureCache(tmp_path / "cache").load(Autorater(PRESETS["tiny"]), paths)
+    clips = FeatureCache(tmp_path / "cache").load(AutoModel.from_config(PRESETS["tiny"]), paths)
     assert list(clips.errors) == [3] and "c011" in clips.errors[3]
     assert clips.features.shape[0] == 4  # rows stay aligned with the paths
     _, data = prepare([suite], PRESETS["tiny"], TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c")))
@@ -217,7 +216,7 @@ def test_train_writes_a_loadable_model_folder_with_its_metadata(tmp_path):
     assert torch.equal(torch.random.get_rng_state(), caller_state)  # seeded inside, the caller's state untouched
     assert logged == [1, 2] and [h["epoch"] for h in result.history] == [1, 2]
     assert result.best["epoch"] in (1, 2)
-    loaded = Autorater.from_pretrained(tmp_path / "m")
+    loaded = AutoModel.from_pretrained(tmp_path / "m")
     assert loaded.config.vocab and loaded.config.failure_modes == ["timeout"]
     _, data = prepare([Suite.load(tmp_path / "suite")], loaded.config, tc)
     rows = np.arange(len(data.ex))
@@ -242,7 +241,7 @@ def test_a_second_stage_trains_only_the_new_verifier_from_the_first_models_weigh
     new = [k for k in end if k.startswith("verifier.")]
     assert new and set(new).isdisjoint(start)
     assert any(k.startswith("verifier.words.") for k in new) == words
-    assert any(not torch.equal(end[k], Autorater(second.model.config).state_dict()[k]) for k in new
+    assert any(not torch.equal(end[k], AutoModel.from_config(second.model.config).state_dict()[k]) for k in new
                if k.endswith("out.weight"))  # the verifier learned (its read-out starts at a constant)
 
 
@@ -316,7 +315,7 @@ def test_an_ensemble_trains_every_member_from_the_place_prior(tmp_path):
     assert places[0][0].argmax() == places[1][0].argmax() and not torch.allclose(places[0], places[1])
     for head, before in zip(heads, start):  # every member learned
         assert not torch.allclose(head.mlp[-1].weight, before["mlp.2.weight"])
-    assert Autorater.from_pretrained(tmp_path / "m").config.members == 2
+    assert AutoModel.from_pretrained(tmp_path / "m").config.members == 2
 
 
 def test_a_mirrored_batch_swaps_its_words_and_its_partners_with_it(tmp_path):
@@ -459,7 +458,7 @@ def test_with_ema_the_kept_model_is_the_average_not_the_last_step(tmp_path):
             return train([suite], PRESETS["tiny"], tc, out=out), seen
 
     result, averaged = run(tc, out=tmp_path / "m")
-    loaded = Autorater.from_pretrained(tmp_path / "m").trainable_state_dict()
+    loaded = AutoModel.from_pretrained(tmp_path / "m").trainable_state_dict()
     assert all(torch.equal(loaded[k], v) for k, v in averaged[result.best["epoch"]].items())  # validated = saved
     _, live = run(dataclasses.replace(tc, ema=0.0))  # the same steps (same seed), validated on the live weights
     assert any(not torch.equal(live[2][k], v) for k, v in averaged[2].items())

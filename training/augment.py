@@ -24,7 +24,7 @@ import re
 import numpy as np
 import torch
 
-from autorater.mirror import mirror, mirror_words, same_case  # noqa: F401  (mirror: also used at test time)
+from autorater.models.events.mirror import mirror, mirror_words, same_case  # noqa: F401  (mirror: also used at test time)
 
 # The generator's renderer (MiniGrid) draws objects in six colours. Inside the agent's view every tile is
 # lightened 30% towards white, so on screen an object of colour c is c + 0.3 (255 - c) on a (76, 76, 76)

@@ -21,6 +21,7 @@ from torch import nn
 
 from autorater.config import AutoraterConfig
 from autorater.model import Autorater
+from autorater.models import AutoModel
 from data.suite import Suite
 from training.batches import TrainingData, prepare
 from training.cache import CachedClips, FeatureCache
@@ -133,7 +134,7 @@ def train_barcode(suites: list[Suite], model_config: AutoraterConfig, tc: TrainC
                   progress: bool = False) -> BarcodeBaseline:
     cfg = _frame_config(model_config)
     ex = build_examples(suites, aggregation=tc.aggregation)
-    clips = FeatureCache(tc.cache_dir).load(Autorater(cfg), ex.video_paths, progress=progress)
+    clips = FeatureCache(tc.cache_dir).load(AutoModel.from_config(cfg), ex.video_paths, progress=progress)
     keep = [i for i in range(len(ex)) if i not in clips.errors]
     frames, y = clips.features[keep], torch.tensor(ex.p_success, dtype=torch.float32)[keep]
     torch.manual_seed(tc.seed)
@@ -153,7 +154,8 @@ def train_barcode(suites: list[Suite], model_config: AutoraterConfig, tc: TrainC
 @torch.no_grad()
 def predict_barcode(baseline: BarcodeBaseline, suite: Suite, cache_dir: str) -> list[dict]:
     ids = suite.continuation_ids()
-    clips = FeatureCache(cache_dir).load(Autorater(baseline.config), [str(suite.video_path(i)) for i in ids])
+    clips = FeatureCache(cache_dir).load(AutoModel.from_config(baseline.config),
+                                         [str(suite.video_path(i)) for i in ids])
     p = torch.sigmoid(torch.cat([baseline.model(f) for f in clips.features.split(64)])).numpy()
     return [{"continuation_id": cid, "p_success": float(pi), "outcome": "success" if pi >= 0.5 else "failure",
              "marker_s": float("nan"), "failure_mode": None, "model": "barcode"}

@@ -16,6 +16,7 @@ import torch
 from autorater.config import AutoraterConfig
 from autorater.encoders import tokenize_words
 from autorater.model import Autorater, Targets
+from autorater.models import AutoModel
 from autorater.predict import real_length
 from data.suite import Suite
 from training.augment import (
@@ -71,7 +72,7 @@ def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainCon
     if not cfg.failure_modes:
         cfg = cfg.replace(failure_modes=sorted({m for m in ex.failure_mode if m}))
     with seeded(tc.seed):  # parameter init; the data order has its own generator (train)
-        model = Autorater(cfg)
+        model = AutoModel.from_config(cfg)
     clips = FeatureCache(tc.cache_dir).load(model, ex.video_paths, progress=progress, takeovers_s=ex.takeover_s)
     if clips.errors:
         keep = [i for i in range(len(ex)) if i not in clips.errors]

@@ -18,6 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from autorater.config import AutoraterConfig
+from autorater.models import AutoConfig
 from data.suite import Suite
 from data.worlds import world_of
 
@@ -150,7 +151,7 @@ def load_config_file(path: str | Path | None) -> tuple[AutoraterConfig, TrainCon
     start = PRESETS[preset].to_dict()
     if d.get("model", {}).get("architecture", start["architecture"]) != start["architecture"]:
         start = {}  # another architecture than the preset's: its own defaults
-    model = AutoraterConfig.from_dict({**start, **d.get("model", {})})
+    model = AutoConfig.from_dict({**start, **d.get("model", {})})
     return model, TrainConfig.from_dict(d.get("train", {}))
 
 

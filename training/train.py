@@ -25,6 +25,7 @@ import torch
 
 from autorater.config import AutoraterConfig
 from autorater.model import Autorater, resolve_device
+from autorater.models import AutoConfig, AutoModel
 from calibration import marker_metrics, outcome_metrics
 from data.splits import split_groups
 from data.suite import Suite
@@ -127,7 +128,7 @@ def warm_up_match(model: Autorater, data: TrainingData, rows: np.ndarray, tc: Tr
     """Events: train the instruction match (each head's ``match``) alone on the success videos, own instruction
     against another of its category around the annotators' marker; returns the mean match loss per epoch. The
     frame encoder does not train here: its output on those videos is computed once."""
-    from autorater.events import active_frames, marker_window, match_loss
+    from autorater.models.events.head import active_frames, marker_window, match_loss
 
     heads = model.event_heads
     opt = torch.optim.Adam([p for head in heads for p in head.match.parameters()], lr=lr)
@@ -232,7 +233,7 @@ def _train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConf
     if prepared is not None:  # a fresh model with this trial's architecture, same cached inputs
         torch.manual_seed(tc.seed)
         learned = {k: getattr(model.config, k) for k in ("vocab", "failure_modes") if hasattr(model_config, k)}
-        model = Autorater(model_config.replace(**learned))
+        model = AutoModel.from_config(model_config.replace(**learned))
     if init_state is None and tc.init_from:
         init_state = load_init_state(tc.init_from, model.config)
     if init_state is not None:
@@ -325,7 +326,7 @@ def load_init_state(folder: str | Path, config: AutoraterConfig) -> dict[str, to
     from safetensors.torch import load_file
 
     folder = Autorater.check_folder(folder)
-    start = AutoraterConfig.load(folder / "config.json")
+    start = AutoConfig.load(folder / "config.json")
     for key in ("architecture", "encoder", "encoder_stage", "pixel_cells", "grid_size", "image_size", "num_frames",
                 "text_encoder", "vocab", "places", "place_inputs", "members", "queries", "hidden",
                 "failure_modes", "hidden_size", "spatial_size", "grounding"):

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Sequence
 
 from autorater.config import AutoraterConfig
+from autorater.models import AutoConfig
 from autorater.registry import ensure_experiment, mlflow_client, redact_uri
 from data.files import write_text_atomic
 from training.recipe import TrainConfig
@@ -281,7 +282,7 @@ def best_configs(study) -> tuple[AutoraterConfig, TrainConfig]:
     base_m, base_t = study.user_attrs.get("base_model_config"), study.user_attrs.get("base_train_config")
     if base_m is None or base_t is None:
         raise ValueError(f"study {study.study_name!r} was not created by autorater's tune (no base configs stored)")
-    return suggest(FixedTrial(best.params), AutoraterConfig.from_dict(base_m), TrainConfig.from_dict(base_t))
+    return suggest(FixedTrial(best.params), AutoConfig.from_dict(base_m), TrainConfig.from_dict(base_t))
 
 
 def best_config_dict(study) -> dict:

@@ -7,9 +7,9 @@ Inputs that know nothing of the world that made the video:
   frozen and cached: spatial feature maps (stride 8 at stage 2: 16 x 16 positions at 128 px), beside each
   position's mean colour (``pixel_cells``: ImageNet features are built to ignore colour, instructions are not);
 - the instruction as frozen MiniLM sentence vectors of the whole sentence and of each half of its words
-  (``autorater.events.SentenceText``): no vocabulary, unseen wordings land near their meaning.
+  (``autorater.models.events.head.SentenceText``): no vocabulary, unseen wordings land near their meaning.
 
-The event head of the grid recipe (``autorater/events.py``: per-frame events, competing risks over frames,
+The event head of the grid recipe (``autorater/models/events/head.py``: per-frame events, competing risks over frames,
 supervision in a window around the annotators' markers), with every grid assumption taken out::
 
     positions of frame t and their change since t-1 --per-position MLP--> embeddings e_p
@@ -34,8 +34,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from autorater.config import AutoraterConfig
-from autorater.events import SentenceText
-from autorater.models.events import EventsRater, event_loss_space
+from autorater.models.events import EventsModel, event_loss_space
+from autorater.models.events.head import SentenceText
 
 
 @dataclass
@@ -43,6 +43,9 @@ class GeneralConfig(AutoraterConfig):
     """The general model's fields."""
 
     architecture = "general"
+    ranges = {**AutoraterConfig.ranges, "encoder_stage": (0, 6), "pixel_cells": (0, 16), "queries": (1, 64),
+              "hidden": (1, 4096), "members": (1, 16), "max_text_tokens": (1, 512), "trainable_blocks": (0, 16),
+              "context_frames": (-1, 1024)}
     frame_fit = "pad"  # the aspect is kept: black bars, never a stretched picture
     image_size: int = 128
     num_frames: int = 40  # sampled over the video; 5 s at 8 fps
@@ -58,6 +61,11 @@ class GeneralConfig(AutoraterConfig):
     hidden: int = 128  # the per-frame event classifier's width
     members: int = 1  # independently initialised heads, their outcome distributions averaged
     max_text_tokens: int = 32
+
+    @classmethod
+    def upgrade(cls, d: dict) -> dict:
+        """Folders from before the encoder could fine-tune: frozen, no reference frame, the whole video decoded."""
+        return {"trainable_blocks": 0, "reference_frame": False, "context_frames": -1, **d}
 
     def search_space(self, trial) -> tuple[dict, dict]:
         """``queries`` 2 .. 8 (instruction queries over the positions), and the event models' loss weights and match
@@ -162,8 +170,10 @@ class GeneralHead(nn.Module):
         return self.mlp(x).log_softmax(-1), match
 
 
-class GeneralRater(EventsRater):
-    """The events model (competing risks over frames, :class:`EventsRater`) with :class:`GeneralHead`."""
+class GeneralModel(EventsModel):
+    """The events model (competing risks over frames, :class:`EventsModel`) with :class:`GeneralHead`."""
+
+    config_class = GeneralConfig
 
     def check_config(self) -> None:
         if self.frame_encoder.caches_frames or self.config.encoder in ("pixels",):
@@ -183,4 +193,4 @@ class GeneralRater(EventsRater):
         return head.match_score(features, instructions, active)
 
 
-__all__ = ["GeneralConfig", "GeneralHead", "GeneralRater", "QueryMatch"]
+__all__ = ["GeneralConfig", "GeneralHead", "GeneralModel", "QueryMatch"]

@@ -13,9 +13,10 @@ Kept for the folders trained with it and as the comparison in the README's histo
 (``general``, ``events``) replaced it as the recipe.
 
 Example (inputs and outputs as in ``autorater.model``):
-    >>> from autorater.models import PRESETS
-    >>> type(Autorater(PRESETS["tiny_transformer"].replace(vocab=["go", "to", "the", "red", "ball"]))).__name__
-    'TransformerRater'
+    >>> from autorater.models import PRESETS, AutoModel
+    >>> config = PRESETS["tiny_transformer"].replace(vocab=["go", "to", "the", "red", "ball"])
+    >>> type(AutoModel.from_config(config)).__name__
+    'TransformerModel'
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ class TransformerConfig(AutoraterConfig):
     """The transformer's fields (``PRESETS["transformer"]``)."""
 
     architecture = "transformer"
+    ranges = {**AutoraterConfig.ranges, "encoder_stage": (0, 6), "pixel_cells": (0, 16), "grid_size": (1, 64),
+              "patch_size": (0, 256), "max_text_tokens": (1, 512), "hidden_size": (1, 4096),
+              "spatial_size": (1, 4096), "num_layers": (1, 64), "num_heads": (1, 64), "text_slots": (1, 64),
+              "verify_window": (0, 1024), "verify_places": (0, 256), "dropout": (0.0, 1.0)}
     encoder: str = "pixels"  # name in autorater.encoders.FRAME_ENCODERS
     encoder_stage: int = 3  # timm feature stage of lite0: 2 -> stride 8 (40 ch), 3 -> stride 16 (112 ch)
     pixel_cells: int = 4  # raw colours of each cell on a k x k sub-grid, beside (lite0) or as (pixels) the features
@@ -275,8 +280,10 @@ class CellVerifier(nn.Module):
 
 
 
-class TransformerRater(Autorater):
+class TransformerModel(Autorater):
     """The transformer model (see the module docstring)."""
+
+    config_class = TransformerConfig
 
     def __init__(self, config: TransformerConfig):
         super().__init__(config)
@@ -332,7 +339,8 @@ class TransformerRater(Autorater):
         tokens, mask = self.text_encoder(instructions)
         return self.text_proj(tokens), mask
 
-    def rate(self, features: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor, instructions: list[str],
+    def forward_head(self, features: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor,
+                     instructions: list[str],
              targets: Targets | None = None) -> AutoraterOutput:
         features = features.float()
         b, t = features.shape[:2]
@@ -419,4 +427,4 @@ class TransformerRater(Autorater):
         return bins.gather(1, idx[:, None]).squeeze(1), spread
 
 
-__all__ = ["TransformerConfig", "TransformerRater"]
+__all__ = ["TransformerConfig", "TransformerModel"]

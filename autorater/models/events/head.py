@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from autorater.encoders import tokenize_words
-from autorater.pose import front_side
+from autorater.models.events.pose import front_side
 
 
 class HalvesBagOfWords(nn.Module):

@@ -5,8 +5,8 @@ inside each tile, the "pixels" encoder); the instruction is a bag of the trainin
 the agent's pose is dead-reckoned from the first frame and ``front_places`` adds the cell in front of the agent.
 It is very good on BabyAI's own renderer (README, "The model") and cannot read a camera's video: the
 ``general`` architecture is the default. The event head itself, and its competing-risks likelihood, are in
-``autorater/events.py``; :class:`EventsRater` chains a head's per-frame events into the clip's outcome and is
-shared with ``general``.
+``head.py`` beside this module; :class:`EventsModel` chains a head's per-frame events into the clip's outcome and
+is shared with ``general``.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import torch
 from torch import nn
 
 from autorater.config import AutoraterConfig, encoder_feature_key
-from autorater.events import WINDOW_S, EventHead, active_frames, event_losses, first_events, log1mexp
-from autorater.mirror import mirror_all, mirror_words
 from autorater.model import Autorater, AutoraterOutput, Targets
+from autorater.models.events.head import WINDOW_S, EventHead, active_frames, event_losses, first_events, log1mexp
+from autorater.models.events.mirror import mirror_all, mirror_words
 
 
 @dataclass
@@ -30,6 +30,8 @@ class EventsConfig(AutoraterConfig):
     """The grid recipe's fields."""
 
     architecture = "events"
+    ranges = {**AutoraterConfig.ranges, "encoder_stage": (0, 6), "pixel_cells": (0, 16), "grid_size": (1, 64),
+              "max_text_tokens": (1, 512), "places": (0, 256), "members": (1, 16)}
     encoder: str = "pixels"  # name in autorater.encoders.FRAME_ENCODERS ("pixels": tile colours)
     encoder_stage: int = 3  # a timm encoder's feature stage (folders trained before the general model)
     pixel_cells: int = 4  # raw colours of each cell on a k x k sub-grid (3 k^2 channels)
@@ -37,14 +39,19 @@ class EventsConfig(AutoraterConfig):
     text_encoder: str = "bow"  # "bow": the training set's words; "minilm": frozen sentence vectors
     max_text_tokens: int = 24
     vocab: list[str] = field(default_factory=list)  # set at training
-    places: int = 8  # learned places of the grid the instruction is matched at (autorater/events.py)
+    places: int = 8  # learned places of the grid the instruction is matched at (autorater/models/events/head.py)
     place_inputs: bool = True  # the event classifier also reads each place's match, not only their sum
-    pose: bool = False  # dead reckoning from the first frame (autorater/pose.py): which side of the first pose
-    #                     ("on your left") the cell in front of the agent lies on
+    pose: bool = False  # dead reckoning from the first frame (pose.py): which side of the first pose ("on your
+    #                     left") the cell in front of the agent lies on
     front_places: bool = False  # two more places at fixed spots: the cell in front of the agent and the best of
     #                             its three neighbours ("put X next to Y")
     members: int = 1  # independently initialised event heads, their outcome distributions averaged (an ensemble)
     mirror_tta: bool = False  # at prediction, also rate every clip mirrored left-right ("left" <-> "right")
+
+    @classmethod
+    def upgrade(cls, d: dict) -> dict:
+        """The first events folders read no place inputs."""
+        return d if "place_inputs" in d else {**d, "place_inputs": False}
 
     def feature_key(self, frozen: bool) -> str:
         return encoder_feature_key(self, frozen) or super().feature_key(frozen)
@@ -66,13 +73,15 @@ def event_loss_space(trial) -> dict:
             "match_warmup_epochs": trial.suggest_int("match_warmup_epochs", 0, 20, step=5)}
 
 
-class EventsRater(Autorater):
-    """Per-frame events chained into a competing-risks likelihood over the clip (autorater/events.py).
+class EventsModel(Autorater):
+    """Per-frame events chained into a competing-risks likelihood over the clip (autorater/models/events/head.py).
 
     An ensemble's clip-level distributions (outcome, marker, failure mode) are the mixture of its members';
     each member is trained on its own losses, as if alone. With ``mirror_tta``, prediction also mixes in
     each member's rating of the mirrored clips. Subclasses change the head (:meth:`make_head`).
     """
+
+    config_class = EventsConfig
 
     def __init__(self, config: AutoraterConfig):
         super().__init__(config)
@@ -137,7 +146,8 @@ class EventsRater(Autorater):
         """(b, t) one head's instruction match alone (the training's warm-up)."""
         return head.match_score(features, instructions)
 
-    def rate(self, features: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor, instructions: list[str],
+    def forward_head(self, features: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor,
+                     instructions: list[str],
              targets: Targets | None = None) -> AutoraterOutput:
         active = active_frames(times_s, takeover_s)
         modes = self.config.failure_modes
@@ -215,4 +225,4 @@ def place_priors(features: torch.Tensor, times_s: torch.Tensor, takeover_s: torc
     return [-d2[None] / (2 * widths ** 2) + n for n in noise]
 
 
-__all__ = ["EventsConfig", "EventsRater", "event_loss_space", "place_priors"]
+__all__ = ["EventsConfig", "EventsModel", "event_loss_space", "place_priors"]
