@@ -41,7 +41,7 @@ bench-labelling: $(STAMP)  ## labelling throughput, human work saved, leaderboar
 	$(BIN)/python -m benchmarks.labelling
 
 bench-active: $(STAMP)  ## simulated active-learning rounds: BA per human label, per strategy
-	$(BIN)/python -m benchmarks.active
+	$(BIN)/python -m benchmarks.active_learning
 
 clean:
 	rm -rf demo-out bench-out runs mlruns mlflow.db

@@ -28,7 +28,7 @@ def _csv(value: str) -> list[str]:
 
 
 def cmd_suite_generate(args) -> int:
-    from data.generate import generate_suite
+    from autorater.data.generate import generate_suite
 
     if args.levels and args.tasks:
         raise SystemExit("error: pass --tasks or --levels (BabyAI's name for tasks), not both")
@@ -44,7 +44,7 @@ def cmd_suite_generate(args) -> int:
 
 
 def cmd_suite_swap(args) -> int:
-    from data.generate import swap_instructions
+    from autorater.data.generate import swap_instructions
 
     out = swap_instructions(args.suite, args.out, seed=args.seed, workers=args.workers, progress=not args.quiet,
                             annotators=args.annotators, reference_share=args.reference_share,
@@ -55,7 +55,7 @@ def cmd_suite_swap(args) -> int:
 
 
 def _print_agent_rule(suite_dir) -> None:
-    from data.suite import SUITE_FILE
+    from autorater.data.suite import SUITE_FILE
 
     rule = json.loads((Path(suite_dir) / SUITE_FILE).read_text())["source"].get("agent_rule_balanced_accuracy")
     if rule is not None:
@@ -64,7 +64,7 @@ def _print_agent_rule(suite_dir) -> None:
 
 
 def cmd_suite_validate(args) -> int:
-    from data.suite import validate_suite
+    from autorater.data.suite import validate_suite
 
     problems = validate_suite(args.dir, check_videos=not args.no_videos, progress=not args.quiet)
     for p in problems:
@@ -79,7 +79,7 @@ def cmd_suite_validate(args) -> int:
 def cmd_suite_import(args) -> int:
     import contextlib
 
-    from serving.folder import folder_lock
+    from autorater.serving.folder import folder_lock
 
     if bool(args.from_labelstudio) == bool(args.table):
         raise ValueError("pass --videos DIR --table FILE, or --from-labelstudio EXPORT.json --media-root DIR")
@@ -90,7 +90,7 @@ def cmd_suite_import(args) -> int:
 
 
 def _suite_import(args) -> int:
-    from data.importing import COLUMNS, format_report, import_table
+    from autorater.data.importing import COLUMNS, format_report, import_table
 
     if args.table:
         if not args.videos:
@@ -99,7 +99,7 @@ def _suite_import(args) -> int:
         report = import_table(args.table, args.videos, args.out, columns=columns, link=args.link, strict=args.strict,
                               name=args.name, version=args.version)
     else:
-        from serving.labelstudio_import import import_labelstudio
+        from autorater.serving.labelstudio_import import import_labelstudio
 
         if not args.media_root:
             raise ValueError("--from-labelstudio needs --media-root DIR, the folder the tasks' videos are under")
@@ -111,8 +111,8 @@ def _suite_import(args) -> int:
 
 
 def cmd_suite_stats(args) -> int:
-    from data.stats import format_stats, suite_stats
-    from data.suite import Suite
+    from autorater.data.stats import format_stats, suite_stats
+    from autorater.data.suite import Suite
 
     stats = suite_stats(Suite.load(args.dir))
     print(json.dumps(stats, indent=1) if args.json else format_stats(stats))
@@ -130,9 +130,9 @@ def _threads() -> None:
 
 
 def cmd_train(args) -> int:
-    from data.suite import Suite
-    from training.recipe import load_config
-    from training.train import train
+    from autorater.data.suite import Suite
+    from autorater.training.recipe import load_config
+    from autorater.training.train import train
 
     _threads()
     model_cfg, train_cfg = load_config(args.config)
@@ -146,8 +146,8 @@ def cmd_train(args) -> int:
     if args.no_tracking:
         result = train(suites, model_cfg, train_cfg, out=args.out, progress=not args.quiet)
     else:
-        from autorater.registry import default_tracking_uri
-        from training.tracking import track_training
+        from autorater.mlflow_registry import default_tracking_uri
+        from autorater.training.tracking import track_training
 
         uri = args.tracking_uri or default_tracking_uri(args.workdir)
         result, run_id, version = track_training(uri, args.experiment, args.run_name, model_cfg, train_cfg, suites,
@@ -163,8 +163,8 @@ def cmd_train(args) -> int:
 def _model_folder(arg: str, tracking_uri: str | None, workdir: str) -> Path:
     """The local model folder ``--model`` names: a folder, or a registry URI such as models:/autorater@champion
     (downloaded under ``workdir/models``). Opening it is the Rater's job (``Rater.load``)."""
+    from autorater.mlflow_registry import default_tracking_uri, resolve_model_arg
     from autorater.model import Autorater
-    from autorater.registry import default_tracking_uri, resolve_model_arg
 
     if arg.startswith("models:/"):
         return Path(resolve_model_arg(arg, tracking_uri or default_tracking_uri(workdir), Path(workdir) / "models"))
@@ -180,7 +180,7 @@ def _rater(args):
 
 
 def cmd_predict(args) -> int:
-    from data.suite import Suite, write_jsonl
+    from autorater.data.suite import Suite, write_jsonl
 
     _threads()
     rater = _rater(args)
@@ -198,7 +198,7 @@ def cmd_predict(args) -> int:
 
 def _warn_drift(model_dir: Path, rows: list[dict]) -> dict | None:
     """Warn when the suite's scores left the range the model was calibrated on."""
-    from serving.calibrate import check_drift
+    from autorater.serving.model_calibration import check_drift
 
     drift = check_drift(model_dir, [r["logit"] for r in rows if "logit" in r])
     if drift is not None:
@@ -209,8 +209,8 @@ def _warn_drift(model_dir: Path, rows: list[dict]) -> dict | None:
 
 
 def cmd_evaluate(args) -> int:
-    from data.suite import Suite
-    from training.evaluate import evaluate, format_failure_modes, format_report
+    from autorater.data.suite import Suite
+    from autorater.training.evaluate import evaluate, format_failure_modes, format_report
 
     _threads()
     rater = _rater(args)
@@ -232,7 +232,7 @@ def cmd_evaluate(args) -> int:
         print(format_report(report) + "\n")
         print(format_failure_modes(report) + "\n")
     if args.out:
-        from data.files import write_text_atomic
+        from autorater.data.files import write_text_atomic
 
         write_text_atomic(args.out, json.dumps(reports, indent=1, default=float) + "\n")
         print(f"report written to {args.out}")
@@ -240,8 +240,8 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    from data.suite import Suite
-    from serving.calibrate import calibrate_model, format_calibration
+    from autorater.data.suite import Suite
+    from autorater.serving.model_calibration import calibrate_model, format_calibration
 
     _threads()
     if args.model.startswith("models:/"):
@@ -260,10 +260,10 @@ def cmd_calibrate(args) -> int:
 def cmd_tune(args) -> int:
     import optuna
 
-    from autorater.registry import default_tracking_uri
-    from data.suite import Suite
-    from training.recipe import load_config
-    from training.tune import default_storage, trials_table, tune, write_best_config
+    from autorater.data.suite import Suite
+    from autorater.mlflow_registry import default_tracking_uri
+    from autorater.training.recipe import load_config
+    from autorater.training.tune import default_storage, trials_table, tune, write_best_config
 
     _threads()
     if args.quiet:
@@ -286,8 +286,8 @@ def cmd_tune(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from autorater.registry import default_tracking_uri
-    from training.compare import compare_runs, format_runs_table
+    from autorater.mlflow_registry import default_tracking_uri
+    from autorater.training.compare import compare_runs, format_runs_table
 
     rows = compare_runs(args.tracking_uri or default_tracking_uri(args.workdir), args.experiment,
                         args.metric or None, args.max_runs, kind=args.kind, order_by=args.order_by)
@@ -296,7 +296,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_promote(args) -> int:
-    from autorater.registry import default_tracking_uri, promote
+    from autorater.mlflow_registry import default_tracking_uri, promote
 
     done = promote(args.tracking_uri or default_tracking_uri(args.workdir), args.name, args.version, args.alias)
     was = f" (was version {done['previous_version']})" if done.get("previous_version") else ""
@@ -309,8 +309,8 @@ def cmd_promote(args) -> int:
 
 
 def cmd_label(args) -> int:
-    from data.suite import Suite
-    from serving.label import format_summary, label_suite
+    from autorater.data.suite import Suite
+    from autorater.serving.label import format_summary, label_suite
 
     _threads()
     model_dir = _model_folder(args.model, args.tracking_uri, args.workdir)
@@ -326,7 +326,7 @@ def cmd_label(args) -> int:
 
 
 def cmd_ingest(args) -> int:
-    from serving.ingest import format_ingest, ingest
+    from autorater.serving.ingest import format_ingest, ingest
 
     result = ingest(args.labels, args.export, append_to_suite=not args.no_suite)
     print(format_ingest(result))
@@ -334,9 +334,9 @@ def cmd_ingest(args) -> int:
 
 
 def cmd_leaderboard(args) -> int:
-    from serving.folder import LabelsFolder
-    from serving.leaderboard import leaderboard
-    from serving.report import format_leaderboard, write_report
+    from autorater.serving.folder import LabelsFolder
+    from autorater.serving.leaderboard import leaderboard
+    from autorater.serving.report import format_leaderboard, write_report
 
     board = leaderboard(args.labels, seed=args.seed, with_truth=args.truth)
     print(format_leaderboard(board))
@@ -347,7 +347,7 @@ def cmd_leaderboard(args) -> int:
 
 
 def cmd_labelstudio_setup(args) -> int:
-    from serving.labelstudio_setup import format_setup, setup_labelstudio
+    from autorater.serving.labelstudio_setup import format_setup, setup_labelstudio
 
     token = args.token or os.environ.get("LABEL_STUDIO_API_KEY")
     if not token:
@@ -360,7 +360,7 @@ def cmd_labelstudio_setup(args) -> int:
 
 
 def cmd_simulate_annotators(args) -> int:
-    from serving.simulate import simulate_queue_export
+    from autorater.serving.simulate import simulate_queue_export
 
     n = simulate_queue_export(args.labels, args.out, annotators=args.annotators, seed=args.seed)
     print(f"wrote a Label Studio export of {n} tasks answered by simulated annotators to {args.out}")
@@ -368,8 +368,8 @@ def cmd_simulate_annotators(args) -> int:
 
 
 def cmd_active_select(args) -> int:
-    from data.suite import Suite
-    from serving.active import active_select
+    from autorater.data.suite import Suite
+    from autorater.serving.active import active_select
 
     _threads()
     model_dir = _model_folder(args.model, args.tracking_uri, args.workdir)
@@ -383,11 +383,11 @@ def cmd_active_select(args) -> int:
 
 
 def cmd_active_round(args) -> int:
-    from autorater.registry import default_tracking_uri
-    from serving.active import run_round
+    from autorater.mlflow_registry import default_tracking_uri
+    from autorater.serving.active import run_round
 
     _threads()
-    from training.recipe import load_config
+    from autorater.training.recipe import load_config
 
     uri = args.tracking_uri or default_tracking_uri(args.workdir)
     model_dir = _model_folder(args.model, uri, args.workdir)
@@ -418,9 +418,9 @@ def cmd_serve(args) -> int:
 
     import uvicorn
 
-    from data.video import DEFAULT_LIMITS
-    from serving.guard import ConnectionLimits, server_config
-    from serving.service import create_app
+    from autorater.data.video import DEFAULT_LIMITS
+    from autorater.serving.guard import ConnectionLimits, server_config
+    from autorater.serving.service import create_app
 
     token = args.token or os.environ.get("AUTORATER_TOKEN")
     if args.host not in _LOOPBACK and not token and not args.allow_unauthenticated:
@@ -454,7 +454,7 @@ def cmd_demo(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from data.worlds import WORLDS, load_world
+    from autorater.data.worlds import WORLDS, load_world
 
     parser = argparse.ArgumentParser(prog="autorater", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -519,7 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_suite_validate)
 
-    from data.importing import COLUMNS, REQUIRED
+    from autorater.data.importing import COLUMNS, REQUIRED
 
     p = suite.add_parser("import", help="a suite from your videos: a folder and a table (CSV, JSON Lines, Parquet), "
                                         "or a Label Studio JSON export",

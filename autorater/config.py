@@ -112,7 +112,7 @@ class AutoraterConfig:
                                      f"characters, got {str(bad)[:40]!r}")
 
     def save(self, path: str | Path) -> None:
-        from data.files import write_text_atomic
+        from autorater.data.files import write_text_atomic
 
         write_text_atomic(path, json.dumps(self.to_dict(), indent=1) + "\n")
 
@@ -125,8 +125,8 @@ class AutoraterConfig:
         return dataclasses.replace(self, **changes)
 
     def decode_args(self, takeover_s: float | None = None) -> dict:
-        """Keyword arguments of ``data.video.read_video`` that give this model its frames (of a clip taken over at
-        ``takeover_s``: a model that reads nothing of the replayed context is decoded from the takeover on)."""
+        """Keyword arguments of ``autorater.data.video.read_video`` that give this model its frames (of a clip taken
+        over at ``takeover_s``: a model that reads nothing of the replayed context is decoded from the takeover on)."""
         return {"num_frames": self.num_frames, "size": self.image_size, "fit": self.frame_fit}
 
     lr_range: ClassVar[tuple[float, float]] = (5e-4, 5e-3)  # the peak learning rates ``autorater tune`` tries

@@ -38,24 +38,24 @@ DEMO_PRESETS = {"babyai": "babyai-grid", "metaworld": "general"}
 def run_demo(out: Path, quick: bool = False, world: str = "babyai") -> int:
     import torch
 
+    from autorater.data.files import write_text_atomic
+    from autorater.data.generate import generate_suite
+    from autorater.data.stats import format_stats, suite_stats
+    from autorater.data.suite import Suite
+    from autorater.mlflow_registry import default_tracking_uri, promote
     from autorater.models import PRESETS
     from autorater.rater import Rater
-    from autorater.registry import default_tracking_uri, promote
-    from data.files import write_text_atomic
-    from data.generate import generate_suite
-    from data.stats import format_stats, suite_stats
-    from data.suite import Suite
-    from serving.calibrate import calibrate_model, format_calibration
-    from serving.folder import LabelsFolder
-    from serving.ingest import format_ingest, ingest
-    from serving.label import format_summary, label_suite
-    from serving.leaderboard import leaderboard
-    from serving.report import format_leaderboard, write_report
-    from serving.simulate import simulate_queue_export
-    from training.baselines import predict_cached, predict_majority, train_majority
-    from training.evaluate import evaluate, format_report
-    from training.recipe import TrainConfig
-    from training.tracking import track_training
+    from autorater.serving.folder import LabelsFolder
+    from autorater.serving.ingest import format_ingest, ingest
+    from autorater.serving.label import format_summary, label_suite
+    from autorater.serving.leaderboard import leaderboard
+    from autorater.serving.model_calibration import calibrate_model, format_calibration
+    from autorater.serving.report import format_leaderboard, write_report
+    from autorater.serving.simulate import simulate_queue_export
+    from autorater.training.baselines import predict_cached, predict_majority, train_majority
+    from autorater.training.evaluate import evaluate, format_report
+    from autorater.training.recipe import TrainConfig
+    from autorater.training.tracking import track_training
 
     torch.set_num_threads(2)
     out.mkdir(parents=True, exist_ok=True)

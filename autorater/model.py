@@ -202,7 +202,7 @@ class Autorater(nn.Module):
         """
         from safetensors.torch import save_file
 
-        from data.files import commit, json_text, temp_path, write_text_atomic
+        from autorater.data.files import commit, json_text, temp_path, write_text_atomic
 
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)

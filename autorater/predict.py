@@ -13,8 +13,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from autorater.data.video import DEFAULT_LIMITS, VideoInfo, VideoLimits, read_video
 from autorater.model import Autorater
-from data.video import DEFAULT_LIMITS, VideoInfo, VideoLimits, read_video
 
 
 @dataclass
@@ -40,14 +40,14 @@ def load_clip(path: str | Path, instruction: str, takeover_s: float, config, lim
 
 def _scaler(calibration: dict):
     """The stored temperature and shift as a ``TemperatureScaler`` (none stored: the identity)."""
-    from calibration import TemperatureScaler
+    from autorater.calibration import TemperatureScaler
 
     return TemperatureScaler.from_dict({"temperature": 1.0, **calibration})
 
 
 def real_length(times_s: torch.Tensor) -> int:
     """Frames of a batch (b, t) up to the last real one: a clip shorter than ``num_frames`` is padded at the end by
-    repeating its last frame (``data.video.sample_indices``); what every clip repeats can be cut off."""
+    repeating its last frame (``autorater.data.video.sample_indices``); what every clip repeats can be cut off."""
     return int(times_s.argmax(1).max()) + 1 if times_s.numel() else 0
 
 
@@ -83,7 +83,7 @@ def predict_batch(model: Autorater, *, times_s: torch.Tensor, durations_s: Seque
 def calibrate_outputs(logit: np.ndarray, marker_s: np.ndarray, durations_s: Sequence[float],
                       calibration: dict | None) -> tuple[np.ndarray, np.ndarray]:
     """P(success) = sigmoid(logit / temperature + bias), markers less the offset of their predicted outcome."""
-    from calibration import MarkerOffset
+    from autorater.calibration import MarkerOffset
 
     calibration = calibration or {}
     p = _scaler(calibration).predict_proba(np.asarray(logit, dtype=np.float64))

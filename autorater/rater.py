@@ -23,12 +23,12 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import torch
 
+from autorater.data.files import write_text_atomic
+from autorater.data.suite import Suite
+from autorater.data.video import DEFAULT_LIMITS, VideoError, VideoLimits
 from autorater.model import Autorater, check_calibration_file, resolve_device
 from autorater.models import AutoModel
 from autorater.predict import ClipInput, calibrate_outputs, load_clip, predict_batch
-from data.files import write_text_atomic
-from data.suite import Suite
-from data.video import DEFAULT_LIMITS, VideoError, VideoLimits
 
 # -- the folder's own files (besides config.json and model.safetensors: autorater.model) ----------
 CALIBRATION_FILE, METADATA_FILE = "calibration.json", "metadata.json"
@@ -50,7 +50,7 @@ def read_calibration(folder: str | os.PathLike | None) -> dict:
 def read_record(folder: str | os.PathLike | None):
     """The folder's ``calibration.json`` as a ``calibration.CalibrationRecord`` (the selective policy, the drift
     sample), or None when the model is not calibrated."""
-    from calibration import CalibrationRecord
+    from autorater.calibration import CalibrationRecord
 
     path = None if folder is None else Path(folder) / CALIBRATION_FILE
     return CalibrationRecord.from_json(path) if path is not None and path.is_file() else None
@@ -80,7 +80,7 @@ def update_metadata(folder: str | os.PathLike, **fields) -> dict:
 def folder_fingerprint(folder: str | os.PathLike) -> dict:
     """SHA-1 of the folder's weights and of its calibration.json (None when absent): what a labelling job checks
     before it resumes with this model."""
-    from data.files import sha1_file
+    from autorater.data.files import sha1_file
 
     folder = Path(folder)
     return {"weights_sha1": sha1_file(folder / "model.safetensors"),

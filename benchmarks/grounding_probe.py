@@ -90,12 +90,12 @@ def negatives(instructions: list[str], categories: list[str], rng: np.random.Gen
 
 
 def main(argv: list[str] | None = None) -> int:
+    from autorater.data.splits import split_groups
+    from autorater.data.suite import Suite
     from autorater.encoders import BagOfWords, tokenize_words
     from autorater.models import PRESETS
-    from data.splits import split_groups
-    from data.suite import Suite
-    from training.cache import FeatureCache
-    from training.dataset import build_examples, marker_indices
+    from autorater.training.cache import FeatureCache
+    from autorater.training.dataset import build_examples, marker_indices
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suites", default="bench-out/quality-ego/suites", help="the quality benchmark's suites")
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                 truth[row["continuation_id"]] = row["marker_s"] if row["outcome"] == "success" else np.nan
         marker_s = np.array([truth.get(c, np.nan) for c in ex.continuation_ids], dtype=float)
     elif args.marker != "human":  # where a trained model says the outcome is seen
-        from training.baselines import predict_cached
+        from autorater.training.baselines import predict_cached
 
         model = AutoModel.from_pretrained(args.marker)
         predicted = {r["continuation_id"]: r.get("marker_s", np.nan) for r in

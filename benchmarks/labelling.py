@@ -34,7 +34,7 @@ import numpy as np
 
 def bench_throughput(model_dir: Path, suite, out: Path, workers: int) -> dict:
     from autorater.rater import Rater
-    from serving.label import label_suite
+    from autorater.serving.label import label_suite
 
     if out.exists():
         shutil.rmtree(out)
@@ -54,8 +54,8 @@ def bench_throughput(model_dir: Path, suite, out: Path, workers: int) -> dict:
 
 
 def bench_routing(labels_dir: Path, suite) -> dict:
-    from data.suite import load_truth
-    from serving.folder import LabelsFolder
+    from autorater.data.suite import load_truth
+    from autorater.serving.folder import LabelsFolder
 
     truth = {t["continuation_id"]: t["outcome"] for t in load_truth(suite.root)}
     rows = LabelsFolder(labels_dir).read_labels()
@@ -68,8 +68,8 @@ def bench_routing(labels_dir: Path, suite) -> dict:
 def bench_leaderboard(labels_dir: Path, suite, repeats: int, audit_share: float, annotators: int = 3) -> dict:
     """Repeated audit draws and annotator answers over the same model predictions, with and without the gold
     references correcting the labels."""
-    from data.suite import load_truth
-    from serving.folder import LabelsFolder
+    from autorater.data.suite import load_truth
+    from autorater.serving.folder import LabelsFolder
 
     truths = {t["continuation_id"]: t for t in load_truth(suite.root)}
     agent_of = {c.continuation_id: c.agent_id for c in suite.continuations}
@@ -86,12 +86,12 @@ def bench_leaderboard(labels_dir: Path, suite, repeats: int, audit_share: float,
 
 
 def _repeat(base, truths, agent_of, scenario_of, true_rate, gold, repeats, audit_share, annotators) -> dict:
-    from calibration.metrics import rank_metrics
-    from calibration.rates import group_estimates
-    from data.annotators import simulate_annotations
-    from data.labels import label_table, majority_vote
-    from serving.label import audit_draw
-    from serving.leaderboard import ability_and_difficulty
+    from autorater.calibration.metrics import rank_metrics
+    from autorater.calibration.rates import group_estimates
+    from autorater.data.annotators import simulate_annotations
+    from autorater.data.labels import label_table, majority_vote
+    from autorater.serving.label import audit_draw
+    from autorater.serving.leaderboard import ability_and_difficulty
 
     keys = ("rate", "labelled", "per_group")
     spearman, mmrv, covered, width = ({k: [] for k in keys} for _ in range(4))
@@ -138,9 +138,9 @@ def _repeat(base, truths, agent_of, scenario_of, true_rate, gold, repeats, audit
 
 
 def main(argv: list[str] | None = None) -> int:
+    from autorater.data.generate import generate_suite
+    from autorater.data.suite import Suite
     from autorater.rater import Rater
-    from data.generate import generate_suite
-    from data.suite import Suite
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="demo-out/model", help="a calibrated model folder (make demo writes one)")

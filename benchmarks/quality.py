@@ -66,7 +66,7 @@ SWAPS_FOR_TRAINING = {"metaworld": 111}  # the training suite's instruction swap
 
 def plans() -> dict[str, dict[str, HeldOut]]:
     """Each world's training suite and held-out sets (generated once under ``--out``, then reused)."""
-    from data.worlds.metaworld.tasks import MT10
+    from autorater.data.worlds.metaworld.tasks import MT10
 
     return {
         "babyai": {"train": HeldOut((1000, 60), TRAIN_LEVELS, TRAIN_AGENTS, 2, 101),
@@ -87,7 +87,7 @@ def plans() -> dict[str, dict[str, HeldOut]]:
 
 def _suites(root: Path, quick: bool, world: str = "babyai", view: str = "ego",
             image_size: int | None = None) -> dict[str, Path]:
-    from data.generate import generate_suite, swap_instructions
+    from autorater.data.generate import generate_suite, swap_instructions
 
     paths = {}
     for name, plan in plans()[world].items():
@@ -111,8 +111,8 @@ def _suites(root: Path, quick: bool, world: str = "babyai", view: str = "ego",
 
 
 def _throughput(model, suite, limit: int) -> dict:
+    from autorater.data.video import read_video
     from autorater.rater import Rater
-    from data.video import read_video
 
     ids = suite.continuation_ids()[:limit]
     start = time.perf_counter()
@@ -129,12 +129,12 @@ def _throughput(model, suite, limit: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     import torch
 
+    from autorater.data.suite import Suite
+    from autorater.mlflow_registry import default_tracking_uri
     from autorater.models import DEFAULT_PRESET, PRESETS
-    from autorater.registry import default_tracking_uri
-    from data.suite import Suite
-    from training import baselines as B
-    from training.recipe import TrainConfig
-    from training.tracking import track_training
+    from autorater.training import baselines as B
+    from autorater.training.recipe import TrainConfig
+    from autorater.training.tracking import track_training
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--world", choices=("babyai", "metaworld"), default="babyai")
@@ -241,10 +241,10 @@ def _score_seed(model, grid, train_suite, suites: dict, tc, baselines: dict | No
     """One trained model on every held-out set (beside the baselines and the grid model when given): the reports,
     the reference-fitted calibration and its selective policy on each set, pooled scores; every prediction row
     written under ``predictions`` (``<set>.jsonl``) so that two runs can be compared paired by scenario."""
-    from data.suite import write_jsonl
-    from training import baselines as B
-    from training.evaluate import evaluate, format_report
-    from training.tracking import log_evaluation
+    from autorater.data.suite import write_jsonl
+    from autorater.training import baselines as B
+    from autorater.training.evaluate import evaluate, format_report
+    from autorater.training.tracking import log_evaluation
 
     calibration = _reference_calibration(model, train_suite, tc.cache_dir)
     result = {"calibration": calibration, "held_out": {}, "selective": {}}
@@ -346,8 +346,8 @@ def pooled_outcome(scored: list[tuple[list[dict], object]]) -> dict:
     of the balanced accuracy over scenarios (a scenario's two continuations resampled together)."""
     import numpy as np
 
-    from calibration.metrics import bootstrap_ci, outcome_metrics
-    from data.suite import load_truth
+    from autorater.calibration.metrics import bootstrap_ci, outcome_metrics
+    from autorater.data.suite import load_truth
 
     gold, pred, groups = [], [], []
     for rows, suite in scored:
@@ -368,12 +368,12 @@ def pooled_outcome(scored: list[tuple[list[dict], object]]) -> dict:
 
 def pooled_failure_modes(scored: list[tuple[list[dict], object]]) -> dict:
     """Failure-mode accuracy and confusion of one method on several suites pooled, against the simulator truth,
-    among true failures predicted as failures, overall and per category (``training.evaluate.failure_mode_score``)."""
+    among true failures predicted as failures, overall and per category (``evaluate.failure_mode_score``)."""
     import numpy as np
     import pandas as pd
 
-    from data.suite import load_truth
-    from training.evaluate import failure_mode_score
+    from autorater.data.suite import load_truth
+    from autorater.training.evaluate import failure_mode_score
 
     true_mode, pred_mode, y, yhat, category = [], [], [], [], []
     for rows, suite in scored:
@@ -408,9 +408,9 @@ def _reference_calibration(model, suite, cache_dir: str) -> dict:
     with and without."""
     import numpy as np
 
-    from calibration import SplitCalibrator
-    from serving.calibrate import fit_marker_offset
-    from training.baselines import predict_cached
+    from autorater.calibration import SplitCalibrator
+    from autorater.serving.model_calibration import fit_marker_offset
+    from autorater.training.baselines import predict_cached
 
     refs = {r.continuation_id: r for r in suite.references}
     rows = [r for r in predict_cached(model, suite, cache_dir) if r["continuation_id"] in refs and "error" not in r]
@@ -429,8 +429,8 @@ def selective_on(rows: list[dict], suite, calibration: dict) -> dict:
     the calibrated P(success), and the share auto-labelled by the reference-fitted policy with its agreement."""
     import numpy as np
 
-    from calibration import SelectivePolicy, TemperatureScaler, expected_calibration_error
-    from data.suite import load_truth
+    from autorater.calibration import SelectivePolicy, TemperatureScaler, expected_calibration_error
+    from autorater.data.suite import load_truth
 
     truth = {t["continuation_id"]: t["outcome"] == "success" for t in load_truth(suite.root)}
     ok = [r for r in rows if "error" not in r and r["continuation_id"] in truth]

@@ -51,7 +51,7 @@ def decode_accuracy(x: np.ndarray, y: np.ndarray, groups: list[str], seed: int) 
 def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
-    from data.video import VideoError, read_video
+    from autorater.data.video import VideoError, read_video
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suites", default="bench-out/quality-ego/suites", help="the quality benchmark's suites")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from data.generate import generate_suite, load_truth
-from data.video import read_video
+from autorater.data.generate import generate_suite, load_truth
+from autorater.data.video import read_video
 
 ROWS = {"babyai": dict(tasks=["PickupLoc", "OpenDoor"], agents=["expert", "distractor"], seed=3),
         "metaworld": dict(tasks=["drawer-open-v3", "pick-place-v3", "window-close-v3"],

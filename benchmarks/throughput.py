@@ -19,7 +19,7 @@ from pathlib import Path
 
 
 def bench_generation(out: Path, continuations: int, workers: int, world: str = "babyai", seed: int = 7) -> dict:
-    from data.generate import generate_suite
+    from autorater.data.generate import generate_suite
 
     if out.exists():
         shutil.rmtree(out)
@@ -34,8 +34,8 @@ def bench_generation(out: Path, continuations: int, workers: int, world: str = "
 
 
 def bench_decode(suite_dir: Path, limit: int, num_frames: int | None, size: int | None) -> dict:
-    from data.suite import Suite
-    from data.video import read_video
+    from autorater.data.suite import Suite
+    from autorater.data.video import read_video
 
     suite = Suite.load(suite_dir)
     paths = [suite.root / c.video for c in suite.continuations[:limit]]

@@ -1,15 +1,15 @@
-"""Suites: the format, video I/O, label tables, splits, simulated annotators and (``data.generate``) the
-suite generator over the worlds (``data.worlds``).
+"""Suites: the format, video I/O, label tables, splits, simulated annotators and (``autorater.data.generate``) the
+suite generator over the worlds (``autorater.data.worlds``).
 
 The worlds' simulators (minigrid, Meta-World and MuJoCo) are imported inside the worlds when a suite is
 generated, not here.
 """
 
-from data.annotators import simulate_annotations
-from data.files import json_text, jsonl_text, write_text_atomic
-from data.generate import generate_suite, swap_instructions
-from data.importing import ImportReport, import_table
-from data.labels import (
+from autorater.data.annotators import simulate_annotations
+from autorater.data.files import json_text, jsonl_text, write_text_atomic
+from autorater.data.generate import generate_suite, swap_instructions
+from autorater.data.importing import ImportReport, import_table
+from autorater.data.labels import (
     aggregate,
     annotator_accuracy,
     dawid_skene,
@@ -20,9 +20,9 @@ from data.labels import (
     marker_spread,
     reference_table,
 )
-from data.splits import grouped_split, holdout_split, split_groups
-from data.stats import agent_rule_balanced_accuracy, format_stats, suite_stats
-from data.suite import (
+from autorater.data.splits import grouped_split, holdout_split, split_groups
+from autorater.data.stats import agent_rule_balanced_accuracy, format_stats, suite_stats
+from autorater.data.suite import (
     Annotation,
     Continuation,
     Problem,
@@ -35,8 +35,17 @@ from data.suite import (
     validate_suite,
     write_jsonl,
 )
-from data.video import Clip, DecodeTimeout, VideoError, VideoInfo, VideoLimits, read_video, video_info, write_video
-from data.worlds import WORLDS, load_world, world_of
+from autorater.data.video import (
+    Clip,
+    DecodeTimeout,
+    VideoError,
+    VideoInfo,
+    VideoLimits,
+    read_video,
+    video_info,
+    write_video,
+)
+from autorater.data.worlds import WORLDS, load_world, world_of
 
 __all__ = [
     "WORLDS", "Annotation", "Clip", "Continuation", "DecodeTimeout", "ImportReport", "Problem", "Reference",

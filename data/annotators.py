@@ -17,7 +17,7 @@ The default pool of 12 annotators (``h00``..``h11``) is tuned so an average anno
 0.90 balanced accuracy against the truth, each between about 0.86 and 0.94, on generated suites and
 on ``synthetic_truths``.
 
-Truth records are the lines of ``simulator_truth.jsonl`` (``data.generate``) or any mapping with
+Truth records are the lines of ``simulator_truth.jsonl`` (``autorater.data.generate``) or any mapping with
 ``continuation_id``, ``outcome``, ``marker_s``, ``failure_mode``, ``num_frames``, ``fps``, and
 optionally ``category``, ``failure_modes`` (the modes an annotator may name on this item; else BabyAI's
 for the category), ``takeover_s`` and ``traits`` (``messiness``, ``ambiguity``,
@@ -38,7 +38,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from data.suite import Annotation
+from autorater.data.suite import Annotation
 
 _MODES_BY_CATEGORY = {
     "go_to": ("timeout",),

@@ -1,12 +1,12 @@
 """A small "your own videos" example: a folder of videos in mixed containers, sizes and frame rates, and CSV tables
 that say what each one is, as an evaluation team's recorder and spreadsheet would have them.
 
-The videos come from a generated BabyAI suite (``data.generate``), re-encoded: H.264 mp4 (one with an audio
+The videos come from a generated BabyAI suite (``autorater.data.generate``), re-encoded: H.264 mp4 (one with an audio
 track), VP9 webm, MJPEG avi and MPEG-4 mkv; 112 px square, 224 px, 96 px and a 200 x 112 widescreen frame; 8, 12
 and 4 frames per second. Nothing about them is committed: the walkthrough (``docs/your-data.md``) and the tests
 build them with
 
-    python -m data.example --out example
+    python -m autorater.data.example --out example
 
 which writes ``example/videos/`` and three tables over disjoint scenarios: ``train.csv`` (one row per label: three
 simulated annotators per continuation), ``references.csv`` (gold outcomes and markers, from the simulator, beside
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data.files import commit
+from autorater.data.files import commit
 
 CODECS = {".mp4": ("libx264", "yuv420p"), ".mov": ("libx264", "yuv420p"), ".webm": ("libvpx-vp9", "yuv420p"),
           ".avi": ("mjpeg", "yuvj420p"), ".mkv": ("mpeg4", "yuv420p")}
@@ -136,9 +136,9 @@ def build_example(out: str | os.PathLike, scenarios: int = 6, seed: int = 0, wor
     Returns:
         ``out``.
     """
-    from data.generate import generate_suite
-    from data.suite import Suite, load_truth
-    from data.video import read_video
+    from autorater.data.generate import generate_suite
+    from autorater.data.suite import Suite, load_truth
+    from autorater.data.video import read_video
 
     out = Path(out)
     if out.exists() and any(out.iterdir()):
@@ -194,7 +194,7 @@ def _write_table(path: Path, suite, truth: dict, scenario_ids: set[str], names: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m data.example", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m autorater.data.example", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="example", help="a new folder")
     parser.add_argument("--scenarios", type=int, default=6, help="scenarios per table (two continuations each)")
     parser.add_argument("--seed", type=int, default=0)

@@ -1,11 +1,11 @@
 """The synthetic STS-style suite generator over worlds (BabyAI, Meta-World), and instruction swaps.
 
-A world (``data.worlds``) plans scenarios and plays their continuations; this module does what every
+A world (``autorater.data.worlds``) plans scenarios and plays their continuations; this module does what every
 world shares: scenarios cycle over the chosen tasks; agents are dealt to continuations from shuffled
 decks (each gets about the same number); references are the truth of a seeded subset (15% by default),
 stratified by agent and category, and every annotator of the pool labels every reference episode
 (gold questions are served to everyone, which is what lets them measure the annotators); other
-continuations get ``annotators`` labels each from simulated annotators (``data.annotators``). The
+continuations get ``annotators`` labels each from simulated annotators (``autorater.data.annotators``). The
 suite does not depend on the number of worker processes.
 
 Files written (besides the standard suite files and ``videos/<continuation_id>.mp4``):
@@ -31,11 +31,20 @@ from typing import Sequence
 
 import numpy as np
 
-from data.annotators import default_pool, simulate_annotations
-from data.stats import agent_rule_balanced_accuracy
-from data.suite import TRUTH_FILE, Continuation, Reference, Scenario, Suite, SuiteInfo, load_truth, write_jsonl
-from data.worlds import WORLDS, ScenarioJob, SwapJob, load_world, world_of
-from data.worlds.babyai import AGENTS, DEFAULT_AGENTS, DEFAULT_TASKS, LEVELS
+from autorater.data.annotators import default_pool, simulate_annotations
+from autorater.data.stats import agent_rule_balanced_accuracy
+from autorater.data.suite import (
+    TRUTH_FILE,
+    Continuation,
+    Reference,
+    Scenario,
+    Suite,
+    SuiteInfo,
+    load_truth,
+    write_jsonl,
+)
+from autorater.data.worlds import WORLDS, ScenarioJob, SwapJob, load_world, world_of
+from autorater.data.worlds.babyai import AGENTS, DEFAULT_AGENTS, DEFAULT_TASKS, LEVELS
 
 __all__ = ["generate_suite", "swap_instructions", "simulate_truths", "load_truth", "LEVELS", "AGENTS",
            "DEFAULT_LEVELS", "DEFAULT_AGENTS", "TRUTH_FILE", "WORLDS"]
@@ -220,7 +229,7 @@ def generate_suite(out: str | os.PathLike, levels: Sequence[str] | None = None, 
 
     Returns:
         The suite folder. ``suite.json``'s ``source.agent_rule_balanced_accuracy`` says how well the agent's
-        name alone predicts the true outcome in it (``data.stats.agent_rule_balanced_accuracy``).
+        name alone predicts the true outcome in it (``autorater.data.stats.agent_rule_balanced_accuracy``).
     """
     out = Path(out)
     module, task_names, agent_names = _setup(world, tasks, levels, agents)

@@ -53,8 +53,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from data.files import commit, temp_path
-from data.suite import (
+from autorater.data.files import commit, temp_path
+from autorater.data.suite import (
     SUITE_FILE,
     Annotation,
     Continuation,
@@ -66,7 +66,7 @@ from data.suite import (
     SuiteInfo,
     validate_suite,
 )
-from data.video import VideoError, VideoInfo, read_video, video_info
+from autorater.data.video import VideoError, VideoInfo, read_video, video_info
 
 COLUMNS = {"video": "video", "instruction": "instruction", "agent": "agent", "scenario": "scenario",
            "continuation_id": "continuation_id", "context_video": "context_video", "takeover_s": "takeover_s",

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from data.suite import Suite
+from autorater.data.suite import Suite
 
 GROUP_KEYS = ("scenario", "agent", "category", "level")
 

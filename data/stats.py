@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from data.labels import (
+from autorater.data.labels import (
     annotator_accuracy,
     dawid_skene,
     fleiss_kappa,
@@ -17,7 +17,7 @@ from data.labels import (
     marker_spread,
     reference_table,
 )
-from data.suite import TRUTH_FILE, Suite, load_truth
+from autorater.data.suite import TRUTH_FILE, Suite, load_truth
 
 __all__ = ["suite_stats", "format_stats", "agent_rule_balanced_accuracy"]
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Iterator
 
-from data.files import commit, json_text, temp_path, write_text_atomic
+from autorater.data.files import commit, json_text, temp_path, write_text_atomic
 
 FORMAT = "autorater-suite"
 FORMAT_VERSION = 1
@@ -462,7 +462,7 @@ def _unique(records: list, key: str, file: str, problems: list[Problem]) -> list
 
 
 def _check_videos(suite: Suite, progress: bool) -> list[Problem]:
-    from data.video import VideoError, video_info
+    from autorater.data.video import VideoError, video_info
 
     problems = []
     markers: dict[str, list[tuple[str, int | None, float]]] = {}

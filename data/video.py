@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data.files import commit
+from autorater.data.files import commit
 
 
 class VideoError(ValueError):

@@ -22,7 +22,7 @@ champion, or from scratch), calibrate it on some of the references, and judge ch
 on references *neither was calibrated on*: the challenger is calibrated on the references the
 champion's ``calibration.json`` records (the same footing), or, when it records none, on a share of the
 reference scenarios (``calibration_share``) that then never judge. The judgement is a paired
-comparison (``calibration.paired_comparison``: a bootstrap over scenarios of the difference in
+comparison (``autorater.calibration.paired_comparison``: a bootstrap over scenarios of the difference in
 balanced accuracy, McNemar beside it); the challenger is promoted to ``champion`` only when the
 ``level`` interval of the difference lies above ``margin``. Both models, the difference and its
 interval go to MLflow (metrics ``round.comparison.*`` on the challenger's run) and to ``round.json``.
@@ -40,8 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-from data.files import write_text_atomic
-from data.suite import Suite
+from autorater.data.files import write_text_atomic
+from autorater.data.suite import Suite
 
 STRATEGIES = ("uncertainty", "margin", "entropy", "random", "balanced")
 
@@ -168,7 +168,7 @@ def active_select(model_dir: str | os.PathLike, pool: Suite, budget: int, out: s
     ``selection.jsonl`` and the Label Studio files (``labelstudio/config.xml``, ``tasks.json``) into ``out``;
     returns a summary. ``allow_unverified``: load weights without a checksum (``Autorater.from_pretrained``)."""
     from autorater.rater import Rater
-    from serving.labelstudio import write_labelstudio_files
+    from autorater.serving.labelstudio import write_labelstudio_files
 
     model_dir, out = Path(model_dir), Path(out)
     ids = unlabelled(pool)
@@ -177,7 +177,7 @@ def active_select(model_dir: str | os.PathLike, pool: Suite, budget: int, out: s
                          f"or a reference)")
     rater = Rater.load(model_dir, device, allow_unverified=allow_unverified)
     preds = [r for r in rater.rate_suite(pool, ids=ids, progress=progress) if "error" not in r]
-    from data.video import video_info
+    from autorater.data.video import video_info
 
     for r in preds:
         c = pool.get(r["continuation_id"])
@@ -227,16 +227,16 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
         calibration_share: share of the reference scenarios that calibrate the challenger when the champion's
             calibration records no references of this suite.
     """
+    from autorater.calibration import paired_comparison
+    from autorater.mlflow_registry import promote
     from autorater.rater import Rater
-    from autorater.registry import promote
-    from calibration import paired_comparison
-    from serving.calibrate import calibrate_model
-    from serving.ingest import append_annotations, read_labels
-    from training.baselines import predict_cached
-    from training.evaluate import evaluate, gold_table
-    from training.recipe import TrainConfig
-    from training.tracking import log_evaluation, track_training
-    from training.train import train
+    from autorater.serving.ingest import append_annotations, read_labels
+    from autorater.serving.model_calibration import calibrate_model
+    from autorater.training.baselines import predict_cached
+    from autorater.training.evaluate import evaluate, gold_table
+    from autorater.training.recipe import TrainConfig
+    from autorater.training.tracking import log_evaluation, track_training
+    from autorater.training.train import train
 
     champion_dir, out = Path(champion_dir), Path(out)
     pool = Suite.load(pool_dir)
@@ -314,7 +314,7 @@ def judging_split(refs: Suite, champion_calibration: dict, calibration_share: fl
     Returns:
         ``(calibrate_on, judge_on, how)``: continuation ids, and a JSON-able note of the split.
     """
-    from calibration.split import group_split
+    from autorater.calibration.split import group_split
 
     ids = [r.continuation_id for r in refs.references]
     used = set(champion_calibration.get("scaling_ids", [])) | set(champion_calibration.get("threshold_ids", []))

@@ -20,7 +20,7 @@ the benchmarks read. :class:`LabelsFolder` is its one owner: every reader and wr
       .lock                            the writers' lock (:meth:`LabelsFolder.lock`)
 
 One writer at a time (:meth:`LabelsFolder.lock`); every file is written whole or not at all
-(``data.files.write_text_atomic``: a temp file, fsync and rename), but for the problems log, appended line by line
+(``write_text_atomic``: a temp file, fsync and rename), but for the problems log, appended line by line
 with fsync.
 
 Example:
@@ -40,8 +40,8 @@ import warnings
 from pathlib import Path
 from typing import Iterator, TypedDict
 
-from data.files import append_line_durably, jsonl_text, write_text_atomic
-from serving.history import LabelHistory
+from autorater.data.files import append_line_durably, jsonl_text, write_text_atomic
+from autorater.serving.history import LabelHistory
 
 JOB_FILE, LABELS_FILE, ERRORS_FILE, SUMMARY_FILE, PARTS_DIR = (
     "job.json", "labels.jsonl", "errors.jsonl", "summary.json", "parts")
@@ -189,19 +189,19 @@ class LabelsFolder:
     @property
     def tasks_file(self) -> Path:
         """``labelstudio/tasks.json``: the human queue."""
-        from serving.labelstudio import TASKS_FILE
+        from autorater.serving.labelstudio import TASKS_FILE
 
         return self.labelstudio / TASKS_FILE
 
     def read_tasks(self) -> list:
         """The Label Studio tasks of the human queue (ValueError naming the file when it cannot be read)."""
-        from serving.labelstudio import read_tasks
+        from autorater.serving.labelstudio import read_tasks
 
         return read_tasks(self.tasks_file)
 
     def write_labelstudio(self, suite, labels: list[dict], video_url_prefix: str | None = None) -> int:
         """Write ``labelstudio/config.xml`` and ``tasks.json`` for the human queue; returns the task count."""
-        from serving.labelstudio import write_labelstudio_files
+        from autorater.serving.labelstudio import write_labelstudio_files
 
         return write_labelstudio_files(self.labelstudio, suite, labels, video_url_prefix=video_url_prefix)
 

@@ -38,7 +38,7 @@ from typing import Any
 from fastapi import HTTPException
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from serving.fields import loads, shown
+from autorater.serving.fields import loads, shown
 
 _LOG = logging.getLogger("autorater.serve")
 

@@ -41,8 +41,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from data.files import jsonl_text, write_text_atomic
-from serving.fields import parse_time
+from autorater.data.files import jsonl_text, write_text_atomic
+from autorater.serving.fields import parse_time
 
 SUITE_LABELS_FILE, SUITE_HISTORY_FILE = "annotations.jsonl", "annotations_history.jsonl"
 KINDS = ("create", "update", "copy")  # copy: an export or another store's row (its own times, if any)

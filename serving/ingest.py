@@ -30,13 +30,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from data.labels import label_table, majority_vote
-from data.suite import Annotation, Problem, Suite, annotation_problems, read_jsonl, record_to_dict
-from data.video import VideoError, video_info
-from serving.fields import MAX_ID_CHARS, bounded_id, shown, utc_now
-from serving.folder import PROBLEMS_FILE, LabelsFolder, folder_lock
-from serving.history import Applied, Incoming, arriving, stored_version, suite_history
-from serving.labelstudio import ExportProblem, parse_export, read_tasks
+from autorater.data.labels import label_table, majority_vote
+from autorater.data.suite import Annotation, Problem, Suite, annotation_problems, read_jsonl, record_to_dict
+from autorater.data.video import VideoError, video_info
+from autorater.serving.fields import MAX_ID_CHARS, bounded_id, shown, utc_now
+from autorater.serving.folder import PROBLEMS_FILE, LabelsFolder, folder_lock
+from autorater.serving.history import Applied, Incoming, arriving, stored_version, suite_history
+from autorater.serving.labelstudio import ExportProblem, parse_export, read_tasks
 
 
 class _VideoLookup(dict):

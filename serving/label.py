@@ -1,6 +1,6 @@
 """``autorater label``: rate a new suite version in batches, resumably, and route the uncertain cases to humans.
 
-The job writes one labels folder (``serving.folder``: ``job.json``, ``parts/``, ``labels.jsonl``,
+The job writes one labels folder (``autorater.serving.folder``: ``job.json``, ``parts/``, ``labels.jsonl``,
 ``errors.jsonl``, ``summary.json``, ``labelstudio/``).
 
 Exactly once, whatever happens: batch ``k`` always holds the same continuations (the suite's order cut
@@ -33,11 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
+from autorater.data.files import jsonl_text
+from autorater.data.suite import Suite
 from autorater.model import resolve_device
 from autorater.rater import Rater, folder_fingerprint, model_name, read_record
-from data.files import jsonl_text
-from data.suite import Suite
-from serving.folder import JOB_FILE, LabelJobError, LabelsFolder
+from autorater.serving.folder import JOB_FILE, LabelJobError, LabelsFolder
 
 
 def audit_draw(continuation_id: str, seed: int, method: str = "blake2b") -> float:
@@ -127,7 +127,7 @@ def _rate_batches_ray(model_dir: Path, suite: Suite, folder: LabelsFolder, batch
 
 def _decide(rows: list[dict], model_dir: Path, spec: dict) -> tuple[list[dict], dict]:
     """Apply the stored calibration: each row gets ``decision``, ``audit`` and a ``reason`` when human."""
-    from serving.calibrate import check_drift
+    from autorater.serving.model_calibration import check_drift
 
     scored = [r for r in rows if "error" not in r]
     drift = check_drift(model_dir, [r["logit"] for r in scored])

@@ -31,10 +31,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from data.files import json_text, write_text_atomic
-from data.suite import Annotation, Suite
-from data.video import DEFAULT_LIMITS, VideoError, video_info
-from serving.fields import MAX_ID_CHARS, bounded_id, integer_in, number_in
+from autorater.data.files import json_text, write_text_atomic
+from autorater.data.suite import Annotation, Suite
+from autorater.data.video import DEFAULT_LIMITS, VideoError, video_info
+from autorater.serving.fields import MAX_ID_CHARS, bounded_id, integer_in, number_in
 
 FROM_NAME, TO_NAME, TEXT_NAME = "outcome", "video", "instruction"
 OUTCOMES = ("success", "failure")

@@ -7,7 +7,7 @@ label with no outcome or a video that cannot be found is listed with its task, i
 
 Two kinds of labelling config are read:
 
-- the product's own (``serving.labelstudio.labeling_config``): one ``TimelineLabels`` region of one frame, labelled
+- the product's own (``labelstudio.labeling_config``): one ``TimelineLabels`` region of one frame, labelled
   ``success`` or ``failure``;
 - the common "choices + timeline" configs: the outcome from a ``Choices`` control (its choice, or a region's label,
   one of the words of success or failure: ``Success``, ``Failed``, ``pass``, ``yes``...; add your own with
@@ -38,9 +38,9 @@ import re
 from pathlib import Path, PurePosixPath
 from urllib.parse import parse_qs, unquote, urlparse
 
-from data.importing import ImportReport, Label, SourceRow, import_rows
-from data.suite import Problem
-from serving.labelstudio import annotator_id, checked_fps, frame_to_seconds, read_export
+from autorater.data.importing import ImportReport, Label, SourceRow, import_rows
+from autorater.data.suite import Problem
+from autorater.serving.labelstudio import annotator_id, checked_fps, frame_to_seconds, read_export
 
 SUCCESS_WORDS = ("success", "successful", "succeeded", "pass", "passed", "yes", "true", "done", "completed")
 FAILURE_WORDS = ("failure", "failed", "fail", "no", "false", "not done", "incomplete")
@@ -62,7 +62,7 @@ def import_labelstudio(export: str | os.PathLike, media_root: str | os.PathLike,
         media_root: the folder its videos are under.
         frame_rate: the ``<Video frameRate>`` of the project (default: each task's ``fps``, else 24).
         success_labels, failure_labels: your project's names of the outcomes, beside the known words.
-        link, strict, name, version: as ``data.importing.import_rows``.
+        link, strict, name, version: as ``autorater.data.importing.import_rows``.
     """
     export = Path(export)
     tasks = read_export(export)

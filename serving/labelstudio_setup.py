@@ -35,7 +35,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from serving.labelstudio import labeling_config
+from autorater.serving.labelstudio import labeling_config
 
 WEBHOOK_ACTIONS = ("ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_DELETED")
 BASIC_AUTH_USER = "label-studio"

@@ -1,4 +1,4 @@
-"""``autorater leaderboard``: per-agent success rates with honest 95% intervals (the report: ``serving.report``).
+"""``autorater leaderboard``: per-agent success rates with honest 95% intervals (the report: ``report.py``).
 
 Against gold (the default when the suite has references): the final labels (the model's where it
 labelled alone, the annotators' majority elsewhere) are corrected by their measured error on the
@@ -45,7 +45,7 @@ specificity on the gold references (``corrected_consistency``): label noise make
 continuations look split. Both have bootstrap intervals over scenarios that also resample the
 references, and keep the uncorrected value beside them (``median_time_labelled_s``,
 ``consistency_labelled``). Scenario difficulty: the success rate of each scenario over all agents, and
-the item-response model's ``ability`` per agent and ``difficulty`` per scenario (``calibration.irt``).
+the item-response model's ``ability`` per agent and ``difficulty`` per scenario (``autorater.calibration.irt``).
 The report is JSON plus an HTML page with the figures.
 
 Example:
@@ -59,8 +59,8 @@ import os
 
 import numpy as np
 
-from calibration.metrics import rank_metrics
-from calibration.rates import (
+from autorater.calibration.metrics import rank_metrics
+from autorater.calibration.rates import (
     MIN_POOLED,
     Z95,
     bootstrap_interval,
@@ -76,8 +76,8 @@ from calibration.rates import (
     rate_vs_gold,
     wilson_interval,
 )
-from data.suite import Suite
-from serving.folder import LabelsFolder
+from autorater.data.suite import Suite
+from autorater.serving.folder import LabelsFolder
 
 
 def _marker_pairs(rows: list[dict], suite: Suite) -> dict[str, list[tuple[float, float]]]:
@@ -201,7 +201,7 @@ def ability_and_difficulty(rows: list[dict], gold: dict[str, str] | None,
         ``({agent: {"ability", "ability_ci"}}, {scenario: {"difficulty", "difficulty_ci"}}, summary)``, the
         summary naming the model, the sources' error rates and the difficulty prior's sd.
     """
-    from calibration.irt import ItemResponseModel
+    from autorater.calibration.irt import ItemResponseModel
 
     labelled = [r for r in rows if r.get("outcome") is not None]
     if not labelled:
@@ -262,7 +262,7 @@ def _difficulty_by_category(scenarios: dict) -> dict:
 
 
 def _truth_comparison(suite: Suite, board: dict) -> dict:
-    from data.suite import load_truth
+    from autorater.data.suite import load_truth
 
     truth = {t["continuation_id"]: t["outcome"] == "success" for t in load_truth(suite.root)}
     rates: dict[str, list[bool]] = {}

@@ -23,11 +23,11 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
-from data.video import DEFAULT_LIMITS
-from serving.fields import bounded_id, number_in
-from serving.guard import field_error, resolve_media
-from serving.labelstudio import FROM_NAME, TO_NAME, checked_fps, marker_region
-from serving.rating import RatingSlots, ServiceRater
+from autorater.data.video import DEFAULT_LIMITS
+from autorater.serving.fields import bounded_id, number_in
+from autorater.serving.guard import field_error, resolve_media
+from autorater.serving.labelstudio import FROM_NAME, TO_NAME, checked_fps, marker_region
+from autorater.serving.rating import RatingSlots, ServiceRater
 
 MAX_TASKS = 64
 MAX_TAKEOVER_S = 86400.0

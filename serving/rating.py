@@ -22,8 +22,8 @@ from pathlib import Path
 
 from fastapi import HTTPException
 
+from autorater.data.video import DEFAULT_LIMITS, DecodeTimeout, VideoError, VideoLimits
 from autorater.rater import Rater
-from data.video import DEFAULT_LIMITS, DecodeTimeout, VideoError, VideoLimits
 
 
 class ServiceRater:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data.files import write_text_atomic
+from autorater.data.files import write_text_atomic
 
 
 def format_leaderboard(board: dict) -> str:
@@ -71,7 +71,7 @@ def _png(figure) -> str:
 
 def leaderboard_figures(board: dict) -> dict[str, str]:
     """Base64 PNGs: the ranking with intervals, time-to-success CDFs, consistency and difficulty."""
-    from calibration.plots import new_figure
+    from autorater.calibration.plots import new_figure
 
     figs = {}
     agents = board["ranking"][::-1]

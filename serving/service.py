@@ -15,7 +15,7 @@ no string or boolean numbers, no blank instruction; 422 that names the field); p
 videos checked from their container and then frame by frame (data.video.VideoLimits); at most ``max_decodes``
 ratings at once and one deadline per request (serving.rating). Never a 500 for what a client sends. The server
 binds to 127.0.0.1 unless told otherwise, and ``autorater serve`` refuses a non-loopback address without a token;
-the connection limits (head and body timeouts, connections at once) are applied by ``serving.guard.server_config``.
+the connection limits (head and body timeouts, connections at once) are applied by ``guard.server_config``.
 
 Example:
     >>> app = create_app("model", media_root="suites")                                    # doctest: +SKIP
@@ -34,12 +34,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from data.video import DEFAULT_LIMITS, VideoLimits
-from serving.fields import plain
-from serving.guard import ConnectionLimits, RequestGuard, resolve_media
-from serving.mlbackend import MAX_PATH, MAX_TAKEOVER_S, MAX_TEXT, ml_backend_router
-from serving.rating import RatingSlots, ServiceRater
-from serving.webhook import webhook_router
+from autorater.data.video import DEFAULT_LIMITS, VideoLimits
+from autorater.serving.fields import plain
+from autorater.serving.guard import ConnectionLimits, RequestGuard, resolve_media
+from autorater.serving.mlbackend import MAX_PATH, MAX_TAKEOVER_S, MAX_TEXT, ml_backend_router
+from autorater.serving.rating import RatingSlots, ServiceRater
+from autorater.serving.webhook import webhook_router
 
 MAX_JSON_BYTES = 1 << 20  # 1 MiB of JSON per request
 MAX_UPLOAD_BYTES = 64 << 20

@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import os
 
-from data.annotators import simulate_annotations
-from data.files import write_text_atomic
-from data.suite import load_truth
-from serving.folder import LabelsFolder
-from serving.labelstudio import annotations_to_export
+from autorater.data.annotators import simulate_annotations
+from autorater.data.files import write_text_atomic
+from autorater.data.suite import load_truth
+from autorater.serving.folder import LabelsFolder
+from autorater.serving.labelstudio import annotations_to_export
 
 
 def simulate_queue_export(labels_dir: str | os.PathLike, out: str | os.PathLike, annotators: int = 3,

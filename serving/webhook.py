@@ -22,13 +22,19 @@ from pathlib import Path
 
 from fastapi import APIRouter, HTTPException, Request
 
-from data.suite import Suite, SuiteFormatError, annotation_problems, record_to_dict
-from data.video import DEFAULT_LIMITS, VideoError, VideoLimits, video_info
-from serving.fields import bounded_id, shown, utc_now
-from serving.folder import folder_lock
-from serving.guard import field_error, json_body
-from serving.history import arriving, suite_history
-from serving.labelstudio import ExportProblem, annotation_from_result, checked_fps, checked_frames, task_timing
+from autorater.data.suite import Suite, SuiteFormatError, annotation_problems, record_to_dict
+from autorater.data.video import DEFAULT_LIMITS, VideoError, VideoLimits, video_info
+from autorater.serving.fields import bounded_id, shown, utc_now
+from autorater.serving.folder import folder_lock
+from autorater.serving.guard import field_error, json_body
+from autorater.serving.history import arriving, suite_history
+from autorater.serving.labelstudio import (
+    ExportProblem,
+    annotation_from_result,
+    checked_fps,
+    checked_frames,
+    task_timing,
+)
 
 RECORDED_ACTIONS = {"ANNOTATION_CREATED": "create", "ANNOTATION_UPDATED": "update"}
 DELETED_ACTION = "ANNOTATIONS_DELETED"

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from data.suite import Annotation, Continuation, Reference, Scenario, Suite, SuiteInfo
-from data.video import write_video
+from autorater.data.suite import Annotation, Continuation, Reference, Scenario, Suite, SuiteInfo
+from autorater.data.video import write_video
 
 N_FRAMES, FPS, SIZE = 8, 8.0, 32
 _T = {"architecture": "transformer"}
@@ -160,7 +160,7 @@ def make_tiny_suite(root: Path, n_scenarios: int = 10, per_scenario: int = 2, se
 
 def fresh_tracking_uri(tmp_path_factory, folder: Path) -> str:
     """A new store in ``folder``: a copy of one session-wide initialised database (migrations run once)."""
-    from autorater import registry
+    from autorater import mlflow_registry as registry
 
     template = tmp_path_factory.getbasetemp() / "mlflow-template"
     if not (template / "mlflow.db").exists():

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from autorater.calibration import CalibrationRecord
+from autorater.data.generate import generate_suite
+from autorater.data.suite import Suite
 from autorater.models import PRESETS, AutoModel
 from autorater.rater import Rater
-from calibration import CalibrationRecord
-from data.generate import generate_suite
-from data.suite import Suite
 
 
 @contextlib.contextmanager

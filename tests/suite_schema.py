@@ -1,6 +1,6 @@
 """An independent validator of SUITE_FORMAT v1, written from ``shared/SUITE_FORMAT.md`` with JSON Schema.
 
-It shares no code with ``data.suite`` (deliberately: two readings of the spec that must agree), so a
+It shares no code with ``autorater.data.suite`` (deliberately: two readings of the spec that must agree), so a
 test can check that what ``Suite.write`` or the generator writes is a valid suite by the spec itself.
 
 Per-record rules are JSON Schema (draft 2020-12); the rest are plain cross-file checks: unique ids,

@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from autorater import cli
+from autorater.data.suite import Annotation, Suite
 from autorater.models import AutoModel
-from data.suite import Annotation, Suite
+from autorater.serving.active import acquisition_scores, class_balanced_top, diverse_top, run_round, select, unlabelled
+from autorater.serving.labelstudio import annotations_to_export, validate_tasks
+from autorater.training.recipe import TrainConfig
 from model_suites import fresh_tracking_uri, learnable_suite, one_thread
-from serving.active import acquisition_scores, class_balanced_top, diverse_top, run_round, select, unlabelled
-from serving.labelstudio import annotations_to_export, validate_tasks
-from training.recipe import TrainConfig
 
 RECIPE = {"epochs": 40, "lr": 3e-3, "batch_size": 8, "mismatch_share": 0.0, "aggregation": "majority",
           "patience": 40, "warmup_steps": 1, "val_share": 0.2}
@@ -125,7 +125,7 @@ def _answer(env, tasks, flip: bool):
 def test_a_round_never_promotes_a_worse_challenger(env, tmp_path):
     import shutil
 
-    from autorater.registry import mlflow_client
+    from autorater.mlflow_registry import mlflow_client
 
     pool_dir = tmp_path / "pool"
     shutil.copytree(env["pool"].root, pool_dir)
@@ -171,8 +171,8 @@ def test_cli_round_prints_the_comparison(env, tmp_path, capsys):
 def test_a_better_challenger_is_promoted(env, tmp_path):
     import shutil
 
+    from autorater.mlflow_registry import mlflow_client
     from autorater.models import PRESETS
-    from autorater.registry import mlflow_client
 
     pool_dir = tmp_path / "pool"
     shutil.copytree(env["pool"].root, pool_dir)
@@ -198,7 +198,7 @@ def test_a_better_challenger_is_promoted(env, tmp_path):
 
 
 def test_references_that_calibrated_the_champion_never_judge():
-    from serving.active import judging_split
+    from autorater.serving.active import judging_split
 
     class Refs:  # the little of a Suite that judging_split reads
         root = "refs"

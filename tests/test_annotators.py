@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from data.annotators import annotator_scores, default_pool, simulate_annotations, synthetic_truths
+from autorater.data.annotators import annotator_scores, default_pool, simulate_annotations, synthetic_truths
 
 
 @pytest.fixture(scope="module")

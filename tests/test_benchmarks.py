@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from autorater.models import PRESETS, TransformerConfig
+from autorater.training.recipe import TrainConfig
 from benchmarks.quality import parse_overrides, plans
-from training.recipe import TrainConfig
 
 
 def test_set_takes_json_values_and_bare_strings():
@@ -20,7 +20,7 @@ def test_set_takes_json_values_and_bare_strings():
 
 
 def test_each_world_holds_out_scenarios_agents_tasks_and_meta_world_a_camera():
-    from data.worlds.metaworld.tasks import MT10
+    from autorater.data.worlds.metaworld.tasks import MT10
 
     for world, sets in plans().items():
         train = sets.pop("train")
@@ -92,7 +92,7 @@ def test_long_variant_names_stay_distinct_and_short():
 
 
 def test_active_benchmark_refuses_a_pool_folder_without_a_suite(tmp_path):
-    from benchmarks.active import main
+    from benchmarks.active_learning import main
 
     with pytest.raises(SystemExit, match="no suite.json there"):
         main(["--pool", str(tmp_path / "missing"), "--out", str(tmp_path / "out")])
@@ -105,8 +105,8 @@ def test_pooled_outcome_scores_both_draws_as_one_sample(tmp_path):
     import json
     from types import SimpleNamespace
 
+    from autorater.calibration.metrics import outcome_metrics
     from benchmarks.quality import pooled_outcome
-    from calibration.metrics import outcome_metrics
 
     def suite(name, outcomes):
         (tmp_path / name).mkdir()
@@ -134,7 +134,7 @@ def test_pooled_outcome_scores_both_draws_as_one_sample(tmp_path):
 
 
 def test_labels_to_reach_interpolates_and_the_shares_cover_every_budget():
-    from benchmarks.active import labels_to_reach, shares_by_budget
+    from benchmarks.active_learning import labels_to_reach, shares_by_budget
 
     random = [{"labels": 100, "balanced_accuracy": 0.6}, {"labels": 200, "balanced_accuracy": 0.7},
               {"labels": 300, "balanced_accuracy": 0.8}]
@@ -183,7 +183,7 @@ def _tiny_active(tmp_path, epochs: int) -> tuple:
 
 
 def test_an_interrupted_active_benchmark_resumes_to_the_same_curve_without_retraining_finished_rounds(tmp_path):
-    from benchmarks.active import run_strategy
+    from benchmarks.active_learning import run_strategy
     from model_suites import one_thread
 
     before = one_thread()
@@ -205,7 +205,7 @@ def test_an_interrupted_active_benchmark_resumes_to_the_same_curve_without_retra
 
 
 def test_a_random_first_round_takes_randoms_picks_and_shares_its_model(tmp_path):
-    from benchmarks.active import run_strategy
+    from benchmarks.active_learning import run_strategy
     from model_suites import one_thread
 
     before = one_thread()
@@ -220,7 +220,7 @@ def test_a_random_first_round_takes_randoms_picks_and_shares_its_model(tmp_path)
 
 
 def test_combining_seeds_averages_the_budgets_all_runs_reached_and_refuses_another_setup():
-    from benchmarks.active import combine
+    from benchmarks.active_learning import combine
 
     def run(seed, random, smart, **changes):
         def curve(bas):
@@ -244,7 +244,7 @@ def test_combining_seeds_averages_the_budgets_all_runs_reached_and_refuses_anoth
 
 
 def test_the_headline_counts_labels_to_each_target_and_the_lead_over_random_with_its_interval():
-    from benchmarks.active import headline
+    from benchmarks.active_learning import headline
 
     def run(random, smart, full):
         def curve(bas):
@@ -273,7 +273,7 @@ def test_the_headline_counts_labels_to_each_target_and_the_lead_over_random_with
 def test_a_resumed_active_benchmark_refuses_progress_from_other_settings(tmp_path):
     import json
 
-    from benchmarks.active import _resume
+    from benchmarks.active_learning import _resume
 
     progress = tmp_path / "progress.json"
     progress.write_text(json.dumps({"settings": {"seed": 0, "budget": 250},

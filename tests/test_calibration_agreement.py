@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from calibration import agreement_report, format_agreement_table
+from autorater.calibration import agreement_report, format_agreement_table
 
 # 8 references in 4 scenarios (2 per scenario), 2 categories.
 REFERENCES = {

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from autorater.calibration import outcome_metrics
+from autorater.calibration.compare import paired_comparison
 from blas_threads import one_blas_thread  # noqa: F401 - autouse fixture
-from calibration import outcome_metrics
-from calibration.compare import paired_comparison
 
 
 def labels(rng, y, error_rate):

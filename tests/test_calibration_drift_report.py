@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from calibration import CalibrationRecord, SelectivePolicy, TemperatureScaler, drift_check
+from autorater.calibration import CalibrationRecord, SelectivePolicy, TemperatureScaler, drift_check
 
 
 def test_drift_same_distribution_is_not_drifted_and_a_shift_is():

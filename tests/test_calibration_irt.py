@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
+from autorater.calibration.irt import ItemResponseModel
 from blas_threads import one_blas_thread  # noqa: F401 - autouse fixture
-from calibration.irt import ItemResponseModel
 
 
 def simulate(rng, n_agents=8, n_scenarios=100, per_pair=2, model="1pl"):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from calibration import CalibrationRecord, MarkerOffset, SelectivePolicy, TemperatureScaler
+from autorater.calibration import CalibrationRecord, MarkerOffset, SelectivePolicy, TemperatureScaler
 
 
 def lagged(n=300, lag_success=0.36, lag_failure=0.0, seed=0):

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from calibration import (
+from autorater.calibration import (
     bootstrap_ci,
     brier_score,
     expected_calibration_error,

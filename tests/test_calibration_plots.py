@@ -1,7 +1,7 @@
 import numpy as np
 from scipy.special import expit
 
-from calibration import (
+from autorater.calibration import (
     SelectivePolicy,
     TemperatureScaler,
     agreement_report,

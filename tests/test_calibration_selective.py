@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from calibration import InsufficientReferencesError, SelectivePolicy
+from autorater.calibration import InsufficientReferencesError, SelectivePolicy
 
 
 def calibrated_draw(rng, n, a=0.3, b=0.7):

@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
+from autorater.calibration import CalibrationRecord, SelectivePolicy, SplitCalibrator, TemperatureScaler
+from autorater.calibration.split import cross_validated_calibration, group_split
 from blas_threads import one_blas_thread  # noqa: F401 - autouse fixture
-from calibration import CalibrationRecord, SelectivePolicy, SplitCalibrator, TemperatureScaler
-from calibration.split import cross_validated_calibration, group_split
 
 
 def draw(rng, n, kind="overconfident"):
@@ -76,7 +76,7 @@ def test_cross_validated_ece_is_out_of_sample_and_beats_the_raw_scores():
     cv = cross_validated_calibration(logit, y, g, n_folds=5)
     assert cv["n_folds"] == 5 and cv["ece_cv"] < cv["ece_raw"] and cv["brier_cv"] < cv["brier_raw"]
     in_sample = TemperatureScaler().fit(logit, y).predict_proba(logit)
-    from calibration import expected_calibration_error
+    from autorater.calibration import expected_calibration_error
 
     # on pure noise, in-sample scaling looks calibrated; out of sample it cannot be better
     noise_logit, noise_y = rng.normal(0, 1, 60), rng.integers(0, 2, 60)

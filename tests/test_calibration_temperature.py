@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from calibration import TemperatureScaler, brier_score, expected_calibration_error
+from autorater.calibration import TemperatureScaler, brier_score, expected_calibration_error
 
 
 @pytest.mark.parametrize("k", [0.5, 3.0])

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from autorater import cli
-from calibration import CalibrationRecord
+from autorater.calibration import CalibrationRecord
 from model_suites import learnable_suite, trained_by_cli
 from tiny_suites import read_lines
 
@@ -75,8 +75,8 @@ def test_predict_reports_drift_against_the_calibration_suite(env, capsys):
 def test_check_drift_flags_a_shifted_score_distribution(tmp_path):
     import numpy as np
 
-    from calibration import SelectivePolicy, TemperatureScaler
-    from serving.calibrate import check_drift
+    from autorater.calibration import SelectivePolicy, TemperatureScaler
+    from autorater.serving.model_calibration import check_drift
 
     rng = np.random.default_rng(0)
     logits = rng.normal(0, 2, 400)

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from autorater import cli
+from autorater.data.suite import Suite
 from autorater.models import AutoModel
-from data.suite import Suite
 from model_suites import learnable_suite, one_thread
 from tiny_suites import read_lines
 

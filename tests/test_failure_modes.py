@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from calibration import failure_mode_metrics
-from training.evaluate import format_failure_modes, score
+from autorater.calibration import failure_mode_metrics
+from autorater.training.evaluate import format_failure_modes, score
 
 
 def test_failure_mode_metrics_counts_a_missing_mode_as_wrong_and_tabulates_confusion():

@@ -14,12 +14,12 @@ import torch
 from autorater.encoders import create_frame_encoder
 from autorater.model import read_frames, read_safetensors_header
 from autorater.models import PRESETS, AutoModel
+from autorater.training.batches import TrainingData, make_batch, shared_video_groups
+from autorater.training.cache import CachedClips
+from autorater.training.dataset import Examples, task_key
+from autorater.training.recipe import TrainConfig
+from autorater.training.train import train
 from model_suites import camera_suite, one_thread
-from training.batches import TrainingData, make_batch, shared_video_groups
-from training.cache import CachedClips
-from training.dataset import Examples, task_key
-from training.recipe import TrainConfig
-from training.train import train
 
 FINE = PRESETS["tiny-general"].replace(encoder_stage=3, trainable_blocks=1, pixel_cells=0, reference_frame=True)
 
@@ -140,7 +140,7 @@ def test_no_instruction_negative_is_a_wording_of_the_clips_own_task(successes_on
 
 
 def test_the_task_key_is_the_suites_task_id_else_the_wording():
-    from data.suite import Scenario
+    from autorater.data.suite import Scenario
 
     named = Scenario("s1", "Pull the drawer open!", "open", metadata={"task": "drawer-open-v3"})
     assert task_key(named) == task_key(Scenario("s2", "open the drawer", "open", metadata={"task": "drawer-open-v3"}))

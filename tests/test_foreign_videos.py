@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from autorater import cli
+from autorater.data.example import encode_video
+from autorater.data.importing import import_table, probe_video
+from autorater.data.video import VideoError, read_video
 from autorater.models import PRESETS, AutoModel
-from data.example import encode_video
-from data.importing import import_table, probe_video
-from data.video import VideoError, read_video
 from model_suites import one_thread
 from tiny_suites import read_lines
 

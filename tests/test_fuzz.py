@@ -15,9 +15,9 @@ import shutil
 
 import pytest
 
-from data.suite import Suite, SuiteFormatError, validate_suite
-from data.video import VideoError, read_video
-from serving.labelstudio import annotations_to_export, parse_export
+from autorater.data.suite import Suite, SuiteFormatError, validate_suite
+from autorater.data.video import VideoError, read_video
+from autorater.serving.labelstudio import annotations_to_export, parse_export
 from tiny_suites import tiny_suite
 
 WEIRD = [None, -1e308, 1e308, "", [], {}, True, False, "x" * 5000, -1, 0, 3.5, "NaN", {"a": [1, {"b": None}]},
@@ -144,7 +144,7 @@ def _mutate_tree(obj, rng: random.Random):
 
 
 def test_corrupted_label_studio_exports_give_problems_never_a_traceback(tmp_path):
-    from data.suite import Annotation
+    from autorater.data.suite import Annotation
 
     tasks = [{"data": {"continuation_id": f"c{i}", "video": f"v/c{i}.mp4", "instruction": "go", "fps": 8.0,
                        "frames": 20}} for i in range(4)]

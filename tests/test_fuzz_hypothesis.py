@@ -20,9 +20,9 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from data.suite import Suite
+from autorater.data.suite import Suite
+from autorater.serving.service import create_app
 from hardening_env import make_hardening_env, task_of, webhook_payload
-from serving.service import create_app
 
 EXAMPLES = {"predict": 150, "rate": 200, "webhook": 400, "ingest": 40}  # ingest: for each kind of file
 SETTINGS = dict(deadline=None, derandomize=True, database=None, print_blob=False,
@@ -153,11 +153,11 @@ def test_webhook_never_answers_500_and_a_refusal_changes_nothing(world):
 
 @pytest.mark.parametrize("kind", ["labelstudio", "jsonl"])
 def test_ingest_takes_what_is_valid_and_refuses_the_rest_without_a_traceback(world, tmp_path_factory, kind):
-    from data.suite import Annotation
-    from serving.folder import LabelsFolder
-    from serving.ingest import ingest
-    from serving.label import label_suite
-    from serving.labelstudio import annotations_to_export
+    from autorater.data.suite import Annotation
+    from autorater.serving.folder import LabelsFolder
+    from autorater.serving.ingest import ingest
+    from autorater.serving.label import label_suite
+    from autorater.serving.labelstudio import annotations_to_export
 
     root = tmp_path_factory.mktemp(f"ingest-fuzz-{kind}")
     shutil.copytree(world["env"]["suite"].root, root / "suite")

@@ -16,10 +16,10 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from data.suite import Suite
+from autorater.data.suite import Suite
+from autorater.serving.labelstudio import labeling_config
+from autorater.serving.service import create_app
 from hardening_env import make_hardening_env, suite_rows, task_of, webhook_payload
-from serving.labelstudio import labeling_config
-from serving.service import create_app
 from tiny_suites import FPS, N_FRAMES
 
 WEIRD = [None, True, False, 0, -1, 1, 2 ** 70, -1e308, 1e308, 1e-320, float("nan"), float("inf"), -float("inf"),

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from autorater import cli
+from autorater.data.video import read_video
 from autorater.models import DEFAULT_PRESET, PRESETS, AutoModel, GeneralConfig
-from data.video import read_video
 from model_suites import CAMERA_SHAPE, camera_suite, one_thread, trained_by_cli
 from tiny_suites import read_lines
 
@@ -132,8 +132,8 @@ def test_calibrate_label_active_and_serve_take_the_general_model_unchanged(train
 
     from fastapi.testclient import TestClient
 
-    from data.suite import Reference, Suite
-    from serving.service import create_app
+    from autorater.data.suite import Reference, Suite
+    from autorater.serving.service import create_app
 
     model = tmp_path / "model"
     shutil.copytree(trained["model"], model)

@@ -7,13 +7,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from data.generate import DEFAULT_LEVELS, TRUTH_FILE, generate_suite, load_truth, simulate_truths, swap_instructions
-from data.suite import Suite, validate_suite
-from data.video import read_video
-from data.worlds.babyai.agents import AGENTS
-from data.worlds.babyai.judge import replay
-from data.worlds.babyai.levels import LEVELS, make_env, resolve_level
-from data.worlds.babyai.render import RenderConfig, render_frame
+from autorater.data.generate import (
+    DEFAULT_LEVELS,
+    TRUTH_FILE,
+    generate_suite,
+    load_truth,
+    simulate_truths,
+    swap_instructions,
+)
+from autorater.data.suite import Suite, validate_suite
+from autorater.data.video import read_video
+from autorater.data.worlds.babyai.agents import AGENTS
+from autorater.data.worlds.babyai.judge import replay
+from autorater.data.worlds.babyai.levels import LEVELS, make_env, resolve_level
+from autorater.data.worlds.babyai.render import RenderConfig, render_frame
 
 ALL_AGENTS = tuple(AGENTS)
 SMALL = dict(levels=DEFAULT_LEVELS, agents=ALL_AGENTS, scenarios=8, continuations_per_scenario=3, seed=7,

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from autorater import cli
-from data.example import encode_video
-from data.importing import import_table, read_table
-from data.suite import Suite, validate_suite
+from autorater.data.example import encode_video
+from autorater.data.importing import import_table, read_table
+from autorater.data.suite import Suite, validate_suite
 from model_suites import one_thread
 from tiny_suites import frames
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from data.files import jsonl_text
-from data.suite import Suite
+from autorater.data.files import jsonl_text
+from autorater.data.suite import Suite
+from autorater.serving.history import LabelHistory, arriving, suite_history
 from hardening_env import make_hardening_env, make_pool, suite_rows, webhook_payload
-from serving.history import LabelHistory, arriving, suite_history
 
 STREAM = Path(__file__).parent / "data" / "labelstudio_webhook_stream.json"
 # (HTTP status, "status" of the answer) for each event of the stream, in order
@@ -101,12 +101,12 @@ def test_an_old_folder_history_of_plain_rows_still_loads_and_its_labels_are_adop
 
 
 def test_ingest_refuses_far_future_times_and_takes_deletions_from_the_suite_history(env, tmp_path):
-    from data.suite import Annotation
-    from serving.folder import LabelsFolder
-    from serving.ingest import ingest
-    from serving.label import label_suite
-    from serving.labelstudio import annotations_to_export
-    from serving.webhook import delete_annotations
+    from autorater.data.suite import Annotation
+    from autorater.serving.folder import LabelsFolder
+    from autorater.serving.ingest import ingest
+    from autorater.serving.label import label_suite
+    from autorater.serving.labelstudio import annotations_to_export
+    from autorater.serving.webhook import delete_annotations
 
     shutil.copytree(env["suite"].root, tmp_path / "suite")
     suite = Suite.load(tmp_path / "suite")

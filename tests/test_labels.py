@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from data.labels import (
+from autorater.data.labels import (
     COLUMNS,
     aggregate,
     annotator_accuracy,
@@ -20,7 +20,7 @@ from data.labels import (
     marker_spread,
     reference_table,
 )
-from data.suite import Annotation, Reference
+from autorater.data.suite import Annotation, Reference
 
 S, F = "success", "failure"
 

@@ -10,9 +10,9 @@ import json
 import pytest
 
 from autorater import cli
-from data.suite import Suite, validate_suite
-from serving.labelstudio import annotations_to_export, label_interface
-from serving.labelstudio_import import import_labelstudio
+from autorater.data.suite import Suite, validate_suite
+from autorater.serving.labelstudio import annotations_to_export, label_interface
+from autorater.serving.labelstudio_import import import_labelstudio
 from tiny_suites import FPS, N_FRAMES, tiny_suite
 
 CHOICES_TIMELINE = """<View>

@@ -33,10 +33,10 @@ from pathlib import Path
 import pytest
 
 from autorater import cli
-from data.suite import Suite
+from autorater.data.suite import Suite
+from autorater.serving.label import label_suite
+from autorater.serving.labelstudio import label_interface, labeling_config, marker_region
 from hardening_env import make_hardening_env, suite_rows
-from serving.label import label_suite
-from serving.labelstudio import label_interface, labeling_config, marker_region
 from tiny_suites import FPS, N_FRAMES
 
 pytestmark = pytest.mark.slow

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 
 from autorater.cli import main
-from data.generate import TRUTH_FILE, generate_suite, load_truth, simulate_truths, swap_instructions
-from data.suite import Suite, validate_suite
-from data.video import read_video
-from data.worlds import load_world
-from data.worlds.metaworld import check_options
-from data.worlds.metaworld.scenes import _other_task_outcomes, _plan_of, _play, plan_scenario
-from data.worlds.metaworld.sim import Judge, WrongTarget, environment, render, reset
-from data.worlds.metaworld.tasks import MT10, TASKS
+from autorater.data.generate import TRUTH_FILE, generate_suite, load_truth, simulate_truths, swap_instructions
+from autorater.data.suite import Suite, validate_suite
+from autorater.data.video import read_video
+from autorater.data.worlds import load_world
+from autorater.data.worlds.metaworld import check_options
+from autorater.data.worlds.metaworld.scenes import _other_task_outcomes, _plan_of, _play, plan_scenario
+from autorater.data.worlds.metaworld.sim import Judge, WrongTarget, environment, render, reset
+from autorater.data.worlds.metaworld.tasks import MT10, TASKS
 from suite_schema import independent_problems
 
 AGENTS = ("expert", "random", "noisy-0.5", "wrong-target", "sluggish", "stop-short")

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from autorater.cli import main
-from data.generate import generate_suite, load_truth, swap_instructions
-from data.stats import agent_rule_balanced_accuracy, suite_stats
-from data.suite import Suite, validate_suite
-from data.worlds.metaworld import AGENTS, check_options
-from data.worlds.metaworld.cameras import HOLD_OUT_DEGREES, CameraPose, angle_degrees, draw_pose, named_axis
-from data.worlds.metaworld.scenes import _play, plan_scenario
-from data.worlds.metaworld.sim import environment, render, reset
-from data.worlds.metaworld.tasks import CROSS_SCENES
+from autorater.data.generate import generate_suite, load_truth, swap_instructions
+from autorater.data.stats import agent_rule_balanced_accuracy, suite_stats
+from autorater.data.suite import Suite, validate_suite
+from autorater.data.worlds.metaworld import AGENTS, check_options
+from autorater.data.worlds.metaworld.cameras import HOLD_OUT_DEGREES, CameraPose, angle_degrees, draw_pose, named_axis
+from autorater.data.worlds.metaworld.scenes import _play, plan_scenario
+from autorater.data.worlds.metaworld.sim import environment, render, reset
+from autorater.data.worlds.metaworld.tasks import CROSS_SCENES
 
 NEW_AGENTS = ("near-miss", "pause", "detour", "early-release", "overshoot", "success-then-undo")
 RANDOM = dict(world="metaworld", tasks=["reach-v3", "drawer-open-v3", "pick-place-v3"], agents=("expert",) + NEW_AGENTS,
@@ -120,7 +120,7 @@ def test_the_agent_rule_balanced_accuracy_on_hand_made_cases_and_in_suite_json(s
 
 
 def test_an_annotated_swap_is_a_valid_training_suite_on_drawn_cameras(suite_dir, tmp_path):
-    from training.dataset import build_examples
+    from autorater.training.dataset import build_examples
 
     out = swap_instructions(suite_dir, tmp_path / "swapped", seed=3, annotators=3)
     assert validate_suite(out) == []

@@ -1,4 +1,5 @@
-"""Each package exports on purpose (``__all__``), and importing one stays light (DESIGN.md section 2)."""
+"""Each package exports on purpose (``__all__``), importing one stays light, imports go down the layers, and the
+installed packages live under one namespace (``autorater.data``, ``autorater.training``, ...)."""
 
 import importlib
 import json
@@ -7,8 +8,9 @@ import sys
 
 import pytest
 
-PACKAGES = ["autorater", "calibration", "data", "data.worlds", "data.worlds.babyai", "data.worlds.metaworld",
-            "serving", "training"]
+PACKAGES = ["autorater", "autorater.calibration", "autorater.data", "autorater.data.worlds",
+            "autorater.data.worlds.babyai", "autorater.data.worlds.metaworld", "autorater.models",
+            "autorater.models.events", "autorater.serving", "autorater.training"]
 HEAVY = ["torch", "mlflow", "optuna", "ray", "metaworld", "mujoco", "minigrid", "fastapi", "matplotlib"]
 
 
@@ -21,18 +23,28 @@ def test_every_exported_name_resolves(package):
 
 
 def test_importing_a_package_below_the_model_imports_no_heavy_library():
-    code = ("import json, sys, calibration, data, serving, training; "
+    code = ("import json, sys, autorater.calibration, autorater.data, autorater.serving, autorater.training; "
             f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(out) == []
 
 
 def test_calibration_imports_none_of_the_other_packages():
-    code = ("import json, sys, calibration; "
-            "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'autorater', 'data', 'serving', "
-            "'training'})))")
+    code = ("import json, sys, autorater.calibration; "
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('autorater.') and "
+            "not m.startswith(('autorater.calibration', 'autorater._lazy')))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(out) == []
+
+
+def test_the_layers_install_under_the_autorater_namespace_only(tmp_path):
+    """Outside the repository (where its folders are not on the path), ``import autorater.data`` fails: the installed
+    package is ``autorater.data``, never a bare ``data`` that would shadow or be shadowed by a user's."""
+    code = ("import importlib.util, json; print(json.dumps([importlib.util.find_spec(n) is not None for n in "
+            "('data', 'training', 'calibration', 'serving', 'autorater.data', 'autorater.training')]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path,
+                         env={"PATH": "/usr/bin:/bin"}).stdout
+    assert json.loads(out) == [False, False, False, False, True, True]
 
 
 def test_no_module_imports_a_private_name_of_another():
@@ -50,21 +62,65 @@ def test_no_module_imports_a_private_name_of_another():
     assert not found, f"private names imported across modules (make them public in their module): {found}"
 
 
-def test_imports_go_down_the_layers_and_only_the_cli_reaches_up():
+def _layer(module: str) -> int:
+    """A module's layer: the installed namespace's parts from the bottom up, the entry points above them all."""
+    parts = module.split(".")
+    if parts[0] == "benchmarks":
+        return 6
+    if parts[0] != "autorater":
+        return -1  # another library
+    sub = parts[1] if len(parts) > 1 else ""
+    return {"data": 0, "calibration": 1, "training": 3, "serving": 4, "cli": 5, "demo": 5}.get(sub, 2)
+
+
+def _folder_module(path, root) -> str:
+    """The module a file of the repository installs as (``data/suite.py`` -> ``autorater.data.suite``)."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    if parts[0] in ("data", "training", "calibration", "serving"):
+        parts = ["autorater", *parts]
+    return ".".join(parts)
+
+
+def test_imports_go_down_the_layers():
+    """data < calibration < the model (autorater.*) < training < serving < the CLI and its demo < benchmarks: no
+    module imports one of a layer above its own, with no exemption."""
     import ast
     from pathlib import Path
 
-    layer = {"data": 0, "calibration": 1, "autorater": 2, "training": 3, "serving": 4, "benchmarks": 5}
-    cli = {"autorater/cli.py", "autorater/demo.py"}  # the entry point (and the demo it runs) wires every layer
     root = Path(__file__).resolve().parent.parent
     upward = []
-    for package, rank in layer.items():
-        for path in sorted((root / package).rglob("*.py")):
-            name = path.relative_to(root).as_posix()
+    for folder in ("autorater", "benchmarks", "calibration", "data", "serving", "training"):
+        for path in sorted((root / folder).rglob("*.py")):
+            module = _folder_module(path, root)
+            rank = _layer(module)
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 modules = ([a.name for a in node.names] if isinstance(node, ast.Import) else
                            [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level
                            else [])
-                upward += [f"{name}:{node.lineno} {m}" for m in modules
-                           if layer.get(m.split(".")[0], -1) > rank and name not in cli]
+                upward += [f"{module}:{node.lineno} {m}" for m in modules if _layer(m) > rank]
     assert not upward, f"imports of a layer above (move the code down, or into the CLI): {upward}"
+
+
+def test_no_module_imports_a_private_module_of_another_package():
+    """``autorater.x._y`` is imported only from within ``autorater.x``."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    found = []
+    for folder in ("autorater", "benchmarks", "calibration", "data", "serving", "training", "tests"):
+        for path in sorted((root / folder).rglob("*.py")):
+            here = _folder_module(path, root)
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                modules = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                           [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level
+                           else [])
+                for m in modules:
+                    parts = m.split(".")
+                    private = next((i for i, p in enumerate(parts) if p.startswith("_") and not p.startswith("__")),
+                                   None)
+                    if private is not None and not here.startswith(".".join(parts[:private])):
+                        found.append(f"{here}:{node.lineno} {m}")
+    assert not found, f"private modules imported from another package (make them public): {found}"

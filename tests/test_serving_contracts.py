@@ -22,12 +22,12 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
+from autorater.data.suite import Suite
+from autorater.data.video import FrameTooLarge, VideoLimits, read_video
 from autorater.models import AutoModel
-from data.suite import Suite
-from data.video import FrameTooLarge, VideoLimits, read_video
+from autorater.serving.labelstudio import label_interface
+from autorater.serving.service import create_app
 from hardening_env import make_hardening_env, make_pool, suite_rows, task_of, webhook_payload
-from serving.labelstudio import label_interface
-from serving.service import create_app
 from tiny_suites import FPS, N_FRAMES
 
 HUGE = "1" + "0" * 400  # an integer of 401 digits: float() and math.isfinite() raise OverflowError on it
@@ -91,11 +91,11 @@ def test_a_huge_integer_in_rate_is_a_422(client):
 
 
 def test_an_export_with_huge_integers_is_ingested_with_clear_problems(env, tmp_path):
-    from data.suite import Annotation
-    from serving.folder import LabelsFolder
-    from serving.ingest import ingest
-    from serving.label import label_suite
-    from serving.labelstudio import annotations_to_export
+    from autorater.data.suite import Annotation
+    from autorater.serving.folder import LabelsFolder
+    from autorater.serving.ingest import ingest
+    from autorater.serving.label import label_suite
+    from autorater.serving.labelstudio import annotations_to_export
 
     shutil.copytree(env["suite"].root, tmp_path / "suite")
     label_suite(env["model"], Suite.load(tmp_path / "suite"), tmp_path / "labels", audit_share=1.0)

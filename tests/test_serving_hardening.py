@@ -18,17 +18,17 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
+from autorater.data.suite import Suite, write_jsonl
+from autorater.data.video import DecodeTimeout, VideoLimits, VideoTooLarge, read_video, video_info, write_video
 from autorater.model import check_calibration_file, weights_sha256
 from autorater.models import PRESETS, AutoModel
-from data.suite import Suite, write_jsonl
-from data.video import DecodeTimeout, VideoLimits, VideoTooLarge, read_video, video_info, write_video
+from autorater.serving.folder import HUMAN_HISTORY_FILE
+from autorater.serving.history import SUITE_HISTORY_FILE
+from autorater.serving.ingest import ingest
+from autorater.serving.label import label_suite
+from autorater.serving.labelstudio import annotation_from_result, annotations_to_export, annotator_id, parse_export
+from autorater.serving.service import create_app
 from hardening_env import make_hardening_env, make_pool, region, suite_rows, task_of, webhook_payload
-from serving.folder import HUMAN_HISTORY_FILE
-from serving.history import SUITE_HISTORY_FILE
-from serving.ingest import ingest
-from serving.label import label_suite
-from serving.labelstudio import annotation_from_result, annotations_to_export, annotator_id, parse_export
-from serving.service import create_app
 from tiny_suites import FPS, N_FRAMES
 
 
@@ -317,7 +317,7 @@ def labelled(env, tmp_path):
 
 
 def _export(labelled, answers, name="export.json", start_id=1):
-    from data.suite import Annotation
+    from autorater.data.suite import Annotation
 
     export = annotations_to_export(labelled["tasks"], [Annotation(*a) for a in answers], start_id=start_id)
     path = labelled["root"] / name

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from autorater import cli
-from data.suite import Suite
-from serving.folder import LabelJobError
-from serving.label import audit_draw, label_suite
+from autorater.data.suite import Suite
+from autorater.serving.folder import LabelJobError
+from autorater.serving.label import audit_draw, label_suite
 from serving_env import make_env, set_calibration, torch_threads
 from tiny_suites import read_lines
 

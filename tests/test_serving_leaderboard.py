@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from autorater import cli
-from calibration.rates import (
+from autorater.calibration.rates import (
     MIN_POOLED,
     error_counts,
     error_heterogeneity,
@@ -18,11 +18,11 @@ from calibration.rates import (
     rate_vs_gold,
     wilson_interval,
 )
-from data.suite import load_truth
-from serving.folder import JOB_FILE, LABELS_FILE
-from serving.label import job_spec
-from serving.leaderboard import leaderboard
-from serving.report import format_leaderboard, write_report
+from autorater.data.suite import load_truth
+from autorater.serving.folder import JOB_FILE, LABELS_FILE
+from autorater.serving.label import job_spec
+from autorater.serving.leaderboard import leaderboard
+from autorater.serving.report import format_leaderboard, write_report
 from serving_env import make_env, torch_threads
 
 

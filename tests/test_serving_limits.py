@@ -17,9 +17,9 @@ import pytest
 import torch
 import uvicorn
 
+from autorater.serving.guard import ConnectionLimits, server_config
+from autorater.serving.service import create_app
 from hardening_env import make_hardening_env
-from serving.guard import ConnectionLimits, server_config
-from serving.service import create_app
 
 LIMITS = ConnectionLimits(header_timeout_s=1.0, body_timeout_s=1.0, max_connections=4)
 JSON_LIMIT = 256 << 10

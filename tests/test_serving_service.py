@@ -10,9 +10,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from autorater import cli
-from data.suite import Suite
-from serving.labelstudio import annotations_to_export, label_interface, labeling_config
-from serving.service import create_app
+from autorater.data.suite import Suite
+from autorater.serving.labelstudio import annotations_to_export, label_interface, labeling_config
+from autorater.serving.service import create_app
 from serving_env import make_env, torch_threads
 
 
@@ -117,7 +117,7 @@ def test_webhook_records_annotations_in_the_pool_suite_once(env):
     c = suite.continuations[1]
     task = {"id": 7, "data": {"continuation_id": c.continuation_id, "video": f"suite/{c.video}",
                               "instruction": suite.instruction_of(c.continuation_id), "fps": 8.0, "frames": 30}}
-    from data.suite import Annotation
+    from autorater.data.suite import Annotation
 
     (exported,) = annotations_to_export([task], [Annotation(c.continuation_id, "h5", "success", marker_s=1.0)])
     payload = {"action": "ANNOTATION_CREATED", "annotation": exported["annotations"][0], "task": task,

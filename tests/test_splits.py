@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from data.splits import group_of, grouped_split, holdout_split, split_groups
-from data.suite import Continuation, Scenario, Suite, SuiteInfo
+from autorater.data.splits import group_of, grouped_split, holdout_split, split_groups
+from autorater.data.suite import Continuation, Scenario, Suite, SuiteInfo
 
 CATEGORIES = ("goto", "pickup", "open")
 AGENTS = ("expert", "noisy", "random")

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from autorater.cli import main
-from data.stats import format_stats, suite_stats
-from data.suite import Annotation, Continuation, Reference, Scenario, Suite, SuiteInfo
+from autorater.data.stats import format_stats, suite_stats
+from autorater.data.suite import Annotation, Continuation, Reference, Scenario, Suite, SuiteInfo
 
 S, F = "success", "failure"
 

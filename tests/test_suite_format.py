@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from autorater.cli import main
-from data.suite import (
+from autorater.data.suite import (
     ANNOTATIONS_FILE,
     CONTINUATIONS_FILE,
     REFERENCES_FILE,

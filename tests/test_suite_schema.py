@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from data.suite import Suite, validate_suite
+from autorater.data.suite import Suite, validate_suite
 from suite_schema import SCHEMAS, independent_problems
 from tiny_suites import read_lines, tiny_suite, write_lines
 

@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autorater import registry
+from autorater import mlflow_registry as registry
 from autorater.models import PRESETS
 from autorater.rater import Rater
+from autorater.training import compare, tracking, tune
+from autorater.training.recipe import TrainConfig
 from model_suites import fresh_tracking_uri, make_tiny_suite
-from training import compare, tracking
-from training.recipe import TrainConfig
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -180,7 +180,5 @@ def test_a_failed_training_ends_its_run_failed(env, tmp_path):
 
 
 def test_docstring_examples_run():
-    import training.tune
-
-    for module in (tracking, training.tune):
+    for module in (tracking, tune):
         assert doctest.testmod(module).failed == 0

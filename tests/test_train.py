@@ -13,13 +13,18 @@ import numpy as np
 import pytest
 import torch
 
-import training.batches
-import training.train
+import autorater.training.batches
+import autorater.training.train
+from autorater.data.splits import split_groups
+from autorater.data.suite import Suite
+from autorater.data.video import read_video
 from autorater.models import PRESETS, AutoModel
 from autorater.predict import predict_batch
-from data.splits import split_groups
-from data.suite import Suite
-from data.video import read_video
+from autorater.training.batches import prepare
+from autorater.training.cache import FeatureCache
+from autorater.training.dataset import build_examples
+from autorater.training.recipe import TrainConfig
+from autorater.training.train import predict_rows, run_epoch, train
 from model_suites import (
     GROUNDINGS,
     bright_square_video,
@@ -30,11 +35,6 @@ from model_suites import (
     one_thread,
     tiny_preset,
 )
-from training.batches import prepare
-from training.cache import FeatureCache
-from training.dataset import build_examples
-from training.recipe import TrainConfig
-from training.train import predict_rows, run_epoch, train
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -105,7 +105,7 @@ def test_the_feature_cache_is_hit_on_a_second_prepare(tmp_path, monkeypatch):
             super().__init__(root)
             caches.append(self)
 
-    monkeypatch.setattr(training.batches, "FeatureCache", SpyCache)
+    monkeypatch.setattr(autorater.training.batches, "FeatureCache", SpyCache)
     suite = learnable_suite(tmp_path / "suite", n_scenarios=2, per_scenario=2)
     tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "cache"))
     _, first = prepare([suite], PRESETS["tiny"], tc)
@@ -187,7 +187,7 @@ def test_the_validation_split_never_shares_a_scenario(tmp_path, monkeypatch):
         splits.append((list(groups), *out))
         return out
 
-    monkeypatch.setattr(training.train, "split_groups", spy)
+    monkeypatch.setattr(autorater.training.train, "split_groups", spy)
     tc = TrainConfig(epochs=1, val_share=0.3, aggregation="majority", cache_dir=str(tmp_path / "cache"))
     result = train(suites, PRESETS["tiny"], tc)
     (groups, train_rows, val_rows), = splits
@@ -268,7 +268,7 @@ def test_rotations_only_for_suites_that_declare_the_top_down_view(tmp_path):
     import dataclasses
     import json
 
-    from training.recipe import top_down
+    from autorater.training.recipe import top_down
 
     suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
     declared = {view: dataclasses.replace(suite, info=dataclasses.replace(suite.info, source={"view": view}))
@@ -282,7 +282,7 @@ def test_rotations_only_for_suites_that_declare_the_top_down_view(tmp_path):
 
 
 def test_match_on_successes_asks_own_vs_same_category_only_of_success_videos(tmp_path):
-    from training.batches import make_batch
+    from autorater.training.batches import make_batch
 
     suite = colour_suite(tmp_path / "suite", n_scenarios=6, per_scenario=2)
     tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c"), match_on_successes=True)
@@ -319,7 +319,7 @@ def test_an_ensemble_trains_every_member_from_the_place_prior(tmp_path):
 
 
 def test_a_mirrored_batch_swaps_its_words_and_its_partners_with_it(tmp_path):
-    from training.batches import make_batch, mirrorable
+    from autorater.training.batches import make_batch, mirrorable
 
     suite = colour_suite(tmp_path / "suite", n_scenarios=6, per_scenario=2)
     tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c"), rotate=False)
@@ -348,7 +348,7 @@ def test_a_mirrored_batch_swaps_its_words_and_its_partners_with_it(tmp_path):
 
 
 def test_a_recoloured_batch_renames_its_colours_in_its_words_and_its_partners(tmp_path):
-    from training.batches import make_batch
+    from autorater.training.batches import make_batch
 
     suite = colour_suite(tmp_path / "suite", n_scenarios=8, per_scenario=2)
     tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c"), rotate=False, mirror=False,
@@ -382,8 +382,8 @@ def test_encoders_whose_features_a_mirror_does_not_map_skip_it(tmp_path):
 
 
 def test_relaxed_rows_keep_a_success_and_add_negatives_of_another_object_or_colour(tmp_path):
-    from training.augment import RENDER_COLOURS, contradicts
-    from training.batches import make_batch
+    from autorater.training.augment import RENDER_COLOURS, contradicts
+    from autorater.training.batches import make_batch
 
     suite = colour_suite(tmp_path / "suite", n_scenarios=8, per_scenario=2)
     tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c"), rotate=False, mirror=False, relax=1.0)
@@ -419,7 +419,7 @@ def test_the_weight_average_weighs_the_steps_taken_and_puts_the_live_weights_bac
     torch.manual_seed(0)
     net = torch.nn.Linear(3, 2)
     net.register_parameter("frozen", torch.nn.Parameter(torch.ones(2), requires_grad=False))
-    average = training.train.WeightAverage(net, decay=0.9)
+    average = autorater.training.train.WeightAverage(net, decay=0.9)
     start = net.weight.detach().clone()
     with average.swapped_in():  # no step yet: the live weights, not the zero sum
         assert torch.equal(net.weight, start)
@@ -438,13 +438,13 @@ def test_the_weight_average_weighs_the_steps_taken_and_puts_the_live_weights_bac
     assert torch.equal(net.weight, live) and torch.equal(net.frozen, torch.ones(2))
     assert len(average.params) == 2  # weight and bias; the frozen parameter is not averaged
     with pytest.raises(ValueError, match="decay"):
-        training.train.WeightAverage(net, decay=1.0)
+        autorater.training.train.WeightAverage(net, decay=1.0)
 
 
 def test_with_ema_the_kept_model_is_the_average_not_the_last_step(tmp_path):
     suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
     tc = TrainConfig(epochs=2, aggregation="majority", cache_dir=str(tmp_path / "cache"), ema=0.5, patience=5)
-    real = training.train.validate
+    real = autorater.training.train.validate
 
     def run(tc, out=None):
         seen = {}
@@ -454,7 +454,7 @@ def test_with_ema_the_kept_model_is_the_average_not_the_last_step(tmp_path):
             return real(model, data, rows)
 
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(training.train, "validate", spy)
+            mp.setattr(autorater.training.train, "validate", spy)
             return train([suite], PRESETS["tiny"], tc, out=out), seen
 
     result, averaged = run(tc, out=tmp_path / "m")
@@ -467,14 +467,14 @@ def test_with_ema_the_kept_model_is_the_average_not_the_last_step(tmp_path):
 def test_min_steps_scales_epochs_patience_and_warm_up_by_one_factor_and_leaves_big_sets_alone():
     tc = TrainConfig(epochs=12, patience=6, match_warmup_epochs=15, batch_size=16, min_steps=1500)
     for n_train in (1, 17, 425, 850):
-        scaled = training.train.with_min_steps(tc, n_train)
+        scaled = autorater.training.train.with_min_steps(tc, n_train)
         per_epoch = int(np.ceil(n_train / 16))
         assert scaled.epochs * per_epoch >= 1500 > (scaled.epochs - 1) * per_epoch  # just enough, not more
         factor = scaled.epochs / tc.epochs
         assert scaled.patience >= tc.patience * factor - 1 and scaled.match_warmup_epochs >= 15 * factor - 1
-    assert training.train.with_min_steps(tc, 2000) == tc  # 12 x 125 steps already >= 1500
+    assert autorater.training.train.with_min_steps(tc, 2000) == tc  # 12 x 125 steps already >= 1500
     off = dataclasses.replace(tc, min_steps=0)
-    assert training.train.with_min_steps(off, 10) == off
+    assert autorater.training.train.with_min_steps(off, 10) == off
 
 
 def test_a_small_set_with_min_steps_trains_more_epochs_and_records_them(tmp_path):
@@ -489,7 +489,7 @@ def test_a_small_set_with_min_steps_trains_more_epochs_and_records_them(tmp_path
 
 def test_config_takes_a_preset_name_or_a_json_file(tmp_path):
     from autorater.models import PRESETS
-    from training.recipe import load_config
+    from autorater.training.recipe import load_config
 
     model, tc = load_config("babyai-grid")
     assert model == PRESETS["babyai-grid"] and tc == TrainConfig()

@@ -13,12 +13,11 @@ import math
 import optuna
 import pytest
 
-import training.tune
-from autorater import registry
+import autorater.training.tune
+from autorater import mlflow_registry as registry
 from autorater.models import PRESETS
-from model_suites import fresh_tracking_uri, make_tiny_suite
-from training.recipe import TrainConfig, load_config_file
-from training.tune import (
+from autorater.training.recipe import TrainConfig, load_config_file
+from autorater.training.tune import (
     MARKER_PENALTY_CAP_S,
     MARKER_PENALTY_PER_S,
     best_configs,
@@ -29,6 +28,7 @@ from training.tune import (
     tune,
     write_best_config,
 )
+from model_suites import fresh_tracking_uri, make_tiny_suite
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -132,7 +132,7 @@ def test_a_study_logs_each_trial_as_a_nested_mlflow_run_and_resumes(tmp_path, tm
     assert [row["number"] for row in trials_table(again)] == [0, 1, 2]
 
     # A trial the pruner stops: marked PRUNED in Optuna and in MLflow, after its first epoch.
-    monkeypatch.setattr(training.tune, "make_pruner", lambda: optuna.pruners.ThresholdPruner(lower=1.5))
+    monkeypatch.setattr(autorater.training.tune, "make_pruner", lambda: optuna.pruners.ThresholdPruner(lower=1.5))
     pruned = tune([suite], base_m, base_t, n_trials=1, study_name="s2", storage=storage, tracking_uri=uri)
     assert pruned.trials[0].state == optuna.trial.TrialState.PRUNED
     run_id = pruned.trials[0].user_attrs["mlflow_run_id"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from data.video import VideoError, read_video, sample_indices, video_info, write_video
+from autorater.data.video import VideoError, read_video, sample_indices, video_info, write_video
 from tiny_suites import frames
 
 

@@ -7,15 +7,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import data.worlds.babyai.scenes as babyai_scenes
-from data.generate import generate_suite
-from data.worlds import WORLDS, load_world, world_of
+import autorater.data.worlds.babyai.scenes as babyai_scenes
+from autorater.data.generate import generate_suite
+from autorater.data.worlds import WORLDS, load_world, world_of
 
 GOLDEN = Path(__file__).parent / "data" / "babyai_golden.json"
 
 
 def test_babyai_suite_is_what_the_generator_wrote_before_the_world_interface(tmp_path, monkeypatch):
-    """Recorded with the generator as it was before ``data.worlds`` (same seed, same arguments): every
+    """Recorded with the generator as it was before ``autorater.data.worlds`` (same seed, same arguments): every
     JSONL file byte for byte (suite.json less its ``created_at`` and the ``agent_rule_balanced_accuracy`` added
     to its source since) and every video's frames as rendered."""
     frames = {}

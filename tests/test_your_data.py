@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from autorater import cli
-from data import example
+from autorater.data import example
 from model_suites import one_thread
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "your-data.md"
@@ -52,10 +52,10 @@ def run(command: str, fast: bool, tmp_path: Path) -> tuple[str, bool]:
     argv = shlex.split(command)
     out, swapped = io.StringIO(), False
     with contextlib.redirect_stdout(out):
-        if argv[:3] == ["python", "-m", "data.example"]:
+        if argv[:3] == ["python", "-m", "autorater.data.example"]:
             code = example.main(argv[3:] + (["--scenarios", "3"] if fast else []))
         else:
-            assert argv[0] == "autorater", f"the walkthrough runs only autorater and python -m data.example: {command}"
+            assert argv[0] == "autorater", f"the walkthrough runs only autorater and the example's script: {command}"
             if fast and argv[1] == "train":
                 config = tmp_path / "tiny.json"
                 config.write_text(json.dumps({"preset": "tiny", "train": {"epochs": 1}}))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from data.suite import Annotation, Continuation, Reference, Scenario, Suite, SuiteInfo
-from data.video import write_video
+from autorater.data.suite import Annotation, Continuation, Reference, Scenario, Suite, SuiteInfo
+from autorater.data.video import write_video
 
 N_FRAMES, FPS, SIZE = 8, 8.0, 16
 DURATION_S = N_FRAMES / FPS

@@ -4,11 +4,11 @@ A mirror (left <-> right) and a permutation of the objects' colours change the p
 instruction's words together, so the outcome, the marker and the failure mode stay what the
 annotators said. Both act on decoded frames (b, t, H, W, 3) or on "pixels" cells (b, t, 3 k^2, G, G:
 each cell's mean colours on a k x k sub-grid, channel ``c k^2 + i k + j``); ImageNet features of a
-changed frame are not a function of the cached ones, so other encoders skip both (``training.train``).
+changed frame are not a function of the cached ones, so other encoders skip both (``autorater.training.train``).
 
 Words alone: a weaker instruction (one colour word dropped, ``relax_words``) still holds in a success
 video, and a changed colour word (``recolour_one_word``) or a weaker instruction that ``contradicts`` another
-video's does not: the rows ``training.train`` adds for ``TrainConfig.relax``.
+video's does not: the rows ``autorater.training.train`` adds for ``TrainConfig.relax``.
 
 Example:
     >>> mirror_words("open the door on your left")

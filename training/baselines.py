@@ -20,14 +20,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from autorater.config import AutoraterConfig
+from autorater.data.suite import Suite
 from autorater.model import Autorater
 from autorater.models import AutoModel
-from data.suite import Suite
-from training.batches import TrainingData, prepare
-from training.cache import CachedClips, FeatureCache
-from training.dataset import build_examples
-from training.recipe import TrainConfig
-from training.train import train
+from autorater.training.batches import TrainingData, prepare
+from autorater.training.cache import CachedClips, FeatureCache
+from autorater.training.dataset import build_examples
+from autorater.training.recipe import TrainConfig
+from autorater.training.train import train
 
 
 def predict_cached(model: Autorater, suite: Suite, cache_dir: str, last_frame_only: bool = False,

@@ -14,12 +14,12 @@ import numpy as np
 import torch
 
 from autorater.config import AutoraterConfig
+from autorater.data.suite import Suite
 from autorater.encoders import tokenize_words
 from autorater.model import Autorater, Targets
 from autorater.models import AutoModel
 from autorater.predict import real_length
-from data.suite import Suite
-from training.augment import (
+from autorater.training.augment import (
     contradicts,
     mirror,
     mirror_words,
@@ -29,9 +29,9 @@ from training.augment import (
     recolour_words,
     relax_words,
 )
-from training.cache import CachedClips, FeatureCache
-from training.dataset import Examples, build_examples, marker_indices
-from training.recipe import TrainConfig
+from autorater.training.cache import CachedClips, FeatureCache
+from autorater.training.dataset import Examples, build_examples, marker_indices
+from autorater.training.recipe import TrainConfig
 
 
 @contextlib.contextmanager

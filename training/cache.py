@@ -23,9 +23,9 @@ import numpy as np
 import torch
 
 from autorater.config import AutoraterConfig
+from autorater.data.files import content_sha1
+from autorater.data.video import VideoError, read_video
 from autorater.model import Autorater
-from data.files import content_sha1
-from data.video import VideoError, read_video
 
 
 @dataclass

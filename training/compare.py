@@ -11,8 +11,8 @@ import datetime
 import fnmatch
 from typing import Mapping, Sequence
 
-from autorater.registry import mlflow_client, redact_uri
-from training.tracking import KIND_TAG
+from autorater.mlflow_registry import mlflow_client, redact_uri
+from autorater.training.tracking import KIND_TAG
 
 # Columns of ``autorater compare``: params by exact name, metrics by name or fnmatch pattern.
 DEFAULT_COMPARE_PARAMS = ("model.encoder", "model.text_encoder", "model.hidden_size", "model.num_layers",

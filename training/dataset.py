@@ -14,8 +14,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from data.labels import aggregate, label_table
-from data.suite import Suite
+from autorater.data.labels import aggregate, label_table
+from autorater.data.suite import Suite
 
 
 @dataclass

@@ -17,9 +17,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from calibration import failure_mode_metrics, marker_metrics, outcome_metrics, rank_metrics
-from data.labels import label_table, majority_vote, reference_table
-from data.suite import Suite, load_truth
+from autorater.calibration import failure_mode_metrics, marker_metrics, outcome_metrics, rank_metrics
+from autorater.data.labels import label_table, majority_vote, reference_table
+from autorater.data.suite import Suite, load_truth
 
 
 def gold_table(suite: Suite, gold: str = "references") -> pd.DataFrame:

@@ -18,9 +18,9 @@ from typing import Sequence
 import numpy as np
 
 from autorater.config import AutoraterConfig
+from autorater.data.suite import Suite
+from autorater.data.worlds import world_of
 from autorater.models import AutoConfig
-from data.suite import Suite
-from data.worlds import world_of
 
 
 @dataclass

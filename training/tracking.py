@@ -1,4 +1,4 @@
-"""MLflow tracking: training runs and evaluations (the store and the registry: ``autorater.registry``).
+"""MLflow tracking: training runs and evaluations (the store and the registry: ``autorater.mlflow_registry``).
 
 This module is an edge (STYLE.md 9): it starts MLflow runs and writes to the store, and every
 function takes ``tracking_uri`` explicitly. It never touches MLflow's global state (no
@@ -24,7 +24,7 @@ Example:
     ...                                          suites, out="model")           # doctest: +SKIP
     >>> version                                                                 # doctest: +SKIP
     3
-    >>> promote(uri)["version"]          # autorater.registry             # doctest: +SKIP
+    >>> promote(uri)["version"]          # autorater.mlflow_registry             # doctest: +SKIP
     3
 """
 
@@ -40,14 +40,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from autorater.rater import update_metadata
-from autorater.registry import (
+from autorater.mlflow_registry import (
     DEFAULT_MODEL_NAME,
     ensure_experiment,
     mlflow_client,
     mlflow_key,
     redact_uri,
 )
+from autorater.rater import update_metadata
 
 DEFAULT_EXPERIMENT = "autorater"
 MODEL_ARTIFACT_PATH = "model"
@@ -323,7 +323,7 @@ def track_training(tracking_uri: str, experiment: str | None, run_name: str | No
         tracking_uri: the store.
         experiment: experiment name (None: ``autorater``).
         run_name: None lets MLflow pick one.
-        model_config, train_config, suites: what ``training.train.train`` gets.
+        model_config, train_config, suites: what ``autorater.training.train.train`` gets.
         fn: ``fn(log) -> TrainResult`` instead of ``train(suites, model_config, train_config, out=out,
             log=log, progress=progress)``; it must write the model folder to ``out``.
         out: the model folder; None logs no model and registers nothing.
@@ -333,7 +333,7 @@ def track_training(tracking_uri: str, experiment: str | None, run_name: str | No
     Returns:
         ``(TrainResult, run_id, version)``; ``version`` is None when nothing was registered.
     """
-    from training.train import train
+    from autorater.training.train import train
 
     with TrainingRun(tracking_uri, model_config, train_config, suites, experiment=experiment or DEFAULT_EXPERIMENT,
                      run_name=run_name) as run:

@@ -23,13 +23,13 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from autorater.calibration import marker_metrics, outcome_metrics
 from autorater.config import AutoraterConfig
+from autorater.data.splits import split_groups
+from autorater.data.suite import Suite
 from autorater.model import Autorater, resolve_device
 from autorater.models import AutoConfig, AutoModel
-from calibration import marker_metrics, outcome_metrics
-from data.splits import split_groups
-from data.suite import Suite
-from training.batches import (
+from autorater.training.batches import (
     TrainingData,
     finished_features,
     make_batch,
@@ -38,7 +38,7 @@ from training.batches import (
     seeded,
     subset_data,
 )
-from training.recipe import TrainConfig, generated, load_config_file, top_down, with_min_steps
+from autorater.training.recipe import TrainConfig, generated, load_config_file, top_down, with_min_steps
 
 
 @dataclass

@@ -16,7 +16,7 @@ trials would not be comparable).
   ``best val_balanced_accuracy - MARKER_PENALTY_PER_S * min(marker median |error| s, MARKER_PENALTY_CAP_S)``.
   Balanced accuracy decides; one second of marker error costs 0.01 (one point of balanced accuracy);
   an unmeasurable marker error (NaN: no validation success predicted as one) costs the cap.
-- Features are prepared once (``training.train.prepare``: labels, vocabulary, feature cache) and
+- Features are prepared once (``autorater.training.train.prepare``: labels, vocabulary, feature cache) and
   shared by every trial, so the search space holds only what does not change the cached inputs.
 - MLflow: one parent run per study (kind=study) in experiment ``autorater-tune``; each trial a child
   run (kind=trial, tags ``optuna.study_name``, ``optuna.trial_number``, ``optuna.state``) with the
@@ -39,11 +39,11 @@ from pathlib import Path
 from typing import Sequence
 
 from autorater.config import AutoraterConfig
+from autorater.data.files import write_text_atomic
+from autorater.mlflow_registry import ensure_experiment, mlflow_client, redact_uri
 from autorater.models import AutoConfig
-from autorater.registry import ensure_experiment, mlflow_client, redact_uri
-from data.files import write_text_atomic
-from training.recipe import TrainConfig
-from training.tracking import TrainingRun, flatten_params, log_run_metrics
+from autorater.training.recipe import TrainConfig
+from autorater.training.tracking import TrainingRun, flatten_params, log_run_metrics
 
 DEFAULT_TUNE_EXPERIMENT = "autorater-tune"
 MARKER_PENALTY_PER_S = 0.01  # objective cost of one second of marker median |error|
@@ -157,7 +157,7 @@ class _Objective:
     def __call__(self, trial) -> float:
         import optuna
 
-        from training.train import train
+        from autorater.training.train import train
 
         model_cfg, train_cfg = suggest(trial, self.base_model, self.base_train)
         pruned_at: list[int] = []
@@ -234,7 +234,7 @@ def tune(suites: Sequence, base_model_config: AutoraterConfig, base_train_config
     """
     import optuna
 
-    from training.batches import prepare
+    from autorater.training.batches import prepare
 
     if n_trials < 1:
         raise ValueError(f"n_trials must be at least 1, got {n_trials}")

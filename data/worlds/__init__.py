@@ -1,6 +1,6 @@
 """The worlds the suite generator records: one package per world, all with the same interface.
 
-A world package (``data.worlds.<name>``) offers:
+A world package (``autorater.data.worlds.<name>``) offers:
 
 - ``NAME``; ``TASKS`` (task name -> what it is); ``AGENTS`` (agent name -> one line);
   ``DEFAULT_TASKS``; ``DEFAULT_AGENTS``; ``FAILURE_MODES``;
@@ -18,7 +18,7 @@ A world package (``data.worlds.<name>``) offers:
   no usable swap);
 - ``describe(tasks, agents, options) -> (description, source)``: suite.json's text and metadata.
 
-``data.generate`` does the rest for every world: agents dealt to continuations, references, simulated
+``autorater.data.generate`` does the rest for every world: agents dealt to continuations, references, simulated
 annotators, the suite files, the progress bar and the worker processes.
 """
 
@@ -64,7 +64,7 @@ def load_world(name: str) -> ModuleType:
     """The world package called ``name`` (``WORLDS``)."""
     if name not in WORLDS:
         raise ValueError(f"unknown world {name!r}; choose one of {', '.join(WORLDS)}")
-    return importlib.import_module(f"data.worlds.{name}")
+    return importlib.import_module(f"autorater.data.worlds.{name}")
 
 
 def world_of(source: dict | None) -> str | None:

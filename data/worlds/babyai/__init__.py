@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from data.worlds.babyai.agents import AGENTS, check_agents
-from data.worlds.babyai.levels import CATEGORIES, FAILURE_MODES, LEVELS, resolve_level
-from data.worlds.babyai.scenes import run_scenario, swap_scenario
+from autorater.data.worlds.babyai.agents import AGENTS, check_agents
+from autorater.data.worlds.babyai.levels import CATEGORIES, FAILURE_MODES, LEVELS, resolve_level
+from autorater.data.worlds.babyai.scenes import run_scenario, swap_scenario
 
 __all__ = ["NAME", "TASKS", "AGENTS", "CATEGORIES", "FAILURE_MODES", "DEFAULT_TASKS", "DEFAULT_AGENTS",
            "resolve_tasks", "check_agents", "check_options", "run_scenario", "swap_scenario", "describe"]

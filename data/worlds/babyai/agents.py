@@ -7,8 +7,8 @@ from typing import Callable
 
 import numpy as np
 
-from data.worlds.babyai.bot import BotDriver, goto_object_instr
-from data.worlds.babyai.levels import (
+from autorater.data.worlds.babyai.bot import BotDriver, goto_object_instr
+from autorater.data.worlds.babyai.levels import (
     DROP,
     FORWARD,
     LEFT,

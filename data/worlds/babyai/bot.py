@@ -3,7 +3,7 @@ action actually taken, and is rebuilt from the current state if it breaks."""
 
 from __future__ import annotations
 
-from data.worlds.babyai.levels import DONE, DROP, contains
+from autorater.data.worlds.babyai.levels import DONE, DROP, contains
 
 
 def _new_bot(env, instr):

@@ -22,8 +22,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from data.worlds.babyai.bot import BotDriver
-from data.worlds.babyai.levels import DROP, PICKUP, TOGGLE, build_instr, contains, front_cell, make_env, target_sets
+from autorater.data.worlds.babyai.bot import BotDriver
+from autorater.data.worlds.babyai.levels import (
+    DROP,
+    PICKUP,
+    TOGGLE,
+    build_instr,
+    contains,
+    front_cell,
+    make_env,
+    target_sets,
+)
 
 
 @dataclass

@@ -30,13 +30,13 @@ from pathlib import Path
 
 import numpy as np
 
-from data.annotators import trait_scores
-from data.video import write_video
-from data.worlds import ScenarioJob, SwapJob
-from data.worlds.babyai.agents import AgentContext, make_policy
-from data.worlds.babyai.judge import Judge, expert_solution, replay
-from data.worlds.babyai.levels import alternative_specs, describe, instr_to_spec, make_env, resolve_level
-from data.worlds.babyai.render import RenderConfig, render_frame
+from autorater.data.annotators import trait_scores
+from autorater.data.video import write_video
+from autorater.data.worlds import ScenarioJob, SwapJob
+from autorater.data.worlds.babyai.agents import AgentContext, make_policy
+from autorater.data.worlds.babyai.judge import Judge, expert_solution, replay
+from autorater.data.worlds.babyai.levels import alternative_specs, describe, instr_to_spec, make_env, resolve_level
+from autorater.data.worlds.babyai.render import RenderConfig, render_frame
 
 __all__ = ["run_scenario", "swap_scenario", "render_config", "seeded_rng"]
 

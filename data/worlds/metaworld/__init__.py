@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from data.worlds.metaworld.cameras import HOLD_OUT_DEGREES, IN_VIEW, RANDOM, RANGE
-from data.worlds.metaworld.tasks import HELD_OUT, MT10
-from data.worlds.metaworld.tasks import TASKS as _TASK_TABLE
+from autorater.data.worlds.metaworld.cameras import HOLD_OUT_DEGREES, IN_VIEW, RANDOM, RANGE
+from autorater.data.worlds.metaworld.tasks import HELD_OUT, MT10
+from autorater.data.worlds.metaworld.tasks import TASKS as _TASK_TABLE
 
 __all__ = ["NAME", "TASKS", "AGENTS", "DEFAULT_TASKS", "DEFAULT_AGENTS", "FAILURE_MODES", "CAMERAS", "MT10",
            "HELD_OUT", "resolve_tasks", "check_agents", "check_options", "run_scenario", "swap_scenario",
@@ -116,13 +116,13 @@ def _camera_names(value, default: list[str]) -> list[str]:
 
 
 def run_scenario(job):
-    from data.worlds.metaworld.scenes import run_scenario as run
+    from autorater.data.worlds.metaworld.scenes import run_scenario as run
 
     return run(job)
 
 
 def swap_scenario(job):
-    from data.worlds.metaworld.scenes import swap_scenario as swap
+    from autorater.data.worlds.metaworld.scenes import swap_scenario as swap
 
     return swap(job)
 

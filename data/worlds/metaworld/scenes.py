@@ -32,10 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
-from data.annotators import trait_scores
-from data.video import write_video
-from data.worlds import ScenarioJob, SwapJob
-from data.worlds.metaworld.cameras import (
+from autorater.data.annotators import trait_scores
+from autorater.data.video import write_video
+from autorater.data.worlds import ScenarioJob, SwapJob
+from autorater.data.worlds.metaworld.cameras import (
     HOLD_OUT_DEGREES,
     RANDOM,
     CameraPose,
@@ -44,7 +44,7 @@ from data.worlds.metaworld.cameras import (
     draw_pose,
     named_axis,
 )
-from data.worlds.metaworld.sim import (
+from autorater.data.worlds.metaworld.sim import (
     GOAL_SLOT,
     Judge,
     environment,
@@ -55,7 +55,7 @@ from data.worlds.metaworld.sim import (
     render,
     reset,
 )
-from data.worlds.metaworld.tasks import CROSS_SCENES, SHARED_SCENES, TASKS
+from autorater.data.worlds.metaworld.tasks import CROSS_SCENES, SHARED_SCENES, TASKS
 
 __all__ = ["run_scenario", "swap_scenario", "plan_scenario"]
 

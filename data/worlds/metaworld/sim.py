@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from data.worlds.metaworld.tasks import TASKS
+from autorater.data.worlds.metaworld.tasks import TASKS
 
 __all__ = ["environment", "reset", "render", "make_agent", "Judge", "Outcome", "expert_policy", "expert_action",
            "ensure_gl", "judge_other_task", "OBJECT_SLOTS", "GOAL_SLOT"]
@@ -374,7 +374,7 @@ class SuccessThenUndo(Agent):
 
 def make_agent(name: str, task: str, rng: np.random.Generator, takeover: int, expert_success: int,
                horizon: int = 200) -> Agent:
-    """The agent called ``name`` (``data.worlds.metaworld.AGENTS``)."""
+    """The agent called ``name`` (``autorater.data.worlds.metaworld.AGENTS``)."""
     if name == "expert":
         return Agent(task, rng)
     if name.startswith("noisy-"):

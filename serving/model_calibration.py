@@ -24,8 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autorater.rater import CALIBRATION_FILE, Rater, read_record
-from calibration import (
+from autorater.calibration import (
     CalibrationRecord,
     InsufficientReferencesError,
     MarkerOffset,
@@ -40,9 +39,10 @@ from calibration import (
     plot_reliability,
     plot_risk_coverage,
 )
-from data.files import write_text_atomic
-from data.labels import label_table
-from data.suite import Suite
+from autorater.data.files import write_text_atomic
+from autorater.data.labels import label_table
+from autorater.data.suite import Suite
+from autorater.rater import CALIBRATION_FILE, Rater, read_record
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Active learning, simulated: balanced accuracy against the number of human labels, for each strategy.
 
-    python -m benchmarks.active [--pool-scenarios 1000] [--test-scenarios 200] [--start 250] [--budget 250]
+    python -m benchmarks.active_learning [--pool-scenarios 1000] [--test-scenarios 200] [--start 250] [--budget 250]
                                 [--rounds 3] [--epochs 12] [--min-steps 1500] [--strategies random,uncertainty]
                                 [--no-diversity] [--random-rounds 0]
                                 [--pool DIR --test DIR] [--cache DIR] [--config babyai-grid]
@@ -33,16 +33,16 @@ import numpy as np
 
 
 def _subset(pool, ids: set[str]):
-    from data.suite import Suite
+    from autorater.data.suite import Suite
 
     return Suite(pool.root, pool.info, pool.scenarios, pool.continuations,
                  [a for a in pool.annotations if a.continuation_id in ids], pool.references)
 
 
 def _score(model, test, cache_dir: str) -> float:
-    from calibration.metrics import outcome_metrics
-    from data.suite import load_truth
-    from training.baselines import predict_cached
+    from autorater.calibration.metrics import outcome_metrics
+    from autorater.data.suite import load_truth
+    from autorater.training.baselines import predict_cached
 
     truth = {t["continuation_id"]: t["outcome"] == "success" for t in load_truth(test.root)}
     rows = [r for r in predict_cached(model, test, cache_dir) if "outcome" in r]
@@ -62,9 +62,9 @@ def run_strategy(strategy: str, pool, test, start: set[str], budget: int, rounds
     ``on_round(curve)`` is called after every round (the benchmark writes its progress there). The picks of the
     first ``random_rounds`` rounds are random's (the same rows and seed, so the same ids), then ``strategy``'s.
     """
-    from serving.active import select
-    from training.baselines import predict_cached
-    from training.train import train
+    from autorater.serving.active import select
+    from autorater.training.baselines import predict_cached
+    from autorater.training.train import train
 
     def fit(labelled: set[str]):
         key = frozenset(labelled)
@@ -75,7 +75,7 @@ def run_strategy(strategy: str, pool, test, start: set[str], budget: int, rounds
             trained[key] = (model, ba, trained[key][2] if key in trained else round(time.time() - t))
         return trained[key]
 
-    from data.suite import load_truth
+    from autorater.data.suite import load_truth
 
     trained = {} if trained is None else trained
     done = done or []
@@ -252,7 +252,7 @@ def combine(runs: dict[str, dict]) -> dict:
 
 def plot(curves: dict, path: Path, runs: dict | None = None, random_rounds: int = 0) -> None:
     """BA against human labels, a line per strategy; with ``runs`` (combine), each run's curve faintly behind."""
-    from calibration.plots import new_figure
+    from autorater.calibration.plots import new_figure
 
     f = new_figure(6, 4)
     ax = f.subplots()
@@ -335,13 +335,13 @@ def _combine_main(folders: list[str], out: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     import torch
 
+    from autorater.data.files import write_text_atomic
+    from autorater.data.generate import generate_suite
+    from autorater.data.suite import Suite
+    from autorater.data.video import video_info
     from autorater.models import PRESETS
-    from data.files import write_text_atomic
-    from data.generate import generate_suite
-    from data.suite import Suite
-    from data.video import video_info
-    from training.recipe import TrainConfig
-    from training.train import train
+    from autorater.training.recipe import TrainConfig
+    from autorater.training.train import train
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pool-scenarios", type=int, default=1000)

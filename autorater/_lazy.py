@@ -4,7 +4,7 @@ module when first asked for, so that importing the package imports none of its h
 Example:
     In ``training/__init__.py``:
 
-    >>> __all__, __getattr__ = lazy_exports("training", {"training.train": ["TrainConfig", "TrainResult"]})
+    >>> __all__, __getattr__ = lazy_exports("training", {"autorater.training.train": ["TrainConfig", "TrainResult"]})
     >>> __all__
     ['TrainConfig', 'TrainResult']
 """
