@@ -1,4 +1,4 @@
-"""Make timm and transformers importable beside a torchvision built for another torch (DESIGN.md section 7).
+"""Make timm and transformers importable beside a torchvision built for another torch (docs/design.md section 7).
 
 On this machine the only torchvision that pairs with the CPU torch 2.13 is a CUDA build; importing it
 fails with "operator torchvision::nms does not exist" because its compiled ops do not load, and timm

@@ -1,4 +1,4 @@
-"""The project's one definition of its metrics (DESIGN.md section 5); everything else imports these.
+"""The project's one definition of its metrics (docs/design.md section 5); everything else imports these.
 
 Outcomes are 0/1 arrays with 1 = success; markers are seconds from the first frame of the video.
 Results are plain Python numbers, NaN where a value is undefined, so they drop into JSON reports.
@@ -87,7 +87,7 @@ def marker_metrics(true_s, pred_s) -> dict:
 def failure_mode_metrics(true_mode, pred_mode) -> dict:
     """Agreement of predicted failure modes with true ones, on failures both call failures.
 
-    Pass the episodes that are gold failures with a known mode *and* predicted failures (DESIGN.md
+    Pass the episodes that are gold failures with a known mode *and* predicted failures (docs/design.md
     section 5: the mode is scored where the outcome is right). A predicted failure with no mode (None,
     NaN, "") counts as wrong and appears as ``"none"`` in the table.
 

@@ -27,7 +27,7 @@ def agent_rule_balanced_accuracy(agents: Sequence[str], outcomes: Sequence[str])
     "each agent's majority outcome" fitted and scored on the same continuations (in sample, so an upper bound
     on what the name can tell). A tie counts as a coin (half right). None when every outcome is the same.
 
-    A suite where this is high lets a model learn the agent's style instead of the outcome (DESIGN.md,
+    A suite where this is high lets a model learn the agent's style instead of the outcome (docs/design.md,
     section 4); the benchmark's training suite aims at 0.75 or less.
 
     Example:

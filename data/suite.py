@@ -1,4 +1,4 @@
-"""The suite format, version 1 (``shared/SUITE_FORMAT.md``): typed records, reading, validation, writing.
+"""The suite format, version 1 (``docs/suite-format.md``): typed records, reading, validation, writing.
 
 A suite is a folder of JSON Lines files plus videos. Reading never stops at the first problem: every
 rule is checked and every problem is reported with its file, line and fix, so a team can repair a

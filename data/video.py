@@ -1,7 +1,7 @@
 """Video I/O: decode with PyAV (frames checked one by one against the limits), write H.264 mp4 with PyAV.
 
 Times are seconds from the first frame: frame ``i`` is shown at ``i / fps`` and a video of ``n``
-frames lasts ``n / fps`` seconds (SUITE_FORMAT.md).
+frames lasts ``n / fps`` seconds (docs/suite-format.md).
 
 Limits hold twice: the container's claims (size, frame count, duration, frame rate) are checked before a frame is
 decoded (:func:`probe`), and every decoded frame is checked before it is converted: a frame of another size than the

@@ -1,4 +1,4 @@
-"""An independent validator of SUITE_FORMAT v1, written from ``shared/SUITE_FORMAT.md`` with JSON Schema.
+"""An independent validator of SUITE_FORMAT v1, written from ``docs/suite-format.md`` with JSON Schema.
 
 It shares no code with ``autorater.data.suite`` (deliberately: two readings of the spec that must agree), so a
 test can check that what ``Suite.write`` or the generator writes is a valid suite by the spec itself.

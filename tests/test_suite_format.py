@@ -1,4 +1,4 @@
-"""The suite format v1 (shared/SUITE_FORMAT.md): round trip, and every validation rule with its file, line and fix."""
+"""The suite format v1 (docs/suite-format.md): round trip, and every validation rule with its file, line and fix."""
 
 from __future__ import annotations
 

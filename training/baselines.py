@@ -1,4 +1,4 @@
-"""Simple baselines, trained and scored on the same data as the autorater (DESIGN.md section 4).
+"""Simple baselines, trained and scored on the same data as the autorater (docs/design.md section 4).
 
 - ``majority``: always the training set's majority outcome (and its median marker).
 - ``last_frame``: the autorater's architecture shown only the last frame (does the end reveal the outcome?).

@@ -40,7 +40,7 @@ def gold_table(suite: Suite, gold: str = "references") -> pd.DataFrame:
 def score(gold: pd.DataFrame, pred: pd.DataFrame, groups: dict[str, pd.Series] | None = None) -> dict:
     """Outcome and marker metrics of ``pred`` (indexed by continuation_id: outcome, marker_s) on shared items.
 
-    Marker error is measured on gold successes predicted as successes (DESIGN.md section 5); the failure
+    Marker error is measured on gold successes predicted as successes (docs/design.md section 5); the failure
     mode on gold failures with a known mode predicted as failures (``failure_mode``: accuracy and confusion
     table, overall and per group), when ``pred`` has a ``failure_mode`` column.
     """

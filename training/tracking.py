@@ -1,6 +1,6 @@
 """MLflow tracking: training runs and evaluations (the store and the registry: ``autorater.mlflow_registry``).
 
-This module is an edge (STYLE.md 9): it starts MLflow runs and writes to the store, and every
+This module is an edge (docs/style.md 9): it starts MLflow runs and writes to the store, and every
 function takes ``tracking_uri`` explicitly. It never touches MLflow's global state (no
 ``mlflow.set_tracking_uri``, no active run): everything goes through an ``MlflowClient`` bound to
 the URI, so two stores can be used side by side (tests do).
