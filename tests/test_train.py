@@ -499,3 +499,18 @@ def test_config_takes_a_preset_name_or_a_json_file(tmp_path):
     assert model == PRESETS["tiny-general"] and tc.epochs == 3
     with pytest.raises(ValueError, match="neither a preset.*babyai-grid.*nor a file"):
         load_config("babyai-gird")
+
+
+def test_a_video_listed_twice_is_encoded_once_and_both_rows_get_it(tmp_path):
+    """A suite and its instruction swaps list the same videos: the cache encodes each once."""
+    from autorater.data.suite import Suite
+    from autorater.models import PRESETS, AutoModel
+    from autorater.training.cache import FeatureCache
+    from tiny_suites import tiny_suite
+
+    suite = tiny_suite(tmp_path / "s")
+    paths = [str(suite.video_path(c)) for c in suite.continuation_ids()[:3]]
+    cache = FeatureCache(tmp_path / "cache")
+    clips = cache.load(AutoModel.from_config(PRESETS["tiny"]), paths + paths)
+    assert cache.misses == 3 and cache.hits == 3
+    assert torch.equal(clips.features[:3], clips.features[3:]) and isinstance(suite, Suite)

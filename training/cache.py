@@ -76,7 +76,11 @@ class FeatureCache:
         # an entry is the video's content, decoded from where the model starts reading it
         names = [None if h is None else h + (f"-from{d['start_s']:.4f}" if "start_s" in d else "")
                  for h, d in zip(hashes, decode)]
-        todo = [i for i, h in enumerate(names) if h is not None and not (folder / f"{h}.safetensors").exists()]
+        first = {}  # each entry once: a video under several instructions (a suite and its swaps) is one clip
+        for i, h in enumerate(names):
+            if h is not None:
+                first.setdefault(h, i)
+        todo = [i for h, i in first.items() if not (folder / f"{h}.safetensors").exists()]
         self.misses += len(todo)
         self.hits += sum(h is not None for h in names) - len(todo)
         bar = None
@@ -103,7 +107,11 @@ class FeatureCache:
                 bar.update(len(chunk))
         if bar is not None:
             bar.close()
-        rows = [None if i in errors else load_file(str(folder / f"{h}.safetensors")) for i, h in enumerate(names)]
+        for i, h in enumerate(names):  # a row shares its entry's decoding error
+            if h is not None and first[h] in errors:
+                errors[i] = errors[first[h]]
+        loaded = {h: load_file(str(folder / f"{h}.safetensors")) for h, i in first.items() if i not in errors}
+        rows = [None if i in errors else loaded[h] for i, h in enumerate(names)]
         template = next((r for r in rows if r is not None), None)
         if template is None:
             raise VideoError(f"none of the {len(paths)} videos could be decoded; first error: "
