@@ -65,7 +65,7 @@ def trained_by_cli(root: Path, suite: Suite, *args: str):
 
     with pytest.MonkeyPatch.context() as mp:
         before = one_thread()
-        mp.setattr(cli, "_threads", lambda: None)
+        mp.setattr(cli.common, "threads", lambda: None)
         try:
             assert cli.main(["train", "--suite", str(suite.root), "--out", str(root / "model"), "--no-tracking",
                              "--cache-dir", str(root / "cache"), "--quiet", *args]) == 0

@@ -80,7 +80,7 @@ def env(tmp_path_factory):
     before = one_thread()
     try:
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(cli, "_threads", lambda: None)
+            mp.setattr(cli.common, "threads", lambda: None)
             # The champion learns the bright square on a fully labelled suite; the pool has 8 references,
             # 4 labelled continuations and 20 unlabelled ones.
             base = learnable_suite(root / "base", n_scenarios=12, per_scenario=2, seed=1)

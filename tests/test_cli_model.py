@@ -28,7 +28,7 @@ def env(tmp_path_factory):
     root = tmp_path_factory.mktemp("cli")
     with pytest.MonkeyPatch.context() as mp:
         before = one_thread()
-        mp.setattr(cli, "_threads", lambda: None)  # the CLI's 2 threads are slower than 1 on a shared 2-core box
+        mp.setattr(cli.common, "threads", lambda: None)  # the CLI's 2 threads are slower than 1 on a shared 2-core box
         for key in OFFLINE_ENV:  # main() sets these with setdefault: give them back afterwards
             mp.setenv(key, "1" if key != "TOKENIZERS_PARALLELISM" else "false")
         suite = learnable_suite(root / "suite", n_scenarios=6, per_scenario=2, n_references=4)

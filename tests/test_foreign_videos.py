@@ -158,7 +158,7 @@ def test_every_foreign_file_imports_and_is_rated(foreign, tmp_path, monkeypatch)
     torch.manual_seed(0)
     model = AutoModel.from_config(PRESETS["tiny-general"]).save_pretrained(tmp_path / "model")
     out = tmp_path / "predictions.jsonl"
-    monkeypatch.setattr(cli, "_threads", lambda: None)
+    monkeypatch.setattr(cli.common, "threads", lambda: None)
     before = one_thread()
     try:
         assert cli.main(["predict", "--model", str(model), "--suite", str(tmp_path / "suite"), "--out", str(out),

@@ -70,7 +70,7 @@ def walk(tmp_path: Path, monkeypatch, fast: bool) -> None:
     commands = doc_commands()
     assert len(commands) >= 8 and any(c.startswith("autorater label ") for c, _ in commands)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "_threads", lambda: None)
+    monkeypatch.setattr(cli.common, "threads", lambda: None)
     before = one_thread()
     try:
         for command, shown in commands:

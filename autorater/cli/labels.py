@@ -1,0 +1,283 @@
+"""The labelling commands: ``label``, ``ingest``, ``leaderboard``, ``labelstudio``, ``simulate-annotators``,
+``active``, ``serve``, ``demo``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from autorater.cli import common
+
+_LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+
+
+def cmd_label(args) -> int:
+    from autorater.data.suite import Suite
+    from autorater.serving.label import format_summary, label_suite
+
+    common.threads()
+    model_dir = common.model_folder(args.model, args.tracking_uri, args.workdir)
+    summary = label_suite(model_dir, Suite.load(args.suite), args.out, resume=args.resume, workers=args.workers,
+                          batch_size=args.batch_size, audit_share=args.audit_share, seed=args.seed,
+                          on_drift=args.on_drift, video_url_prefix=args.video_url_prefix, backend=args.backend,
+                          ray_address=args.address, progress=not args.quiet, device=args.device,
+                          allow_unverified=args.allow_unverified)
+    print(format_summary(summary))
+    print(f"written: {args.out}/labels.jsonl, errors.jsonl, summary.json, labelstudio/config.xml and tasks.json "
+          f"({summary['human_tasks']} tasks for the annotators)")
+    return 0
+
+
+def cmd_ingest(args) -> int:
+    from autorater.serving.ingest import format_ingest, ingest
+
+    result = ingest(args.labels, args.export, append_to_suite=not args.no_suite)
+    print(format_ingest(result))
+    return 1 if args.strict and result["errors"] else 0
+
+
+def cmd_leaderboard(args) -> int:
+    from autorater.serving.folder import LabelsFolder
+    from autorater.serving.leaderboard import leaderboard
+    from autorater.serving.report import format_leaderboard, write_report
+
+    board = leaderboard(args.labels, seed=args.seed, with_truth=args.truth)
+    print(format_leaderboard(board))
+    out = Path(args.out) if args.out else LabelsFolder(args.labels).leaderboard
+    write_report(board, out)
+    print(f"written: {out} and {out.with_suffix('.json')}")
+    return 0
+
+
+def cmd_labelstudio_setup(args) -> int:
+    from autorater.serving.labelstudio_setup import format_setup, setup_labelstudio
+
+    token = args.token or os.environ.get("LABEL_STUDIO_API_KEY")
+    if not token:
+        raise ValueError("pass --token (Label Studio: Account & Settings > Access Token) or set LABEL_STUDIO_API_KEY")
+    steps = setup_labelstudio(args.url, token, args.serve_url, project=args.project,
+                              serve_token=args.serve_token or os.environ.get("AUTORATER_TOKEN"),
+                              local_files=args.local_files, tasks=args.tasks)
+    print(format_setup(steps))
+    return 0
+
+
+def cmd_simulate_annotators(args) -> int:
+    from autorater.serving.simulate import simulate_queue_export
+
+    n = simulate_queue_export(args.labels, args.out, annotators=args.annotators, seed=args.seed)
+    print(f"wrote a Label Studio export of {n} tasks answered by simulated annotators to {args.out}")
+    return 0
+
+
+def cmd_active_select(args) -> int:
+    from autorater.data.suite import Suite
+    from autorater.serving.active import active_select
+
+    common.threads()
+    model_dir = common.model_folder(args.model, args.tracking_uri, args.workdir)
+    summary = active_select(model_dir, Suite.load(args.pool), args.budget, args.out, strategy=args.strategy,
+                            diversity=not args.no_diversity, seed=args.seed, video_url_prefix=args.video_url_prefix,
+                            progress=not args.quiet, device=args.device, allow_unverified=args.allow_unverified)
+    print(f"selected {summary['selected']} of {summary['pool_unlabelled']} unlabelled continuations by "
+          f"{summary['strategy']} ({summary['scenarios']} scenarios, {summary['categories']} categories); "
+          f"Label Studio: {args.out}/labelstudio/config.xml and tasks.json ({summary['tasks']} tasks)")
+    return 0
+
+
+def cmd_active_round(args) -> int:
+    from autorater.mlflow_registry import default_tracking_uri
+    from autorater.serving.active import run_round
+
+    common.threads()
+    from autorater.training.recipe import load_config
+
+    uri = args.tracking_uri or default_tracking_uri(args.workdir)
+    model_dir = common.model_folder(args.model, uri, args.workdir)
+    train_config = load_config(args.config)[1] if args.config else None
+    r = run_round(model_dir, args.pool, args.out, uri, references_dir=args.references, export=args.export,
+                  tasks_file=args.tasks, finetune=not args.retrain, epochs=args.epochs, cache_dir=args.cache_dir,
+                  seed=args.seed, train_config=train_config, progress=not args.quiet, level=args.level,
+                  margin=args.margin, allow_unverified=args.allow_unverified)
+    if "new_labels" in r:
+        print(f"ingested {r['new_labels']} new labels into {args.pool} ({len(r['refused_labels'])} refused)")
+    ci = r["ba_gain_ci"]
+    ci_text = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci[0] is not None else "[-]"
+    print(f"on {r['n_references']} references of {r['references']} that neither model was calibrated on: champion "
+          f"BA {r['ba_champion']:.3f}, challenger BA {r['ba_challenger']:.3f} (gain {r['ba_gain']:+.3f}, "
+          f"{r['level']:.0%} paired interval {ci_text}, McNemar p {r['mcnemar_p']:.3f})")
+    print(f"challenger registered as version {r['challenger_version']}: " +
+          (f"promoted to {r['alias']}" if r["promoted"] else
+           f"NOT promoted (the interval of the gain does not lie above {r['margin']})"))
+    print(f"written: {args.out}/round.json")
+    return 0
+
+
+def cmd_serve(args) -> int:
+    import dataclasses
+
+    import uvicorn
+
+    from autorater.data.video import DEFAULT_LIMITS
+    from autorater.serving.guard import ConnectionLimits, server_config
+    from autorater.serving.service import create_app
+
+    token = args.token or os.environ.get("AUTORATER_TOKEN")
+    if args.host not in _LOOPBACK and not token and not args.allow_unauthenticated:
+        raise ValueError(f"--host {args.host} reaches beyond this machine: set a bearer token (--token or "
+                         f"AUTORATER_TOKEN), or pass --allow-unauthenticated if a proxy authenticates")
+    common.threads()
+    model_dir = common.model_folder(args.model, args.tracking_uri, args.workdir)
+    limits = ConnectionLimits(header_timeout_s=args.header_timeout_s, body_timeout_s=args.body_timeout_s,
+                              max_connections=args.max_connections)
+    video_limits = dataclasses.replace(DEFAULT_LIMITS, max_pixels=args.max_frame_pixels,
+                                       max_decoded_pixels=args.max_decoded_pixels)
+    app = create_app(model_dir, args.media_root, token=token, suite=args.suite, timeout_s=args.timeout_s,
+                     max_upload_bytes=int(args.max_upload_mb * 2 ** 20), max_decodes=args.max_decodes,
+                     device=args.device, allow_unverified=args.allow_unverified, video_limits=video_limits,
+                     body_timeout_s=limits.body_timeout_s)
+    print(f"serving {model_dir} on http://{args.host}:{args.port} (media root {args.media_root}; "
+          f"{'bearer token required' if token else 'no auth'}; OpenAPI at /docs)")
+    uvicorn.Server(server_config(app, args.host, args.port, limits)).run()
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from autorater.demo import run_demo
+
+    default = "demo-out" if args.world == "babyai" else f"demo-out-{args.world}"
+    out = Path(args.out if args.out is not None else default)
+    return run_demo(out, quick=args.quick, world=args.world)
+
+
+
+def add_commands(sub) -> None:
+    """The labelling, serving and demo subcommands."""
+    p = sub.add_parser("label", help="auto-label a new suite version; route the uncertain continuations to humans")
+    common.unverified_arg(p)
+    common.device_arg(p)
+    common.model_and_suite(p, suite_help="the new suite version")
+    p.add_argument("--out", required=True, help="labels folder (labels.jsonl, summary.json, labelstudio/ ...)")
+    p.add_argument("--resume", action="store_true", help="finish an interrupted job in --out")
+    p.add_argument("--workers", type=int, default=2, help="decoding threads (local) or rating actors (ray)")
+    p.add_argument("--backend", choices=["local", "ray"], default="local",
+                   help="where batches are rated: this process, or Ray Data (pip install '.[ray]')")
+    p.add_argument("--address", help="Ray cluster address for --backend ray (default: a local Ray)")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--audit-share", type=float, default=0.2,
+                   help="share of the auto-labelled continuations also sent to humans, at random (for unbiased rates)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the audit draw")
+    p.add_argument("--on-drift", choices=["warn", "route"], default="warn",
+                   help="when the suite drifted from the calibration suite: warn, or route everything to humans")
+    p.add_argument("--video-url-prefix", help="how Label Studio reaches the videos (default: its local-files "
+                                              "storage, /data/local-files/?d=<suite folder name>/)")
+    common.model_args(p)
+    p.set_defaults(func=cmd_label)
+
+    p = sub.add_parser("ingest", help="take human labels back (Label Studio JSON export or annotations.jsonl)")
+    p.add_argument("--labels", required=True, help="labels folder written by `autorater label`")
+    p.add_argument("--export", required=True, help="Label Studio JSON export, or a SUITE_FORMAT annotations.jsonl")
+    p.add_argument("--no-suite", action="store_true", help="do not append the labels to the suite's annotations.jsonl")
+    p.add_argument("--strict", action="store_true", help="exit 1 when any label was refused")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("leaderboard", help="per-agent success rates with 95%% intervals (PPI), JSON and HTML")
+    p.add_argument("--labels", required=True, help="labels folder (after ingest)")
+    p.add_argument("--out", help="HTML report (default: LABELS/leaderboard.html; the JSON goes next to it)")
+    p.add_argument("--truth", action="store_true", help="compare with the simulator truth (synthetic suites)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.set_defaults(func=cmd_leaderboard)
+
+    ls = sub.add_parser("labelstudio", help="Label Studio: set up the project the labelling job routes to"
+                        ).add_subparsers(dest="labelstudio_command", required=True)
+    p = ls.add_parser("setup", help="create or update the project, connect autorater serve as its ML backend and "
+                                    "register its webhook (idempotent)")
+    p.add_argument("--url", default="http://localhost:8080", help="Label Studio's address")
+    p.add_argument("--token", help="Label Studio access token (or set LABEL_STUDIO_API_KEY)")
+    p.add_argument("--project", default="autorater", help="the project's title (found, else created)")
+    p.add_argument("--serve-url", default="http://localhost:9090", help="how Label Studio reaches autorater serve")
+    p.add_argument("--serve-token", help="autorater serve's --token (or set AUTORATER_TOKEN)")
+    p.add_argument("--local-files", help="the folder Label Studio serves the videos from (a local-files storage; "
+                                         "under its LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT)")
+    p.add_argument("--tasks", help="tasks.json of autorater label: import the tasks the project lacks")
+    p.set_defaults(func=cmd_labelstudio_setup)
+
+    p = sub.add_parser("simulate-annotators", help="answer a labels folder's human queue with simulated "
+                                                   "annotators (synthetic suites): a Label Studio export")
+    p.add_argument("--labels", required=True)
+    p.add_argument("--out", required=True, help="export .json to write")
+    p.add_argument("--annotators", type=int, default=3, help="annotators per task")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_simulate_annotators)
+
+    active = sub.add_parser("active", help="active learning: choose what to label next; run a round").add_subparsers(
+        dest="active_command", required=True)
+    p = active.add_parser("select", help="choose the unlabelled continuations humans should label next")
+    common.device_arg(p)
+    common.unverified_arg(p)
+    p.add_argument("--model", required=True, help="model folder, or models:/autorater@champion")
+    p.add_argument("--pool", required=True, help="pool suite (its unannotated, non-reference continuations)")
+    p.add_argument("--budget", type=int, required=True, help="how many to choose")
+    p.add_argument("--out", required=True, help="folder for selection.jsonl and labelstudio/")
+    p.add_argument("--strategy", choices=["uncertainty", "margin", "entropy", "random", "balanced"],
+                   default="uncertainty", help="balanced: uncertainty with a quota per predicted class that moves the "
+                                               "labelled set towards half successes, half failures")
+    p.add_argument("--no-diversity", action="store_true", help="pure ranking (no spread over scenarios/categories)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--video-url-prefix")
+    common.model_args(p)
+    p.set_defaults(func=cmd_active_select)
+
+    p = active.add_parser("round", help="ingest labels, train a challenger, compare with the champion, maybe promote")
+    common.unverified_arg(p)
+    p.add_argument("--model", default="models:/autorater@champion", help="the champion (folder or registry URI)")
+    p.add_argument("--pool", required=True, help="pool suite (new labels are appended to its annotations)")
+    p.add_argument("--out", required=True, help="round folder")
+    p.add_argument("--export", help="the annotators' answers: Label Studio JSON export or annotations.jsonl")
+    p.add_argument("--tasks", help="the tasks.json they answered (from `active select`)")
+    p.add_argument("--references", help="suite whose references judge both models (default: the pool's)")
+    p.add_argument("--retrain", action="store_true", help="train from scratch instead of fine-tuning the champion")
+    p.add_argument("--level", type=float, default=0.95,
+                   help="level of the paired interval of the gain in balanced accuracy (promote when above --margin)")
+    p.add_argument("--margin", type=float, default=0.0, help="the gain the interval's lower end must exceed")
+    p.add_argument("--config", help='the training recipe: a preset name or a JSON file as for train (only its '
+                                    '"train" part is used: the architecture is the champion\'s)')
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--cache-dir", default="runs/cache")
+    p.add_argument("--seed", type=int, default=0)
+    common.model_args(p)
+    p.set_defaults(func=cmd_active_round)
+
+    p = sub.add_parser("serve", help="HTTP service: /v1/rate and the Label Studio ML-backend protocol")
+    common.unverified_arg(p)
+    common.device_arg(p)
+    p.add_argument("--model", required=True, help="model folder, or models:/autorater@champion")
+    p.add_argument("--media-root", required=True, help="folder that video paths in requests are relative to")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    p.add_argument("--port", type=int, default=9090)
+    p.add_argument("--suite", help="pool suite whose annotations.jsonl the /webhook appends to")
+    p.add_argument("--token", help="bearer token required on every request (or set AUTORATER_TOKEN)")
+    p.add_argument("--allow-unauthenticated", action="store_true",
+                   help="bind beyond loopback without a token (only behind an authenticating proxy)")
+    p.add_argument("--timeout-s", type=float, default=90.0,
+                   help="one deadline per request, in seconds (Label Studio waits 100 s for /predict)")
+    p.add_argument("--max-upload-mb", type=float, default=64.0)
+    p.add_argument("--max-decodes", type=int, default=2, help="ratings at once; more are answered 503")
+    p.add_argument("--header-timeout-s", type=float, default=10.0,
+                   help="a connection whose request head has not arrived in this time is closed")
+    p.add_argument("--body-timeout-s", type=float, default=60.0,
+                   help="a request's whole body must arrive within this time (408 otherwise)")
+    p.add_argument("--max-connections", type=int, default=64, help="open connections at once; more are answered 503")
+    p.add_argument("--max-frame-pixels", type=int, default=4096 * 2304,
+                   help="pixels of one video frame (the container's claim and every decoded frame)")
+    p.add_argument("--max-decoded-pixels", type=int, default=1 << 34,
+                   help="pixels decoded for one video, every frame counted (a running budget)")
+    common.model_args(p)
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("demo", help="the end-to-end main job on embedded defaults")
+    p.add_argument("--out", default=None,
+                   help="working folder (suites, models, MLflow store); default demo-out (demo-out-metaworld)")
+    p.add_argument("--world", choices=["babyai", "metaworld"], default="babyai", help="the world of the suites")
+    p.add_argument("--quick", action="store_true", help="a smaller, faster run")
+    p.set_defaults(func=cmd_demo)

@@ -1,0 +1,247 @@
+"""The model's commands: ``train``, ``predict``, ``evaluate``, ``calibrate``, ``tune``, ``compare``, ``promote``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from autorater.cli import common
+
+
+def cmd_train(args) -> int:
+    from autorater.data.suite import Suite
+    from autorater.training.recipe import load_config
+    from autorater.training.train import train
+
+    common.threads()
+    model_cfg, train_cfg = load_config(args.config)
+    if args.epochs is not None:
+        train_cfg.epochs = args.epochs
+    if args.seed is not None:
+        train_cfg.seed = args.seed
+    train_cfg.cache_dir = args.cache_dir
+    train_cfg.device = args.device
+    suites = [Suite.load(d) for d in args.suite]
+    if args.no_tracking:
+        result = train(suites, model_cfg, train_cfg, out=args.out, progress=not args.quiet)
+    else:
+        from autorater.mlflow_registry import default_tracking_uri
+        from autorater.training.tracking import track_training
+
+        uri = args.tracking_uri or default_tracking_uri(args.workdir)
+        result, run_id, version = track_training(uri, args.experiment, args.run_name, model_cfg, train_cfg, suites,
+                                                 out=args.out, progress=not args.quiet)
+        print(f"MLflow run {run_id} ({uri}); registered model autorater version {version}")
+    best = result.best
+    print(f"trained on {result.n_train} continuations ({result.n_val} for validation) in {result.wall_s:.0f} s; "
+          f"best epoch {best.get('epoch')}: validation balanced accuracy {best.get('val_balanced_accuracy'):.3f}")
+    print(f"model written to {args.out}")
+    return 0
+
+
+def cmd_predict(args) -> int:
+    from autorater.data.suite import Suite, write_jsonl
+
+    common.threads()
+    rater = common.rater(args)
+    model_dir = rater.folder
+    rows = list(rater.rate_suite(Suite.load(args.suite), progress=not args.quiet, batch_size=args.batch_size))
+    write_jsonl(args.out, rows)
+    errors = [r for r in rows if "error" in r]
+    for r in errors:
+        print(f"warning: {r['continuation_id']}: {r['error']}", file=sys.stderr)
+    print(f"wrote {len(rows) - len(errors)} predictions to {args.out}" +
+          (f" ({len(errors)} videos could not be decoded)" if errors else ""))
+    _warn_drift(model_dir, rows)
+    return 0
+
+
+def _warn_drift(model_dir: Path, rows: list[dict]) -> dict | None:
+    """Warn when the suite's scores left the range the model was calibrated on."""
+    from autorater.serving.model_calibration import check_drift
+
+    drift = check_drift(model_dir, [r["logit"] for r in rows if "logit" in r])
+    if drift is not None:
+        level = "WARNING: " if drift["drifted"] else ""
+        print(f"{level}drift against calibration suite {drift['calibration_suite']}: {drift['message']}",
+              file=sys.stderr if drift["drifted"] else sys.stdout)
+    return drift
+
+
+def cmd_evaluate(args) -> int:
+    from autorater.data.suite import Suite
+    from autorater.training.evaluate import evaluate, format_failure_modes, format_report
+
+    common.threads()
+    rater = common.rater(args)
+    model_dir = rater.folder
+    suite = Suite.load(args.suite)
+    rows = list(rater.rate_suite(suite, progress=not args.quiet))
+    golds = [args.gold] if args.gold != "both" else ["references", "truth"]
+    reports = {}
+    for gold in golds:
+        try:
+            reports[gold] = evaluate(suite, rows, gold=gold)
+        except ValueError as err:
+            if args.gold != "both":
+                raise
+            print(f"note: {err}", file=sys.stderr)
+    drift = _warn_drift(model_dir, rows)
+    for report in reports.values():
+        report["drift"] = drift
+        print(format_report(report) + "\n")
+        print(format_failure_modes(report) + "\n")
+    if args.out:
+        from autorater.data.files import write_text_atomic
+
+        write_text_atomic(args.out, json.dumps(reports, indent=1, default=float) + "\n")
+        print(f"report written to {args.out}")
+    return 0
+
+
+def cmd_calibrate(args) -> int:
+    from autorater.data.suite import Suite
+    from autorater.serving.model_calibration import calibrate_model, format_calibration
+
+    common.threads()
+    if args.model.startswith("models:/"):
+        raise ValueError("calibrate writes calibration.json into a local model folder: download the registered "
+                         "model first (autorater predict does it under --workdir/models) and pass that folder")
+    suite = Suite.load(args.suite)
+    report_dir = args.report or str(Path(args.model) / "calibration-report")
+    result = calibrate_model(args.model, suite, report_dir, args.target_agreement, args.confidence,
+                             args.max_marker_uncertainty_s, progress=not args.quiet, device=args.device,
+                             allow_unverified=args.allow_unverified)
+    print(format_calibration(result))
+    print(f"calibration.json written to {args.model}")
+    return 0
+
+
+def cmd_tune(args) -> int:
+    import optuna
+
+    from autorater.data.suite import Suite
+    from autorater.mlflow_registry import default_tracking_uri
+    from autorater.training.recipe import load_config
+    from autorater.training.tune import default_storage, trials_table, tune, write_best_config
+
+    common.threads()
+    if args.quiet:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+    model_cfg, train_cfg = load_config(args.config)
+    train_cfg.cache_dir = args.cache_dir
+    if args.epochs is not None:
+        train_cfg.epochs = args.epochs
+    study = tune([Suite.load(d) for d in args.suite], model_cfg, train_cfg, args.trials, args.study_name,
+                 args.storage or default_storage(args.workdir),
+                 args.tracking_uri or default_tracking_uri(args.workdir), seed=args.seed,
+                 timeout_s=args.timeout_s, progress=not args.quiet)
+    for row in trials_table(study):
+        value = "-" if row["value"] is None else f"{row['value']:.4f}"
+        print(f"trial {row['number']:>3}  {row['state']:<9} {value:>8}  {row['params']}")
+    path = write_best_config(study, args.best_config or Path(args.workdir) / f"best-{args.study_name}.json")
+    print(f"best trial {study.best_trial.number} ({study.best_value:.4f}); its config: {path}\n"
+          f"retrain with: autorater train --suite ... --config {path} --out MODEL")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from autorater.mlflow_registry import default_tracking_uri
+    from autorater.training.compare import compare_runs, format_runs_table
+
+    rows = compare_runs(args.tracking_uri or default_tracking_uri(args.workdir), args.experiment,
+                        args.metric or None, args.max_runs, kind=args.kind, order_by=args.order_by)
+    print(json.dumps(rows, indent=1, default=str) if args.json else format_runs_table(rows))
+    return 0
+
+
+def cmd_promote(args) -> int:
+    from autorater.mlflow_registry import default_tracking_uri, promote
+
+    done = promote(args.tracking_uri or default_tracking_uri(args.workdir), args.name, args.version, args.alias)
+    was = f" (was version {done['previous_version']})" if done.get("previous_version") else ""
+    print(f"{done['uri']} -> version {done['version']}{was}")
+    return 0
+
+
+
+def add_commands(sub) -> None:
+    """The model's subcommands."""
+    p = sub.add_parser("train", help="train an autorater on the annotations of one or more suites")
+    common.device_arg(p)
+    p.add_argument("--suite", action="append", required=True, help="training suite (repeat for several)")
+    p.add_argument("--out", required=True, help="model folder to write")
+    p.add_argument("--config", help='a preset (general: the default; babyai-grid, transformer, tiny, tiny-general) or '
+                                    'a JSON file {"preset": "general", "model": {...}, "train": {...}}')
+    p.add_argument("--epochs", type=int, help="override the recipe's epochs")
+    p.add_argument("--seed", type=int, help="override the recipe's seed")
+    p.add_argument("--cache-dir", default="runs/cache", help="feature cache folder")
+    p.add_argument("--experiment", default="autorater", help="MLflow experiment")
+    p.add_argument("--run-name", default=None)
+    p.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
+    common.model_args(p)
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("predict", help="rate every continuation of a suite (SUITE_FORMAT predictions)")
+    common.unverified_arg(p)
+    common.device_arg(p)
+    common.model_and_suite(p)
+    p.add_argument("--out", required=True, help="predictions .jsonl")
+    p.add_argument("--batch-size", type=int, default=16)
+    common.model_args(p)
+    p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser("evaluate", help="score a model against gold labels, beside the human annotators")
+    common.unverified_arg(p)
+    common.device_arg(p)
+    common.model_and_suite(p, model_help=None)
+    p.add_argument("--gold", choices=["references", "truth", "both"], default="both",
+                   help="references.jsonl, the simulator truth of synthetic suites, or both")
+    p.add_argument("--out", help="report .json")
+    common.model_args(p)
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("calibrate", help="fit the temperature, shift and selective policy on a suite's references")
+    common.device_arg(p)
+    common.unverified_arg(p)
+    common.model_and_suite(p, "local model folder (calibration.json is written into it)",
+                    "suite with references.jsonl (and annotations for the comparison)")
+    p.add_argument("--target-agreement", type=float, default=0.95)
+    p.add_argument("--confidence", type=float, default=0.9)
+    p.add_argument("--max-marker-uncertainty-s", type=float, default=None,
+                   help="send continuations whose predicted marker is more uncertain than this to humans")
+    p.add_argument("--report", help="report folder (default: MODEL/calibration-report)")
+    common.model_args(p)
+    p.set_defaults(func=cmd_calibrate)
+
+    p = sub.add_parser("tune", help="Optuna study (SQLite, resumable, pruned); every trial logged to MLflow")
+    p.add_argument("--suite", action="append", required=True)
+    p.add_argument("--config", help="the base recipe: a preset name or a JSON file (as for train)")
+    p.add_argument("--trials", type=int, default=20, help="trials to add to the study")
+    p.add_argument("--study-name", default="autorater")
+    p.add_argument("--storage", help="Optuna storage URL (default: sqlite under --workdir)")
+    p.add_argument("--epochs", type=int, help="epochs per trial")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout-s", type=float)
+    p.add_argument("--best-config", help="where to write the best trial's config JSON")
+    p.add_argument("--cache-dir", default="runs/cache")
+    common.model_args(p)
+    p.set_defaults(func=cmd_tune)
+
+    p = sub.add_parser("compare", help="a table of MLflow runs: params and metrics side by side")
+    p.add_argument("--experiment")
+    p.add_argument("--kind", choices=["train", "trial", "study", "evaluation"])
+    p.add_argument("--metric", action="append", help="metric name or pattern (repeatable)")
+    p.add_argument("--order-by", help="sort by this metric, highest first")
+    p.add_argument("--max-runs", type=int, default=20)
+    p.add_argument("--json", action="store_true")
+    common.model_args(p)
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("promote", help="set the registry alias 'champion' on a model version")
+    p.add_argument("--name", default="autorater")
+    p.add_argument("--version", type=int, help="default: the latest version")
+    p.add_argument("--alias", default="champion")
+    common.model_args(p)
+    p.set_defaults(func=cmd_promote)

@@ -1,0 +1,201 @@
+"""``autorater suite ...``: generate, swap, validate, import and describe suites."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from autorater.cli import common
+
+
+def cmd_suite_generate(args) -> int:
+    from autorater.data.generate import generate_suite
+
+    if args.levels and args.tasks:
+        raise SystemExit("error: pass --tasks or --levels (BabyAI's name for tasks), not both")
+    out = generate_suite(args.out, world=args.world, tasks=args.tasks or args.levels, agents=args.agents,
+                         scenarios=args.scenarios, continuations_per_scenario=args.continuations_per_scenario,
+                         annotators=args.annotators, seed=args.seed, workers=args.workers, version=args.version,
+                         view=args.view, image_size=args.image_size, camera=args.camera,
+                         hold_out_camera=args.hold_out_camera, hold_out_degrees=args.hold_out_degrees,
+                         progress=not args.quiet)
+    print(f"wrote suite {out}")
+    _print_agent_rule(out)
+    return 0
+
+
+def cmd_suite_swap(args) -> int:
+    from autorater.data.generate import swap_instructions
+
+    out = swap_instructions(args.suite, args.out, seed=args.seed, workers=args.workers, progress=not args.quiet,
+                            annotators=args.annotators, reference_share=args.reference_share,
+                            cross_task=args.cross_task)
+    print(f"wrote suite {out}")
+    _print_agent_rule(out)
+    return 0
+
+
+def _print_agent_rule(suite_dir) -> None:
+    from autorater.data.suite import SUITE_FILE
+
+    rule = json.loads((Path(suite_dir) / SUITE_FILE).read_text())["source"].get("agent_rule_balanced_accuracy")
+    if rule is not None:
+        print(f"the agent's name alone predicts the true outcome with balanced accuracy {rule:.3f} "
+              f"(each agent's majority outcome, in sample)")
+
+
+def cmd_suite_validate(args) -> int:
+    from autorater.data.suite import validate_suite
+
+    problems = validate_suite(args.dir, check_videos=not args.no_videos, progress=not args.quiet)
+    for p in problems:
+        print(p, file=sys.stderr)
+    if problems:
+        print(f"INVALID: {len(problems)} problem(s) in {args.dir}", file=sys.stderr)
+        return 1
+    print(f"OK: {args.dir} is a valid suite (format v1)")
+    return 0
+
+
+def cmd_suite_import(args) -> int:
+    import contextlib
+
+    from autorater.serving.folder import folder_lock
+
+    if bool(args.from_labelstudio) == bool(args.table):
+        raise ValueError("pass --videos DIR --table FILE, or --from-labelstudio EXPORT.json --media-root DIR")
+    out = Path(args.out)
+    grown = (out / "suite.json").is_file()  # a suite `serve --suite` may be appending to: take its lock
+    with folder_lock(out, "suite import, ingest or webhook", wait=True) if grown else contextlib.nullcontext():
+        return _suite_import(args)
+
+
+def _suite_import(args) -> int:
+    from autorater.data.importing import COLUMNS, format_report, import_table
+
+    if args.table:
+        if not args.videos:
+            raise ValueError("--table needs --videos DIR, the folder its video paths are relative to")
+        columns = {f: getattr(args, f"{f}_column") for f in COLUMNS if getattr(args, f"{f}_column") is not None}
+        report = import_table(args.table, args.videos, args.out, columns=columns, link=args.link, strict=args.strict,
+                              name=args.name, version=args.version)
+    else:
+        from autorater.serving.labelstudio_import import import_labelstudio
+
+        if not args.media_root:
+            raise ValueError("--from-labelstudio needs --media-root DIR, the folder the tasks' videos are under")
+        report = import_labelstudio(args.from_labelstudio, args.media_root, args.out, frame_rate=args.frame_rate,
+                                    success_labels=args.success_label, failure_labels=args.failure_label,
+                                    link=args.link, strict=args.strict, name=args.name, version=args.version)
+    print(format_report(report))
+    return 1 if not report.ok or (args.strict and (report.problems or report.warnings)) else 0
+
+
+def cmd_suite_stats(args) -> int:
+    from autorater.data.stats import format_stats, suite_stats
+    from autorater.data.suite import Suite
+
+    stats = suite_stats(Suite.load(args.dir))
+    print(json.dumps(stats, indent=1) if args.json else format_stats(stats))
+    return 0
+
+
+
+def add_commands(sub) -> None:
+    """The ``suite`` subcommands."""
+    from autorater.data.worlds import WORLDS, load_world
+
+    suite = sub.add_parser("suite", help="generate, validate and describe suites").add_subparsers(
+        dest="suite_command", required=True)
+    worlds = {name: load_world(name) for name in WORLDS}
+    agents_help = "\n".join(f"  {name} agents (default {','.join(w.DEFAULT_AGENTS)}):\n"
+                            + "\n".join(f"    {k}: {v}" for k, v in w.AGENTS.items()) for name, w in worlds.items())
+    tasks_help = "\n".join(f"  {name} tasks (default {','.join(w.DEFAULT_TASKS)}): {', '.join(w.TASKS)}"
+                           for name, w in worlds.items())
+    p = suite.add_parser("generate", help="generate a synthetic STS-style suite (BabyAI or Meta-World)",
+                         description=f"{agents_help}\n{tasks_help}",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, help="output suite folder")
+    p.add_argument("--world", choices=list(WORLDS), default="babyai", help="which world records the videos")
+    p.add_argument("--tasks", type=common.csv, default=None,
+                   help="the world's tasks, comma-separated (BabyAI levels; Meta-World environment names)")
+    p.add_argument("--levels", type=common.csv, default=None, help="BabyAI ids or short names (the same as --tasks)")
+    p.add_argument("--agents", type=common.csv, default=None,
+                   help="agent names, comma-separated (default: the world's)")
+    p.add_argument("--scenarios", type=int, default=40)
+    p.add_argument("--continuations-per-scenario", type=int, default=2)
+    p.add_argument("--annotators", type=int, default=3, help="simulated annotators per continuation")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=2, help="processes")
+    p.add_argument("--version", default="v1", help="suite version written to suite.json")
+    p.add_argument("--view", choices=["full", "ego"], default="ego",
+                   help="the agent's first-person 7x7 view (default, as STS videos are) or the whole grid from above")
+    p.add_argument("--image-size", type=int, default=None,
+                   help="frame size in pixels (BabyAI 112: 16-pixel tiles; Meta-World 128)")
+    p.add_argument("--camera", type=common.csv, default=None,
+                   help="Meta-World camera(s), comma-separated: one drawn per scenario (default corner); random: a "
+                        "free camera drawn per scenario around the table, every object in view")
+    p.add_argument("--hold-out-camera", type=common.csv, default=None,
+                   help="with --camera random: named camera(s) no drawn camera comes near (its optical axis stays "
+                        "--hold-out-degrees away from theirs), e.g. corner2 for an unseen-camera test")
+    p.add_argument("--hold-out-degrees", type=float, default=None, help="see --hold-out-camera (default 30)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_suite_generate)
+
+    p = suite.add_parser("swap", help="the same videos with altered instructions, truth recomputed by the simulator",
+                         description="Per scenario, another instruction whose truth the simulator recomputes "
+                                     "(BabyAI: another object or verb; Meta-World: the other task of a shared "
+                                     "scene, or an object the scene lacks). Without --annotators every "
+                                     "continuation is a reference (a held-out test); with it, simulated "
+                                     "annotators label the new truth (a training suite).")
+    p.add_argument("--suite", required=True, help="a suite written by `autorater suite generate`")
+    p.add_argument("--out", required=True, help="output suite folder")
+    p.add_argument("--annotators", type=int, default=None,
+                   help="simulated annotators per non-reference continuation (default: none, all references)")
+    p.add_argument("--reference-share", type=float, default=0.15, help="with --annotators: share of references")
+    p.add_argument("--cross-task", action="store_true",
+                   help="Meta-World: also swap between reach, push and pick-place where the simulator can judge it")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=1, help="processes")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_suite_swap)
+
+    p = suite.add_parser("validate", help="check every rule of the suite format; list all problems")
+    p.add_argument("dir")
+    p.add_argument("--no-videos", action="store_true", help="skip opening the videos")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_suite_validate)
+
+    from autorater.data.importing import COLUMNS, REQUIRED
+
+    p = suite.add_parser("import", help="a suite from your videos: a folder and a table (CSV, JSON Lines, Parquet), "
+                                        "or a Label Studio JSON export",
+                         description="Every bad row is listed with its line and the fix; the rest is imported. "
+                                     "Re-running on a grown table adds only what is new. See docs/your-data.md.")
+    p.add_argument("--out", required=True, help="the suite folder to write (or to grow)")
+    p.add_argument("--videos", help="the folder the table's video paths are relative to")
+    p.add_argument("--table", help="CSV / TSV, JSON Lines (.jsonl) or Parquet: one row per continuation or per label")
+    p.add_argument("--from-labelstudio", metavar="EXPORT", help="a Label Studio JSON export of a video project")
+    p.add_argument("--media-root", help="with --from-labelstudio: the folder its tasks' videos are under (Label "
+                                        "Studio's local-files document root, or its media folder for uploads)")
+    p.add_argument("--frame-rate", type=float, help="with --from-labelstudio: the frameRate of the project's <Video> "
+                                                    "(default: the task's fps, else 24, Label Studio's default)")
+    p.add_argument("--success-label", action="append", default=[], help="a choice or label that means success "
+                                                                        "(repeatable; success, pass, yes... are known)")
+    p.add_argument("--failure-label", action="append", default=[], help="a choice or label that means failure")
+    p.add_argument("--link", action="store_true", help="hard-link the videos instead of copying them")
+    p.add_argument("--strict", action="store_true", help="any problem or warning fails the import (exit 1, "
+                                                         "nothing written)")
+    p.add_argument("--name", help="suite name for a new suite (default: the folder's name)")
+    p.add_argument("--version", help="suite version for a new suite (default v1)")
+    for field, column in COLUMNS.items():
+        p.add_argument(f"--{field.replace('_', '-')}-column", metavar="NAME",
+                       help=f"the column of {field} (default {column}{'; required' if field in REQUIRED else ''})")
+    p.set_defaults(func=cmd_suite_import)
+
+    p = suite.add_parser("stats", help="counts, success rates, annotator agreement and accuracy")
+    p.add_argument("dir")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.set_defaults(func=cmd_suite_stats)
