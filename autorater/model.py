@@ -94,6 +94,7 @@ class Targets:
     # success, marker, failure, match, counterfactual (events: "success" weighs the event likelihood, which holds
     # the outcome, the marker and the failure mode; "counterfactual" P(success) under another instruction)
     weights: tuple[float, ...] = (1.0, 1.0, 0.2, 0.5, 0.3)
+    balanced: bool = False  # events: the outcome's two classes weigh the same in each batch's event loss
 
 
 class Autorater(nn.Module):
@@ -148,8 +149,8 @@ class Autorater(nn.Module):
             keep = read_frames(times_s[row_of], takeover_s[row_of])
             features = self.frame_encoder.finish(features.to(device), keep)[clip_index]
         if targets is not None:
-            targets = dataclasses.replace(targets, **{f.name: getattr(targets, f.name).to(device)
-                                                      for f in dataclasses.fields(targets) if f.name != "weights"})
+            tensors = [f.name for f in dataclasses.fields(targets) if f.name not in ("weights", "balanced")]
+            targets = dataclasses.replace(targets, **{name: getattr(targets, name).to(device) for name in tensors})
         return self.forward_head(features, times_s, takeover_s, instructions, targets)
 
     @property

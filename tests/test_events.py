@@ -227,3 +227,21 @@ def test_an_events_model_reading_minilm_round_trips_without_storing_minilm(tmp_p
     loaded = AutoModel.from_pretrained(tmp_path / "m").eval()
     with torch.no_grad():
         assert torch.allclose(torch.sigmoid(loaded(**batch).success_logit), before, atol=1e-6)
+
+
+def test_the_balanced_event_loss_weighs_each_class_half():
+    """With ``balanced``, one success among three failures weighs as much as the three together."""
+    from autorater.models.events.head import event_losses, first_events
+
+    b, t = 4, 6
+    torch.manual_seed(0)
+    logp = torch.randn(b, t, 3).log_softmax(-1)
+    active = torch.ones(b, t, dtype=torch.bool)
+    first, none = first_events(logp, active)
+    args = dict(first=first, none=none, match=torch.zeros(b, t), active=active,
+                times_s=torch.arange(t).float().repeat(b, 1) / 8, success=torch.tensor([1.0, 0.0, 0.0, 0.0]),
+                marker_index=torch.full((b,), -1), failure_class=torch.full((b,), -1),
+                own=torch.ones(b, dtype=torch.bool), timeout=torch.ones(b, dtype=torch.bool))
+    plain, balanced = event_losses(**args)["event"], event_losses(**args, balanced=True)["event"]
+    nll = torch.stack([event_losses(**{**args, "own": torch.arange(b) == i})["event"] for i in range(b)])
+    assert torch.allclose(plain, nll.mean()) and torch.allclose(balanced, 0.5 * nll[0] + 0.5 * nll[1:].mean())

@@ -223,7 +223,7 @@ def make_batch(data: TrainingData, rows: np.ndarray, tc: TrainConfig, rng: np.ra
     targets = Targets(success=success,
                       marker_index=marker_index, failure_mode=data.failure_index[idx], match=match,
                       weights=(tc.success_weight, tc.marker_weight, tc.failure_weight, tc.match_weight,
-                               tc.counterfactual_weight))
+                               tc.counterfactual_weight), balanced=tc.balance_classes)
     inputs = {"times_s": times, "takeover_s": torch.tensor([ex.takeover_s[i] for i in idx.tolist()]),
               "instructions": instructions, ("frames" if clips.is_frames else "features"): feats}
     if rng is not None:

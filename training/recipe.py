@@ -51,6 +51,7 @@ class TrainConfig:
     marker_weight: float = 0.5  # transformer only
     failure_weight: float = 0.2  # transformer only
     match_weight: float = 1.0
+    balance_classes: bool = False  # events: successes and failures weigh the same in each batch's event loss
     counterfactual_weight: float = 0.3  # events: P(success) of a success video under another instruction
     match_warmup_epochs: int = 15  # events: epochs training the instruction match alone first (on success videos,
     #                                own instruction vs another of its category); without it the match is still near

@@ -251,7 +251,7 @@ def log1mexp(x: torch.Tensor) -> torch.Tensor:
 
 def event_losses(first: torch.Tensor, none: torch.Tensor, match: torch.Tensor, active: torch.Tensor,
                  times_s: torch.Tensor, success: torch.Tensor, marker_index: torch.Tensor, failure_class: torch.Tensor,
-                 own: torch.Tensor, timeout: torch.Tensor) -> dict[str, torch.Tensor]:
+                 own: torch.Tensor, timeout: torch.Tensor, balanced: bool = False) -> dict[str, torch.Tensor]:
     """The event model's losses for a batch of b clips over t frames.
 
     Args:
@@ -263,6 +263,9 @@ def event_losses(first: torch.Tensor, none: torch.Tensor, match: torch.Tensor, a
         failure_class: (b,) column of ``first`` of the labelled failure mode (>= 1), -1 unknown / timeout.
         own: (b,) the video with its own instruction (False: another clip's instruction).
         timeout: (b,) failures labelled as a timeout (no event).
+        balanced: weigh the event loss's successes and failures alike (each class half of the batch's loss), so
+            that a training set with more failures (instruction swaps are mostly failures) does not teach the
+            model to call a success only when it is sure.
 
     Returns:
         ``event``: -log P(the labelled first event inside the marker window), or of the outcome when there is
@@ -286,7 +289,11 @@ def event_losses(first: torch.Tensor, none: torch.Tensor, match: torch.Tensor, a
     nll = torch.where(has_win & (succ | early), in_window,
                       torch.where(succ, -log_ps, torch.where(timeout & fail, -none, -log1mexp(log_ps))))
     rows = own & known
-    losses = {"event": nll[rows].mean() if rows.any() else zero}
+    if balanced and (rows & succ).any() and (rows & fail).any():
+        weight = torch.where(succ, 0.5 / (rows & succ).sum(), 0.5 / (rows & fail).sum())
+        losses = {"event": (nll * weight)[rows].sum()}
+    else:
+        losses = {"event": nll[rows].mean() if rows.any() else zero}
     other = ~own & known
     logit = log_ps - log1mexp(log_ps)
     losses["counterfactual"] = F.binary_cross_entropy_with_logits(logit[other], success[other].float()) \

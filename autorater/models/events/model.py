@@ -170,7 +170,8 @@ class EventsModel(Autorater):
             matches.append(torch.logsumexp(2 * match.masked_fill(~active, -1e4), 1) / 2)
             if targets is not None:
                 losses.append(event_losses(first, none, match, active, times_s, targets.success, targets.marker_index,
-                                           failure_class, own=~(targets.match < 0.5), timeout=timeout))
+                                           failure_class, own=~(targets.match < 0.5), timeout=timeout,
+                                           balanced=targets.balanced))
 
         def mixture(xs):  # log of the members' mean probability
             return torch.logsumexp(torch.stack(xs), 0) - math.log(len(xs))
