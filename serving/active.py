@@ -168,6 +168,7 @@ def active_select(model_dir: str | os.PathLike, pool: Suite, budget: int, out: s
     ``selection.jsonl`` and the Label Studio files (``labelstudio/config.xml``, ``tasks.json``) into ``out``;
     returns a summary. ``allow_unverified``: load weights without a checksum (``Autorater.from_pretrained``)."""
     from autorater.rater import Rater
+    from autorater.serving.folder import LABELSTUDIO_DIR
     from autorater.serving.labelstudio import write_labelstudio_files
 
     model_dir, out = Path(model_dir), Path(out)
@@ -193,7 +194,7 @@ def active_select(model_dir: str | os.PathLike, pool: Suite, budget: int, out: s
              "model_outcome": by_id[cid]["outcome"], "model_marker_s": by_id[cid]["marker_s"]} for cid in chosen]
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / "selection.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
-    tasks = write_labelstudio_files(out / "labelstudio", pool, rows, video_url_prefix=video_url_prefix)
+    tasks = write_labelstudio_files(out / LABELSTUDIO_DIR, pool, rows, video_url_prefix=video_url_prefix)
     job = {"suite": str(pool.root.resolve()), "model": str(model_dir.resolve()), "strategy": strategy,
            "budget": budget, "diversity": diversity, "seed": seed}
     write_text_atomic(out / "job.json", json.dumps(job, indent=1) + "\n")
