@@ -133,6 +133,40 @@ def test_pooled_outcome_scores_both_draws_as_one_sample(tmp_path):
     assert 0 <= lo <= got["balanced_accuracy"] <= hi <= 1 and hi > lo
 
 
+def test_paired_compares_two_prediction_folders_on_the_videos_both_rated_by_scenario(tmp_path):
+    """B is right where A errs on one scenario's videos: the difference is B - A, the interval resamples scenarios,
+    a set only one folder scored is left out, and an unknown folder names the ones there are."""
+    import json
+
+    from benchmarks.paired import compare, main
+
+    truth = [{"continuation_id": f"c{i}", "scenario_id": f"s{i // 2}", "outcome": "success" if i % 2 else "failure"}
+             for i in range(40)]
+    (tmp_path / "suites" / "held").mkdir(parents=True)
+    (tmp_path / "suites" / "held" / "suite.json").write_text("{}")
+    (tmp_path / "suites" / "held" / "simulator_truth.jsonl").write_text("".join(json.dumps(t) + "\n" for t in truth))
+
+    def write(name, wrong, set_name="held"):
+        (tmp_path / "predictions" / name).mkdir(parents=True, exist_ok=True)
+        flip = {"success": "failure", "failure": "success"}
+        rows = [{"continuation_id": t["continuation_id"], "outcome": flip[t["outcome"]] if i in wrong else t["outcome"]}
+                for i, t in enumerate(truth)]
+        (tmp_path / "predictions" / name / f"{set_name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    write("a", wrong=set(range(10)))
+    write("b", wrong={11})
+    write("b", wrong=set(), set_name="only_in_b")
+    table = compare(tmp_path, "a", "b")
+    assert list(table) == ["held"] and table["held"]["n"] == 40 and table["held"]["n_groups"] == 20
+    assert table["held"]["difference"] == pytest.approx(table["held"]["ba_b"] - table["held"]["ba_a"])
+    assert table["held"]["difference"] > 0.15
+    assert table["held"]["ci"][0] <= table["held"]["difference"] <= table["held"]["ci"][1]
+    assert main(["a", "b", "--root", str(tmp_path)]) == 0
+    assert (tmp_path / "results" / "paired-a-vs-b.json").is_file()
+    with pytest.raises(SystemExit, match="not a prediction folder.*'a', 'b'"):
+        main(["a", "c", "--root", str(tmp_path)])
+
+
 def test_labels_to_reach_interpolates_and_the_shares_cover_every_budget():
     from benchmarks.active_learning import labels_to_reach, shares_by_budget
 
