@@ -106,6 +106,8 @@ class Autorater(nn.Module):
     """
 
     config_class: type[AutoraterConfig] | None = None  # the architecture's config (set by each subclass)
+    position_free = False  # True: the head finds things by content, not by place, so its feature maps may be
+    #                        cropped in training (TrainConfig.crop)
 
     def __init__(self, config: AutoraterConfig):
         if self.config_class is None or type(config) is not self.config_class:

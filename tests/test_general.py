@@ -161,3 +161,36 @@ def test_calibrate_label_active_and_serve_take_the_general_model_unchanged(train
     assert r.status_code == 200, r.text
     assert r.json()["p_success"] == pytest.approx(next(x["p_success"] for x in labels if x["continuation_id"] == cid),
                                                   abs=1e-5)
+
+
+def test_a_cropped_map_is_one_window_of_each_clip_the_same_for_every_frame():
+    from autorater.training.batches import crop_maps
+
+    x = torch.arange(3 * 4 * 2 * 10 * 12, dtype=torch.float32).reshape(3, 4, 2, 10, 12)
+    for seed in range(20):
+        out = crop_maps(x, 0.6, np.random.default_rng(seed))
+        n, t, c, h, w = out.shape
+        assert (n, t, c) == (3, 4, 2) and 6 <= h <= 10 and 7 <= w <= 12 and abs(h / 10 - w / 12) < 0.1
+        for i in range(n):  # the window's top-left value says where it was cut; every frame and channel agree
+            y, x0 = divmod(int(out[i, 0, 0, 0, 0] - x[i, 0, 0, 0, 0]), 12)
+            assert torch.equal(out[i], x[i, ..., y:y + h, x0:x0 + w])
+    assert crop_maps(x, 1.0, np.random.default_rng(0)).shape == x.shape
+
+
+def test_crop_trains_the_general_model_and_is_skipped_for_heads_that_learn_places(tmp_path):
+    """The general model finds things by content, so a cropped map is the same scene; the grid model's learned
+    places would move: its recipe drops the crop and says so."""
+    from autorater.training.recipe import TrainConfig
+    from autorater.training.train import train
+    from model_suites import learnable_suite
+
+    saved = {}
+    small = GeneralConfig(image_size=64, num_frames=8, encoder_stage=2, context_frames=-1)
+    for name, config, suite in [("general", small, camera_suite(tmp_path / "cam", n_scenarios=4)),
+                                ("grid", PRESETS["tiny"], learnable_suite(tmp_path / "grid", n_scenarios=4))]:
+        result = train([suite], config, TrainConfig(epochs=1, match_warmup_epochs=0, crop=0.7,
+                                                    aggregation="majority", cache_dir=str(tmp_path / "c")),
+                       out=tmp_path / name)
+        assert np.isfinite(result.history[-1]["train_loss"])
+        saved[name] = json.loads((tmp_path / name / "metadata.json").read_text())["train_config"]["crop"]
+    assert saved == {"general": 0.7, "grid": 0.0}

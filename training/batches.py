@@ -124,6 +124,16 @@ def _rotate(x: torch.Tensor, k: torch.Tensor, spatial_dims: tuple[int, int]) -> 
     return out
 
 
+def crop_maps(x: torch.Tensor, smallest: float, rng: np.random.Generator) -> torch.Tensor:
+    """(n, t, c, h, w) feature maps -> (n, t, c, h', w'): one window of a random ``smallest``..1 of each side for the
+    batch, at a random place in each clip (every frame of a clip through the same window)."""
+    h, w = x.shape[-2:]
+    scale = rng.uniform(smallest, 1.0)
+    hh, ww = max(1, round(h * scale)), max(1, round(w * scale))
+    ys, xs = rng.integers(0, h - hh + 1, len(x)), rng.integers(0, w - ww + 1, len(x))
+    return torch.stack([clip[..., y:y + hh, x0:x0 + ww] for clip, y, x0 in zip(x, ys, xs)])
+
+
 def _mismatch_partners(rows: np.ndarray, data: TrainingData, share: float, rng: np.random.Generator,
                        successes_only: bool = False):
     """For a share of the batch, another row of the batch whose instruction asks another task (``task_keys``: a
@@ -193,6 +203,8 @@ def make_batch(data: TrainingData, rows: np.ndarray, tc: TrainConfig, rng: np.ra
         feats = mirror(feats, torch.from_numpy(flip), data.pixel_cells)
         colours = [random_permutation(rng) if tc.recolour and rng.random() < 0.5 else None for _ in rows]
         feats = recolour(feats, colours, data.pixel_cells)
+        if tc.crop and not clips.is_frames:
+            feats = crop_maps(feats, tc.crop, rng)
         chosen, partners = _mismatch_partners(rows, data, tc.mismatch_share, rng, tc.match_on_successes)
         if chosen:
             clip = torch.cat([clip, clip[chosen]])
@@ -261,5 +273,5 @@ def finished_features(model: Autorater, data: TrainingData, rows: np.ndarray, ba
 
 
 
-__all__ = ["TrainingData", "finished_features", "make_batch", "mirrorable", "prepare", "seeded", "shared_video_groups",
-           "subset_data"]
+__all__ = ["TrainingData", "crop_maps", "finished_features", "make_batch", "mirrorable", "prepare", "seeded",
+           "shared_video_groups", "subset_data"]

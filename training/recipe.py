@@ -52,6 +52,10 @@ class TrainConfig:
     failure_weight: float = 0.2  # transformer only
     match_weight: float = 1.0
     balance_classes: bool = False  # events: successes and failures weigh the same in each batch's event loss
+    crop: float = 0.0  # > 0: each training clip seen through a random window of ``crop``..1 of its feature map's
+    #                   sides (one size a batch, a place per clip): a crop of the picture, the viewpoint moved a
+    #                   little. Only for heads that find things by content, not by place (``position_free``: the
+    #                   general model); skipped for the others
     counterfactual_weight: float = 0.3  # events: P(success) of a success video under another instruction
     match_warmup_epochs: int = 15  # events: epochs training the instruction match alone first (on success videos,
     #                                own instruction vs another of its category); without it the match is still near

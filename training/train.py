@@ -230,6 +230,8 @@ def _train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConf
         tc = dataclasses.replace(tc, recolour=False)
     if tc.relax and not generated(suites):
         tc = dataclasses.replace(tc, relax=0.0)
+    if tc.crop and not type(model).position_free:
+        tc = dataclasses.replace(tc, crop=0.0)
     if prepared is not None:  # a fresh model with this trial's architecture, same cached inputs
         torch.manual_seed(tc.seed)
         learned = {k: getattr(model.config, k) for k in ("vocab", "failure_modes") if hasattr(model_config, k)}

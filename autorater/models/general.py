@@ -174,6 +174,7 @@ class GeneralModel(EventsModel):
     """The events model (competing risks over frames, :class:`EventsModel`) with :class:`GeneralHead`."""
 
     config_class = GeneralConfig
+    position_free = True  # queries attend by content; the classifier reads mean and max over positions
 
     def check_config(self) -> None:
         if self.frame_encoder.caches_frames or self.config.encoder in ("pixels",):
