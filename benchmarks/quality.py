@@ -248,7 +248,7 @@ def _score_seed(model, grid, train_suite, suites: dict, tc, baselines: dict | No
 
     calibration = _reference_calibration(model, train_suite, tc.cache_dir)
     result = {"calibration": calibration, "held_out": {}, "selective": {}}
-    scored, scored_grid = {}, {}
+    scored, scored_grid, blind = {}, {}, {}
     predictions.mkdir(parents=True, exist_ok=True)
     for name, suite in suites.items():
         methods = {"autorater": B.predict_cached(model, suite, tc.cache_dir),
@@ -273,8 +273,18 @@ def _score_seed(model, grid, train_suite, suites: dict, tc, baselines: dict | No
         if run_id is not None:
             log_evaluation(uri, run_id, report, prefix=f"quality.{name}")
         scored[name] = methods["autorater"]
+        if "instruction_blind" in methods:
+            blind[name] = methods["instruction_blind"]
         if grid is not None:
             scored_grid[name] = methods["babyai_grid"]
+    if "instruction_swaps" in suites and "unseen_scenarios" in suites:
+        both = {name: (rows["unseen_scenarios"], rows["instruction_swaps"]) for name, rows in
+                [("autorater", scored)] + ([("instruction_blind", blind)] if blind else [])}
+        result["swap_pairs"] = {name: swap_pairs(*pair, suites["unseen_scenarios"], suites["instruction_swaps"])
+                                for name, pair in both.items()}
+        print("swap pairs (a success under its own instruction, a failure under the swap; both answers right): "
+              + ", ".join(f"{k} {v['both_right'] or 0:.3f} of {v['n']}" for k, v in result["swap_pairs"].items()),
+              flush=True)
     draws = [n for n in ("unseen_scenarios", "unseen_scenarios_2") if n in scored]
     result["unseen_scenarios_pooled"] = pooled_outcome([(scored[n], suites[n]) for n in draws])
     result["unseen_scenarios_failure_modes"] = pooled_failure_modes([(scored[n], suites[n]) for n in draws])
@@ -282,6 +292,25 @@ def _score_seed(model, grid, train_suite, suites: dict, tc, baselines: dict | No
         result["unseen_scenarios_failure_modes_babyai_grid"] = pooled_failure_modes(
             [(scored_grid[n], suites[n]) for n in draws])
     return result
+
+
+def swap_pairs(original: list[dict], swapped: list[dict], original_suite, swapped_suite) -> dict:
+    """The swap test that an instruction-blind rater cannot pass: on the videos that succeed under their own
+    instruction and fail under the swapped one (``swap_instructions`` keeps the continuation ids), the share
+    rated a success under the first and a failure under the second (``both_right``: a rater that ignores the
+    words answers both alike, so it scores 0), and the share whose P(success) drops under the swap."""
+    from autorater.data.suite import load_truth
+
+    before = {t["continuation_id"]: t["outcome"] for t in load_truth(original_suite.root)}
+    after = {t["continuation_id"]: t["outcome"] for t in load_truth(swapped_suite.root)}
+    a = {r["continuation_id"]: r for r in original if "error" not in r}
+    b = {r["continuation_id"]: r for r in swapped if "error" not in r}
+    ids = [c for c in after if after[c] == "failure" and before.get(c) == "success" and c in a and c in b]
+    if not ids:
+        return {"n": 0, "both_right": None, "p_drops": None}
+    right = sum(a[c]["outcome"] == "success" and b[c]["outcome"] == "failure" for c in ids)
+    drops = sum(b[c]["p_success"] < a[c]["p_success"] for c in ids)
+    return {"n": len(ids), "both_right": right / len(ids), "p_drops": drops / len(ids)}
 
 
 def _seed_summary(scored: dict) -> dict:
@@ -294,6 +323,7 @@ def _seed_summary(scored: dict) -> dict:
     pooled = scored.get("unseen_scenarios_pooled") or {}
     return {"held_out": held, "unseen_scenarios_pooled": pooled.get("balanced_accuracy"),
             "marker_median_abs_error_s": marker.get("median_abs_error_s"),
+            "swap_pairs_both_right": scored.get("swap_pairs", {}).get("autorater", {}).get("both_right"),
             "coverage": {n: s["coverage"] for n, s in scored["selective"].items()},
             "agreement": {n: s["agreement"] for n, s in scored["selective"].items()},
             "train": {k: scored["train"].get(k) for k in ("wall_s", "peak_rss_gib")}}
@@ -315,6 +345,7 @@ def across_seeds(per_seed: dict) -> dict:
     out = {n: stats([r["held_out"][n][key.get(n, "balanced_accuracy")] for r in runs if n in r["held_out"]])
            for n in names}
     out["unseen_scenarios_pooled"] = stats([r["unseen_scenarios_pooled"] for r in runs])
+    out["swap_pairs_both_right"] = stats([r.get("swap_pairs_both_right") for r in runs])
     out["marker_median_abs_error_s"] = stats([r["marker_median_abs_error_s"] for r in runs])
     out["coverage_unseen_scenarios"] = stats([r["coverage"].get("unseen_scenarios") for r in runs])
     out["train_wall_s"] = stats([r["train"]["wall_s"] for r in runs])

@@ -167,6 +167,32 @@ def test_paired_compares_two_prediction_folders_on_the_videos_both_rated_by_scen
         main(["a", "c", "--root", str(tmp_path)])
 
 
+def test_swap_pairs_count_only_videos_the_swap_turns_to_failure_and_a_blind_rater_scores_zero(tmp_path):
+    import json
+    from types import SimpleNamespace
+
+    from benchmarks.quality import swap_pairs
+
+    def suite(name, outcomes):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "simulator_truth.jsonl").write_text("".join(
+            json.dumps({"continuation_id": f"c{i}", "outcome": o}) + "\n" for i, o in enumerate(outcomes)))
+        return SimpleNamespace(root=tmp_path / name)
+
+    own = suite("own", ["success", "success", "success", "failure"])
+    swapped = suite("swapped", ["failure", "failure", "success", "failure"])  # c0, c1 turn; c2 stays; c3 was failed
+
+    def rows(outcomes, p):
+        return [{"continuation_id": f"c{i}", "outcome": o, "p_success": q} for i, (o, q) in enumerate(zip(outcomes, p))]
+
+    reader = swap_pairs(rows(["success", "success", "success", "failure"], [0.9, 0.8, 0.9, 0.1]),
+                        rows(["failure", "success", "success", "failure"], [0.1, 0.6, 0.9, 0.1]), own, swapped)
+    assert reader == {"n": 2, "both_right": 0.5, "p_drops": 1.0}
+    same = rows(["success"] * 4, [0.7] * 4)  # the words change nothing: one answer for both
+    assert swap_pairs(same, same, own, swapped) == {"n": 2, "both_right": 0.0, "p_drops": 0.0}
+    assert swap_pairs(same, [], own, swapped)["n"] == 0
+
+
 def test_labels_to_reach_interpolates_and_the_shares_cover_every_budget():
     from benchmarks.active_learning import labels_to_reach, shares_by_budget
 
