@@ -161,8 +161,7 @@ class Autorater(nn.Module):
         return module_device(self)
 
     def forward_head(self, features: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor,
-                     instructions: list[str],
-             targets: Targets | None = None) -> AutoraterOutput:
+                     instructions: list[str], targets: Targets | None = None) -> AutoraterOutput:
         raise NotImplementedError
 
     def init_from_data(self, features: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor,

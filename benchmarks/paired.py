@@ -19,11 +19,11 @@ import numpy as np
 
 from autorater.calibration.compare import paired_comparison
 from autorater.data.suite import load_truth
+from autorater.serving.folder import read_jsonl_rows
 
 
 def _rows(path: Path) -> dict[str, dict]:
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return {r["continuation_id"]: r for r in rows}
+    return {r["continuation_id"]: r for r in read_jsonl_rows(path)}
 
 
 def compare(root: Path, a: str, b: str, seed: int = 0) -> dict[str, dict]:

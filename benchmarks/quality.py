@@ -278,10 +278,10 @@ def _score_seed(model, grid, train_suite, suites: dict, tc, baselines: dict | No
         if grid is not None:
             scored_grid[name] = methods["babyai_grid"]
     if "instruction_swaps" in suites and "unseen_scenarios" in suites:
-        both = {name: (rows["unseen_scenarios"], rows["instruction_swaps"]) for name, rows in
-                [("autorater", scored)] + ([("instruction_blind", blind)] if blind else [])}
-        result["swap_pairs"] = {name: swap_pairs(*pair, suites["unseen_scenarios"], suites["instruction_swaps"])
-                                for name, pair in both.items()}
+        raters = {"autorater": scored, **({"instruction_blind": blind} if blind else {})}
+        result["swap_pairs"] = {name: swap_pairs(rows["unseen_scenarios"], rows["instruction_swaps"],
+                                                 suites["unseen_scenarios"], suites["instruction_swaps"])
+                                for name, rows in raters.items()}
         print("swap pairs (a success under its own instruction, a failure under the swap; both answers right): "
               + ", ".join(f"{k} {v['both_right'] or 0:.3f} of {v['n']}" for k, v in result["swap_pairs"].items()),
               flush=True)

@@ -53,6 +53,12 @@ def unverified_arg(p):
                    help="load a model folder whose weights carry no checksum (saved before it existed); "
                         "without it such a folder is refused")
 
+def loading_args(p):
+    """``--device`` and ``--allow-unverified``: every command that loads a model folder to run it."""
+    device_arg(p)
+    unverified_arg(p)
+
+
 def model_args(p, tracking=True):
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite under --workdir)")
     p.add_argument("--workdir", default="runs", help="local store for MLflow, caches and downloaded models")
@@ -63,5 +69,5 @@ def model_and_suite(p, model_help="model folder, or models:/autorater@champion",
     p.add_argument("--suite", required=True, help=suite_help)
 
 
-__all__ = ["csv", "device_arg", "model_and_suite", "model_args", "model_folder", "rater", "set_offline_env", "threads",
-           "unverified_arg"]
+__all__ = ["csv", "device_arg", "loading_args", "model_and_suite", "model_args", "model_folder", "rater",
+           "set_offline_env", "threads", "unverified_arg"]

@@ -154,8 +154,7 @@ def cmd_demo(args) -> int:
 def add_commands(sub) -> None:
     """The labelling, serving and demo subcommands."""
     p = sub.add_parser("label", help="auto-label a new suite version; route the uncertain continuations to humans")
-    common.unverified_arg(p)
-    common.device_arg(p)
+    common.loading_args(p)
     common.model_and_suite(p, suite_help="the new suite version")
     p.add_argument("--out", required=True, help="labels folder (labels.jsonl, summary.json, labelstudio/ ...)")
     p.add_argument("--resume", action="store_true", help="finish an interrupted job in --out")
@@ -213,8 +212,7 @@ def add_commands(sub) -> None:
     active = sub.add_parser("active", help="active learning: choose what to label next; run a round").add_subparsers(
         dest="active_command", required=True)
     p = active.add_parser("select", help="choose the unlabelled continuations humans should label next")
-    common.device_arg(p)
-    common.unverified_arg(p)
+    common.loading_args(p)
     p.add_argument("--model", required=True, help="model folder, or models:/autorater@champion")
     p.add_argument("--pool", required=True, help="pool suite (its unannotated, non-reference continuations)")
     p.add_argument("--budget", type=int, required=True, help="how many to choose")
@@ -249,8 +247,7 @@ def add_commands(sub) -> None:
     p.set_defaults(func=cmd_active_round)
 
     p = sub.add_parser("serve", help="HTTP service: /v1/rate and the Label Studio ML-backend protocol")
-    common.unverified_arg(p)
-    common.device_arg(p)
+    common.loading_args(p)
     p.add_argument("--model", required=True, help="model folder, or models:/autorater@champion")
     p.add_argument("--media-root", required=True, help="folder that video paths in requests are relative to")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")

@@ -184,8 +184,7 @@ def add_commands(sub) -> None:
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("predict", help="rate every continuation of a suite (SUITE_FORMAT predictions)")
-    common.unverified_arg(p)
-    common.device_arg(p)
+    common.loading_args(p)
     common.model_and_suite(p)
     p.add_argument("--out", required=True, help="predictions .jsonl")
     p.add_argument("--batch-size", type=int, default=16)
@@ -193,8 +192,7 @@ def add_commands(sub) -> None:
     p.set_defaults(func=cmd_predict)
 
     p = sub.add_parser("evaluate", help="score a model against gold labels, beside the human annotators")
-    common.unverified_arg(p)
-    common.device_arg(p)
+    common.loading_args(p)
     common.model_and_suite(p, model_help=None)
     p.add_argument("--gold", choices=["references", "truth", "both"], default="both",
                    help="references.jsonl, the simulator truth of synthetic suites, or both")
@@ -203,8 +201,7 @@ def add_commands(sub) -> None:
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("calibrate", help="fit the temperature, shift and selective policy on a suite's references")
-    common.device_arg(p)
-    common.unverified_arg(p)
+    common.loading_args(p)
     common.model_and_suite(p, "local model folder (calibration.json is written into it)",
                     "suite with references.jsonl (and annotations for the comparison)")
     p.add_argument("--target-agreement", type=float, default=0.95)
