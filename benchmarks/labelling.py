@@ -41,7 +41,7 @@ def bench_throughput(model_dir: Path, suite, out: Path, workers: int) -> dict:
     start = time.perf_counter()
     summary = label_suite(model_dir, suite, out, workers=workers, progress=True)
     label_wall = time.perf_counter() - start
-    rater = Rater.load(model_dir, "cpu")
+    rater = Rater.load(model_dir)
     start = time.perf_counter()
     ids = suite.continuation_ids()
     for k in range(0, len(ids), 16):
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="bench-out/labelling")
     args = parser.parse_args(argv)
     model_dir, out = Path(args.model), Path(args.out)
-    if not Rater.load(model_dir, "cpu").calibration:
+    if not Rater.load(model_dir).calibration:
         raise SystemExit(f"{model_dir} is not a calibrated model folder: run `make demo` (it writes demo-out/model) "
                          f"or pass --model")
     out.mkdir(parents=True, exist_ok=True)

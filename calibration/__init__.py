@@ -31,7 +31,7 @@ from .rates import (
     rate_vs_gold,
     wilson_interval,
 )
-from .report import CalibrationRecord
+from .report import CalibrationRecord, read_calibration_json
 from .selective import InsufficientReferencesError, SelectivePolicy
 from .split import SplitCalibrator, cross_validated_calibration
 from .temperature import TemperatureScaler
@@ -67,6 +67,7 @@ __all__ = [
     "rate_estimate",
     "rate_pooled",
     "rate_vs_gold",
+    "read_calibration_json",
     "reliability_curve",
     "wilson_interval",
 ]

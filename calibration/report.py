@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import math
 import os
 from pathlib import Path
 
@@ -19,6 +20,50 @@ _N_QUANTILES = 101  # score summary: percentiles 0..100, enough to rebuild the d
 
 def _utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+_PROBABILITIES = ("target_agreement", "confidence", "t_success", "t_fail", "bound", "expected_coverage",
+                  "empirical_agreement", "scaling_share")
+_FIX = "(fix: rerun `autorater calibrate`, or delete calibration.json to route every continuation to humans)"
+
+
+def read_calibration_json(path) -> dict:
+    """The one reader of a model folder's ``calibration.json``: its object, checked (JSON without NaN or infinities
+    anywhere, a positive temperature, probabilities in [0, 1]); ValueError naming the file, the field and the fix
+    otherwise. ``CalibrationRecord.from_json`` and the Rater (``autorater.rater.read_calibration``) both read
+    through it."""
+    path = Path(path)
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))  # NaN / Infinity parse, and are named by field below
+    except RecursionError:
+        raise ValueError(f"{path}: nested too deeply to be a calibration record {_FIX}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise ValueError(f"cannot read {path}: {err} {_FIX}") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"{path} must be a JSON object {_FIX}")
+    for where, x in _numbers(d, ""):
+        if not math.isfinite(x):
+            raise ValueError(f"{path}: field '{where}' is {x}, not a finite number {_FIX}")
+    for name in _PROBABILITIES:
+        v = d.get(name)
+        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1):
+            raise ValueError(f"{path}: field '{name}' must be a probability in [0, 1] or null, got {v!r} {_FIX}")
+    t = d.get("temperature", 1.0)
+    if not (isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0):
+        raise ValueError(f"{path}: field 'temperature' must be a positive number, got {t!r} {_FIX}")
+    return d
+
+
+def _numbers(x, where: str):
+    """(dotted path, number) of every number inside a JSON value."""
+    if isinstance(x, dict):
+        for k, v in x.items():
+            yield from _numbers(v, f"{where}.{k}" if where else str(k))
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            yield from _numbers(v, f"{where}[{i}]")
+    elif isinstance(x, (int, float)) and not isinstance(x, bool):
+        yield where, x
 
 
 @dataclasses.dataclass
@@ -119,7 +164,7 @@ class CalibrationRecord:
         suite = {"reference_suite": reference_suite, "reference_suite_version": reference_suite_version}
         markers = marker.to_dict() if marker is not None else {}
         split = {k: None if isinstance(v, float) and not np.isfinite(v) else v for k, v in (split or {}).items()}
-        return cls._from_mapping({**scaler.to_dict(), **policy.to_dict(), **summary, **suite, **markers, **split})
+        return cls.from_mapping({**scaler.to_dict(), **policy.to_dict(), **summary, **suite, **markers, **split})
 
     def scaler(self) -> TemperatureScaler:
         """The fitted ``TemperatureScaler`` this record describes."""
@@ -157,8 +202,14 @@ class CalibrationRecord:
 
     @classmethod
     def from_json(cls, path) -> CalibrationRecord:
-        """Reads a record written by ``to_json``, possibly by an older or newer version."""
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        """Reads a record written by ``to_json``, possibly by an older or newer version (``read_calibration_json``:
+        checked)."""
+        return cls.from_mapping(read_calibration_json(path), path)
+
+    @classmethod
+    def from_mapping(cls, data: dict, path="calibration.json") -> CalibrationRecord:
+        """A record from ``read_calibration_json``'s object; ValueError naming ``path`` when a required field is
+        missing."""
         required = [
             f.name
             for f in dataclasses.fields(cls)
@@ -167,10 +218,5 @@ class CalibrationRecord:
         missing = [name for name in required if name not in data]
         if missing:
             raise ValueError(f"{path}: missing required fields {missing}; re-run `autorater calibrate` to rewrite it")
-        return cls._from_mapping(data)
-
-    @classmethod
-    def _from_mapping(cls, data: dict) -> CalibrationRecord:
-        """Builds a record from the known keys of ``data``."""
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})

@@ -42,6 +42,7 @@ import numpy as np
 
 from autorater.data.files import write_text_atomic
 from autorater.data.suite import Suite
+from autorater.device import DEFAULT_DEVICE
 
 STRATEGIES = ("uncertainty", "margin", "entropy", "random", "balanced")
 
@@ -162,7 +163,7 @@ def unlabelled(suite: Suite) -> list[str]:
 
 def active_select(model_dir: str | os.PathLike, pool: Suite, budget: int, out: str | os.PathLike,
                   strategy: str = "uncertainty", diversity: bool = True, seed: int = 0,
-                  video_url_prefix: str | None = None, progress: bool = False, device: str = "auto",
+                  video_url_prefix: str | None = None, progress: bool = False, device: str = DEFAULT_DEVICE,
                   allow_unverified: bool = False) -> dict:
     """Score the pool's unlabelled continuations (the model on ``device``), choose ``budget``, write
     ``selection.jsonl`` and the Label Studio files (``labelstudio/config.xml``, ``tasks.json``) into ``out``;
@@ -208,7 +209,7 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
               export: str | os.PathLike | None = None, tasks_file: str | os.PathLike | None = None,
               finetune: bool = True, epochs: int | None = None, cache_dir: str = "runs/cache", seed: int = 0,
               train_config=None, progress: bool = False, level: float = 0.95, margin: float = 0.0,
-              calibration_share: float = 0.5, allow_unverified: bool = False) -> dict:
+              calibration_share: float = 0.5, allow_unverified: bool = False, device: str = DEFAULT_DEVICE) -> dict:
     """One active-learning round (see the module docstring); returns what ``round.json`` holds.
 
     Args:
@@ -227,6 +228,8 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
         margin: the gain the interval's lower end must exceed for a promotion.
         calibration_share: share of the reference scenarios that calibrate the challenger when the champion's
             calibration records no references of this suite.
+        device: where the models rate and the challenger trains (``autorater.device``; features stay cached on
+            the CPU).
     """
     from autorater.calibration import paired_comparison
     from autorater.mlflow_registry import promote
@@ -251,10 +254,11 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
     if not refs.references:
         raise ValueError(f"{refs.root} has no references.jsonl: champion and challenger are compared on gold "
                          f"references (pass --references)")
-    champion = Rater.load(champion_dir, "cpu", allow_unverified=allow_unverified)  # rates from the CPU cache
+    champion = Rater.load(champion_dir, device, allow_unverified=allow_unverified)
     if train_config is None:
         train_config = TrainConfig(lr=3e-4, warmup_steps=10, epochs=10) if finetune else TrainConfig()
-    tc = dataclasses.replace(train_config, cache_dir=cache_dir, seed=seed, epochs=epochs or train_config.epochs)
+    tc = dataclasses.replace(train_config, cache_dir=cache_dir, seed=seed, epochs=epochs or train_config.epochs,
+                             device=device)
     challenger_dir = out / "challenger"
     init = champion.model.trainable_state_dict() if finetune else None
     fit, run_id, version = track_training(
@@ -264,8 +268,9 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
                              init_state=init))
     calibrate_on, judge_on, how = judging_split(refs, champion.calibration, calibration_share, seed)
     result["references_split"] = how
-    calibrate_model(challenger_dir, refs, out / "calibration-challenger", reference_ids=calibrate_on, seed=seed)
-    challenger = Rater.load(challenger_dir, "cpu")
+    calibrate_model(challenger_dir, refs, out / "calibration-challenger", reference_ids=calibrate_on, seed=seed,
+                    device=device)
+    challenger = Rater.load(challenger_dir, device)
 
     rows = {"champion": predict_cached(champion.model, refs, cache_dir, name="champion",
                                        calibration=champion.calibration),

@@ -35,7 +35,7 @@ import numpy as np
 
 from autorater.data.files import jsonl_text
 from autorater.data.suite import Suite
-from autorater.model import resolve_device
+from autorater.device import DEFAULT_DEVICE, ray_gpus
 from autorater.rater import Rater, folder_fingerprint, model_name, read_record
 from autorater.serving.folder import JOB_FILE, LabelJobError, LabelsFolder
 
@@ -84,7 +84,7 @@ class _RayRater:
     """A Ray Data actor: loads the rater once, on ``device``, then rates whole batches (``k``, ``ids``) into part-file
     text."""
 
-    def __init__(self, model_dir: str, suite_root: str, threads: int, device: str = "auto",
+    def __init__(self, model_dir: str, suite_root: str, threads: int, device: str = DEFAULT_DEVICE,
                  allow_unverified: bool = False):
         import torch
 
@@ -99,7 +99,7 @@ class _RayRater:
 
 
 def _rate_batches_ray(model_dir: Path, suite: Suite, folder: LabelsFolder, batches: list[list[str]], todo: list[int],
-                      workers: int, address: str | None, bar, device: str = "auto",
+                      workers: int, address: str | None, bar, device: str = DEFAULT_DEVICE,
                       allow_unverified: bool = False) -> None:
     """The same batches on Ray Data: ``map_batches`` over an actor pool (one model per actor); the driver writes
     each part file as it arrives, so resuming works exactly as with the local backend."""
@@ -114,7 +114,7 @@ def _rate_batches_ray(model_dir: Path, suite: Suite, folder: LabelsFolder, batch
     ctx.enable_progress_bars = False
     items = [{"k": k, "ids": json.dumps(batches[k])} for k in todo]
     ds = ray.data.from_items(items, override_num_blocks=max(1, min(len(items), 4 * max(1, workers))))
-    gpus = 1 if resolve_device(device).type == "cuda" else 0  # an actor that rates on a GPU asks Ray for one
+    gpus = ray_gpus(device, ray.cluster_resources())  # what the cluster has; the actor resolves "auto" itself
     ds = ds.map_batches(_RayRater, batch_size=1, concurrency=max(1, workers), num_cpus=1, num_gpus=gpus,
                         fn_constructor_args=(str(model_dir.resolve()), str(suite.root.resolve()), 1, device,
                                              allow_unverified))
@@ -177,7 +177,7 @@ def _decide(rows: list[dict], model_dir: Path, spec: dict) -> tuple[list[dict], 
 def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLike, *, resume: bool = False,
                 workers: int = 1, batch_size: int = 16, audit_share: float = 0.1, seed: int = 0,
                 on_drift: str = "warn", video_url_prefix: str | None = None, backend: str = "local",
-                ray_address: str | None = None, progress: bool = False, device: str = "auto",
+                ray_address: str | None = None, progress: bool = False, device: str = DEFAULT_DEVICE,
                 allow_unverified: bool = False) -> dict:
     """Label every continuation of ``suite`` with the model folder ``model_dir``; returns the summary.
 

@@ -42,6 +42,7 @@ from autorater.calibration import (
 from autorater.data.files import write_text_atomic
 from autorater.data.labels import label_table
 from autorater.data.suite import Suite
+from autorater.device import DEFAULT_DEVICE
 from autorater.rater import CALIBRATION_FILE, Rater, read_record
 
 
@@ -55,7 +56,7 @@ class CalibrationResult:
 def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target_agreement: float = 0.95,
                     confidence: float = 0.9, max_marker_uncertainty_s: float | None = None,
                     progress: bool = False, scaling_share: float = 0.2, seed: int = 0,
-                    reference_ids: list[str] | None = None, device: str = "auto",
+                    reference_ids: list[str] | None = None, device: str = DEFAULT_DEVICE,
                     allow_unverified: bool = False) -> CalibrationResult:
     """Fit and store the calibration of the model folder ``model_dir`` on ``suite``'s references.
 

@@ -23,13 +23,14 @@ from pathlib import Path
 from fastapi import HTTPException
 
 from autorater.data.video import DEFAULT_LIMITS, DecodeTimeout, VideoError, VideoLimits
+from autorater.device import DEFAULT_DEVICE
 from autorater.rater import Rater
 
 
 class ServiceRater:
     """The rater (model, calibration, name) and a lock: one prediction at a time (the model is not re-entrant)."""
 
-    def __init__(self, model_dir: str | Path, limits: VideoLimits = DEFAULT_LIMITS, device: str = "cpu",
+    def __init__(self, model_dir: str | Path, limits: VideoLimits = DEFAULT_LIMITS, device: str = DEFAULT_DEVICE,
                  allow_unverified: bool = False):
         self.rater = Rater.load(Path(model_dir), device, allow_unverified=allow_unverified)
         self.name = self.rater.name

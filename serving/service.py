@@ -35,6 +35,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from autorater.data.video import DEFAULT_LIMITS, VideoLimits
+from autorater.device import DEFAULT_DEVICE
 from autorater.serving.fields import plain
 from autorater.serving.guard import ConnectionLimits, RequestGuard, resolve_media
 from autorater.serving.mlbackend import MAX_PATH, MAX_TAKEOVER_S, MAX_TEXT, ml_backend_router
@@ -76,7 +77,7 @@ def create_app(model_dir: str | os.PathLike, media_root: str | os.PathLike, *, t
                suite: str | os.PathLike | None = None, timeout_s: float = 90.0,
                max_upload_bytes: int = MAX_UPLOAD_BYTES, max_json_bytes: int = MAX_JSON_BYTES,
                max_decodes: int = MAX_DECODES, video_limits: VideoLimits = DEFAULT_LIMITS,
-               device: str = "cpu", allow_unverified: bool = False,
+               device: str = DEFAULT_DEVICE, allow_unverified: bool = False,
                body_timeout_s: float = ConnectionLimits.body_timeout_s) -> FastAPI:
     """The FastAPI app. ``suite``: the pool suite whose labels the webhook writes.
 

@@ -33,7 +33,7 @@ def test_the_default_recipe_is_the_general_model():
 def test_a_wide_frame_is_letterboxed_not_stretched(tmp_path):
     suite = camera_suite(tmp_path / "s", n_scenarios=2, per_scenario=1)
     video = suite.video_path(suite.continuation_ids()[0])
-    clip = read_video(video, **GeneralConfig(image_size=128, num_frames=8).decode_args())
+    clip = read_video(video, **GeneralConfig(image_size=128, clip_frames=8).decode_args())
     assert clip.frames.shape[1:] == (128, 128, 3)
     rows = clip.frames.reshape(len(clip.frames), 128, -1).max(-1).max(0)  # the brightest value of each row
     content = round(128 * CAMERA_SHAPE[0] / CAMERA_SHAPE[1])  # 160 wide -> 128: 96 high -> ~77 rows
@@ -103,7 +103,7 @@ def test_the_general_model_learns_which_colour_the_words_name(tmp_path):
 
 
 def test_device_auto_is_the_gpu_when_there_is_one_else_the_cpu():
-    from autorater.model import resolve_device
+    from autorater.device import resolve_device
 
     assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
     assert resolve_device("cpu") == torch.device("cpu")
@@ -116,7 +116,7 @@ def test_device_auto_is_the_gpu_when_there_is_one_else_the_cpu():
 
 def test_a_model_rates_on_the_device_it_is_on_and_answers_on_the_cpu():
     """Inputs follow the model (features are cached on the CPU); outputs come back to the CPU for numpy."""
-    from autorater.model import resolve_device
+    from autorater.device import resolve_device
     from autorater.predict import predict_batch
 
     config = PRESETS["tiny"].replace(vocab=["red"], failure_modes=["timeout"])
@@ -185,7 +185,7 @@ def test_crop_trains_the_general_model_and_is_skipped_for_heads_that_learn_place
     from model_suites import learnable_suite
 
     saved = {}
-    small = GeneralConfig(image_size=64, num_frames=8, encoder_stage=2, context_frames=-1)
+    small = GeneralConfig(image_size=64, clip_frames=8, encoder_stage=2, context_frames=-1)
     for name, config, suite in [("general", small, camera_suite(tmp_path / "cam", n_scenarios=4)),
                                 ("grid", PRESETS["tiny"], learnable_suite(tmp_path / "grid", n_scenarios=4))]:
         result = train([suite], config, TrainConfig(epochs=1, match_warmup_epochs=0, crop=0.7,

@@ -124,3 +124,57 @@ def test_no_module_imports_a_private_module_of_another_package():
                     if private is not None and not here.startswith(".".join(parts[:private])):
                         found.append(f"{here}:{node.lineno} {m}")
     assert not found, f"private modules imported from another package (make them public): {found}"
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Every import statement of the tree (at module level or inside a function) between the project's modules:
+    module -> the modules it names (a ``from package import name`` names ``package.name`` when that is a module)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    folders = {"autorater": "autorater", "data": "autorater.data", "training": "autorater.training",
+               "calibration": "autorater.calibration", "serving": "autorater.serving", "benchmarks": "benchmarks"}
+    modules = {}
+    for folder, name in folders.items():
+        for path in (root / folder).rglob("*.py"):
+            parts = list(path.relative_to(root / folder).with_suffix("").parts)
+            if folder == "autorater" and parts[0] in ("data", "training", "calibration", "serving"):
+                continue
+            modules[".".join([name, *parts[:-1]] + ([] if parts[-1] == "__init__" else [parts[-1]]))] = path
+    graph = {}
+    for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base
+                                                                                                       else []))
+                targets |= {f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names}
+        graph[module] = {t for t in targets if t in modules and t != module}
+    return graph
+
+
+def test_no_import_loop_anywhere_in_the_tree():
+    """No module reaches itself through the imports of others, deferred (inside a function) or not: each layer and
+    each module sits above the ones it uses (the device policy below the model and the encoders, for one)."""
+    graph = _import_graph()
+    state, loops = {}, []
+
+    def visit(node, path):
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                loops.append(" -> ".join(path[path.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = "done"
+
+    for start in sorted(graph):
+        if start not in state:
+            visit(start, [start])
+    assert not loops, "import loops:\n" + "\n".join(loops[:20])

@@ -225,7 +225,7 @@ def _set_config(folder: Path, text: str) -> None:
 
 
 @pytest.mark.parametrize("field,value", [("image_size", "0"), ("image_size", "-1"), ("image_size", "1000000000"),
-                                         ("image_size", "1e9"), ("num_frames", "0"), ("num_frames", "20000"),
+                                         ("image_size", "1e9"), ("clip_frames", "0"), ("clip_frames", "20000"),
                                          ("places", HUGE), ("members", "1e400")])
 def test_config_values_out_of_range_are_refused_naming_the_field(model_copy, field, value):
     cfg = json.loads((model_copy / "config.json").read_text())

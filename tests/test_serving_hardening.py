@@ -18,10 +18,12 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
+from autorater.calibration import read_calibration_json
 from autorater.data.suite import Suite, write_jsonl
 from autorater.data.video import DecodeTimeout, VideoLimits, VideoTooLarge, read_video, video_info, write_video
-from autorater.model import check_calibration_file, weights_sha256
+from autorater.model import weights_sha256
 from autorater.models import PRESETS, AutoModel
+from autorater.rater import Rater
 from autorater.serving.folder import HUMAN_HISTORY_FILE
 from autorater.serving.history import SUITE_HISTORY_FILE
 from autorater.serving.ingest import ingest
@@ -480,9 +482,9 @@ def test_a_bad_calibration_json_is_refused(env, tmp_path, field, value):
     d[field] = "@@"
     (folder / "calibration.json").write_text(json.dumps(d).replace('"@@"', value))
     with pytest.raises(ValueError, match=field):
-        check_calibration_file(folder / "calibration.json")
+        read_calibration_json(folder / "calibration.json")
     with pytest.raises(ValueError, match="calibration.json"):
-        AutoModel.from_pretrained(folder)
+        Rater.load(folder)
 
 
 # ----------------------------------------------------------------------------------------------

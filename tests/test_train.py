@@ -137,7 +137,7 @@ def test_a_changed_video_is_a_cache_miss_and_a_copied_one_a_hit(tmp_path):
     assert (cache.hits, cache.misses) == (1, 0)
 
     cache = FeatureCache(tmp_path / "cache")  # other frames sampled: other features, so a miss
-    cache.load(AutoModel.from_config(PRESETS["tiny"].replace(num_frames=4)), paths[:1])
+    cache.load(AutoModel.from_config(PRESETS["tiny"].replace(clip_frames=4)), paths[:1])
     assert (cache.hits, cache.misses) == (0, 1)
 
 
@@ -262,6 +262,30 @@ def test_a_bad_second_stage_says_what_does_not_fit(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a model folder"):
         train([suite], PRESETS["tiny_transformer"], TrainConfig(epochs=1, aggregation="majority", cache_dir=cache,
                                                     init_from=str(tmp_path / "nowhere")))
+
+
+def test_a_start_whose_weights_changed_since_saving_is_refused(tmp_path):
+    """``init_from`` reads through the checked loader: a byte changed in model.safetensors fails its checksum."""
+    from safetensors.torch import load_file, save_file
+
+    from autorater.training.train import load_init_state
+
+    suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
+    first = train([suite], PRESETS["tiny_transformer"], TrainConfig(epochs=1, aggregation="majority",
+                                                                    cache_dir=str(tmp_path / "cache")),
+                  out=tmp_path / "stage1")
+    assert set(load_init_state(tmp_path / "stage1", first.model.config)) == set(first.model.trainable_state_dict())
+    weights = tmp_path / "stage1" / "model.safetensors"
+    from safetensors import safe_open
+
+    with safe_open(str(weights), framework="pt") as f:
+        meta = f.metadata()
+    state = load_file(str(weights))
+    name = sorted(state)[0]
+    state[name] = state[name] + 1.0
+    save_file(state, str(weights), metadata=meta)  # the old checksum kept beside changed tensors
+    with pytest.raises(ValueError, match="do not match the checksum"):
+        load_init_state(tmp_path / "stage1", first.model.config)
 
 
 def test_rotations_only_for_suites_that_declare_the_top_down_view(tmp_path):

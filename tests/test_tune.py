@@ -51,7 +51,7 @@ def test_suggest_samples_inside_the_documented_events_space_and_replays():
         assert 5e-4 <= t.lr <= 5e-3 and 1e-3 <= t.weight_decay <= 1e-1 and 2 <= m.places <= 8
         assert 0.3 <= t.match_weight <= 3.0 and 0.1 <= t.counterfactual_weight <= 1.0
         assert t.match_warmup_epochs in (0, 5, 10, 15, 20)
-        assert (m.encoder, m.image_size, m.num_frames, t.epochs) == ("pixels", 32, 8, 2)  # cache inputs untouched
+        assert (m.encoder, m.image_size, m.clip_frames, t.epochs) == ("pixels", 32, 8, 2)  # cache inputs untouched
         study.tell(trial, 0.0)
         assert suggest(optuna.trial.FixedTrial(trial.params), base_m, base_t) == (m, t)
 
@@ -66,7 +66,7 @@ def test_suggest_samples_inside_the_documented_transformer_space_and_replays():
         assert m.hidden_size in (64, 128, 192) and m.num_layers in (1, 2, 3) and m.spatial_size in (32, 64, 96)
         assert 0 <= m.dropout <= 0.3 and 0.1 <= t.mismatch_share <= 1.0
         assert 0.1 <= t.marker_weight <= 1.0 and 0.1 <= t.match_weight <= 1.0
-        assert (m.encoder, m.image_size, m.num_frames, t.epochs) == ("tiny_cnn", 32, 8, 2)  # cache inputs untouched
+        assert (m.encoder, m.image_size, m.clip_frames, t.epochs) == ("tiny_cnn", 32, 8, 2)  # cache inputs untouched
         study.tell(trial, 0.0)
         assert suggest(optuna.trial.FixedTrial(trial.params), base_m, base_t) == (m, t)
 

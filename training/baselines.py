@@ -118,7 +118,7 @@ class BarcodeCNN(nn.Module):
 @dataclass
 class BarcodeBaseline:
     model: BarcodeCNN
-    config: AutoraterConfig  # only image_size / num_frames matter: which frames to decode
+    config: AutoraterConfig  # only image_size / clip_frames matter: which frames to decode
 
 
 def _frame_config(model_config: AutoraterConfig) -> AutoraterConfig:
@@ -126,8 +126,8 @@ def _frame_config(model_config: AutoraterConfig) -> AutoraterConfig:
     from autorater.models import TransformerConfig
 
     return TransformerConfig(encoder="tiny_cnn", text_encoder="bow", image_size=64,
-                             num_frames=min(32, model_config.num_frames), spatial_size=8, hidden_size=16, num_layers=1,
-                             num_heads=1)
+                             clip_frames=min(32, model_config.clip_frames), spatial_size=8, hidden_size=16,
+                             num_layers=1, num_heads=1)
 
 
 def train_barcode(suites: list[Suite], model_config: AutoraterConfig, tc: TrainConfig, epochs: int = 30,

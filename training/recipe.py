@@ -20,6 +20,7 @@ import numpy as np
 from autorater.config import AutoraterConfig
 from autorater.data.suite import Suite
 from autorater.data.worlds import world_of
+from autorater.device import DEFAULT_DEVICE
 from autorater.models import AutoConfig
 
 
@@ -83,7 +84,7 @@ class TrainConfig:
     #                       model, then --init-from it with cell_verify on and train_only ["verifier."]
     seed: int = 0
     cache_dir: str = "runs/cache"
-    device: str = "auto"  # where training runs: "auto" (CUDA when a GPU is present, else the CPU), "cpu", "cuda"
+    device: str = DEFAULT_DEVICE  # where training runs (autorater.device): "auto" (a GPU when present), "cpu", "cuda"
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -27,8 +27,9 @@ from autorater.calibration import marker_metrics, outcome_metrics
 from autorater.config import AutoraterConfig
 from autorater.data.splits import split_groups
 from autorater.data.suite import Suite
-from autorater.model import Autorater, resolve_device
-from autorater.models import AutoConfig, AutoModel
+from autorater.device import resolve_device
+from autorater.model import Autorater
+from autorater.models import AutoModel
 from autorater.training.batches import (
     TrainingData,
     finished_features,
@@ -307,6 +308,10 @@ def trainable_parameters(model: Autorater, train_only: Sequence[str]) -> list[to
     """The parameters to optimise: all trainable ones, or those whose name starts with a ``train_only`` prefix
     (the others are frozen: ``requires_grad`` off). An unmatched prefix is an error, not a silent no-op."""
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    encoder = [prefix for prefix in train_only if prefix.startswith("frame_encoder")]
+    if encoder:
+        raise ValueError(f"train_only {encoder[0]!r}: which of the frame encoder's blocks train is one setting, the "
+                         f"model config's trainable_blocks (fix: leave frame_encoder out of train_only)")
     if not train_only:
         return [p for _, p in named]
     for prefix in train_only:
@@ -323,13 +328,12 @@ def trainable_parameters(model: Autorater, train_only: Sequence[str]) -> list[to
 
 
 def load_init_state(folder: str | Path, config: AutoraterConfig) -> dict[str, torch.Tensor]:
-    """The trainable weights of a saved model folder, checked against ``config`` (same encoders, words and
-    failure modes; other fields may differ, e.g. a new module to train)."""
-    from safetensors.torch import load_file
-
-    folder = Autorater.check_folder(folder)
-    start = AutoConfig.load(folder / "config.json")
-    for key in ("architecture", "encoder", "encoder_stage", "pixel_cells", "grid_size", "image_size", "num_frames",
+    """The trainable weights of a saved model folder, read through the checked loader (``AutoModel.from_pretrained``:
+    config ranges, tensor shapes, the weights' checksum, finite values) and checked against ``config`` (same
+    encoders, words and failure modes; other fields may differ, e.g. a new module to train)."""
+    start_model = AutoModel.from_pretrained(folder)
+    start = start_model.config
+    for key in ("architecture", "encoder", "encoder_stage", "pixel_cells", "grid_size", "image_size", "clip_frames",
                 "text_encoder", "vocab", "places", "place_inputs", "members", "queries", "hidden",
                 "failure_modes", "hidden_size", "spatial_size", "grounding"):
         if key == "vocab" and not getattr(start, "vocab", None):  # the start reads no learned words
@@ -338,7 +342,7 @@ def load_init_state(folder: str | Path, config: AutoraterConfig) -> dict[str, to
             raise ValueError(f"init_from {folder}: its {key} ({getattr(start, key)!r:.60}) differs from this run's "
                              f"({getattr(config, key)!r:.60}); start from a model trained on the same data with "
                              f"the same encoders, or train from scratch")
-    return load_file(str(folder / "model.safetensors"))
+    return start_model.trainable_state_dict()
 
 
 __all__ = ["TrainConfig", "TrainResult", "WeightAverage", "load_config_file", "load_init_state", "predict_rows",

@@ -45,7 +45,9 @@ def rater(args):
 
 
 def device_arg(p):
-    p.add_argument("--device", default="auto", help="auto (CUDA when a GPU is present, else the CPU), cpu, "
+    from autorater.device import DEFAULT_DEVICE
+
+    p.add_argument("--device", default=DEFAULT_DEVICE, help="auto (CUDA when a GPU is present, else the CPU), cpu, "
                                                      "cuda or cuda:N")
 
 def unverified_arg(p):

@@ -98,7 +98,7 @@ def cmd_active_round(args) -> int:
     r = run_round(model_dir, args.pool, args.out, uri, references_dir=args.references, export=args.export,
                   tasks_file=args.tasks, finetune=not args.retrain, epochs=args.epochs, cache_dir=args.cache_dir,
                   seed=args.seed, train_config=train_config, progress=not args.quiet, level=args.level,
-                  margin=args.margin, allow_unverified=args.allow_unverified)
+                  margin=args.margin, allow_unverified=args.allow_unverified, device=args.device)
     if "new_labels" in r:
         print(f"ingested {r['new_labels']} new labels into {args.pool} ({len(r['refused_labels'])} refused)")
     ci = r["ba_gain_ci"]
@@ -147,7 +147,7 @@ def cmd_demo(args) -> int:
 
     default = "demo-out" if args.world == "babyai" else f"demo-out-{args.world}"
     out = Path(args.out if args.out is not None else default)
-    return run_demo(out, quick=args.quick, world=args.world)
+    return run_demo(out, quick=args.quick, world=args.world, device=args.device)
 
 
 
@@ -227,7 +227,7 @@ def add_commands(sub) -> None:
     p.set_defaults(func=cmd_active_select)
 
     p = active.add_parser("round", help="ingest labels, train a challenger, compare with the champion, maybe promote")
-    common.unverified_arg(p)
+    common.loading_args(p)
     p.add_argument("--model", default="models:/autorater@champion", help="the champion (folder or registry URI)")
     p.add_argument("--pool", required=True, help="pool suite (new labels are appended to its annotations)")
     p.add_argument("--out", required=True, help="round folder")
@@ -273,6 +273,7 @@ def add_commands(sub) -> None:
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("demo", help="the end-to-end main job on embedded defaults")
+    common.device_arg(p)
     p.add_argument("--out", default=None,
                    help="working folder (suites, models, MLflow store); default demo-out (demo-out-metaworld)")
     p.add_argument("--world", choices=["babyai", "metaworld"], default="babyai", help="the world of the suites")

@@ -131,6 +131,7 @@ def cmd_tune(args) -> int:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
     model_cfg, train_cfg = load_config(args.config)
     train_cfg.cache_dir = args.cache_dir
+    train_cfg.device = args.device
     if args.epochs is not None:
         train_cfg.epochs = args.epochs
     study = tune([Suite.load(d) for d in args.suite], model_cfg, train_cfg, args.trials, args.study_name,
@@ -213,6 +214,7 @@ def add_commands(sub) -> None:
     p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser("tune", help="Optuna study (SQLite, resumable, pruned); every trial logged to MLflow")
+    common.device_arg(p)
     p.add_argument("--suite", action="append", required=True)
     p.add_argument("--config", help="the base recipe: a preset name or a JSON file (as for train)")
     p.add_argument("--trials", type=int, default=20, help="trials to add to the study")

@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from autorater.config import AutoraterConfig, read_config_json
+from autorater.config import AutoraterConfig, read_config_json, rename_fields
 from autorater.model import Autorater
 from autorater.models.events import EventsConfig, EventsModel
 from autorater.models.general import GeneralConfig, GeneralModel
@@ -42,7 +42,7 @@ ARCHITECTURES: dict[str, tuple[type[AutoraterConfig], type]] = {
 
 DEFAULT_PRESET = "general"
 
-_TRANSFORMER = TransformerConfig(encoder="efficientnet_lite0", pixel_cells=0, image_size=128, num_frames=32,
+_TRANSFORMER = TransformerConfig(encoder="efficientnet_lite0", pixel_cells=0, image_size=128, clip_frames=32,
                                  text_encoder="minilm")
 
 PRESETS: dict[str, AutoraterConfig] = {
@@ -51,9 +51,9 @@ PRESETS: dict[str, AutoraterConfig] = {
     "base": EventsConfig(pose=True, front_places=True),  # the grid preset's name before the general model
     "transformer": _TRANSFORMER,
     # Tiny models for tests and quick checks.
-    "tiny": EventsConfig(image_size=32, grid_size=4, pixel_cells=2, num_frames=8, places=2),
-    "tiny-general": GeneralConfig(image_size=64, num_frames=8, queries=2, hidden=32),
-    "tiny_transformer": _TRANSFORMER.replace(encoder="tiny_cnn", image_size=32, num_frames=8, text_encoder="bow",
+    "tiny": EventsConfig(image_size=32, grid_size=4, pixel_cells=2, clip_frames=8, places=2),
+    "tiny-general": GeneralConfig(image_size=64, clip_frames=8, queries=2, hidden=32),
+    "tiny_transformer": _TRANSFORMER.replace(encoder="tiny_cnn", image_size=32, clip_frames=8, text_encoder="bow",
                                              spatial_size=16, hidden_size=32, num_layers=1, num_heads=2, dropout=0.0),
 }
 
@@ -97,7 +97,7 @@ class AutoConfig:
             raise ValueError(f"a model config must be a JSON object, got {type(d).__name__}")
         if "architecture" not in d:  # written before the field existed: the first design
             d = {**d, "architecture": "transformer"}
-        target = config_class(d["architecture"])
+        d, target = rename_fields(d), config_class(d["architecture"])
         names = {f.name for f in dataclasses.fields(target)}
         return target.from_dict({k: v for k, v in d.items()
                                  if k in names or k == "architecture" or k not in LEGACY_SHARED_FIELDS})

