@@ -38,7 +38,8 @@ import re
 from pathlib import Path, PurePosixPath
 from urllib.parse import parse_qs, unquote, urlparse
 
-from autorater.data.importing import ImportReport, Label, SourceRow, import_rows
+from autorater.data.import_common import ImportReport, Label, SourceRow
+from autorater.data.import_suite import import_rows
 from autorater.data.suite import Problem
 from autorater.serving.labelstudio import annotator_id, checked_fps, frame_to_seconds, read_export
 
@@ -62,7 +63,7 @@ def import_labelstudio(export: str | os.PathLike, media_root: str | os.PathLike,
         media_root: the folder its videos are under.
         frame_rate: the ``<Video frameRate>`` of the project (default: each task's ``fps``, else 24).
         success_labels, failure_labels: your project's names of the outcomes, beside the known words.
-        link, strict, name, version: as ``autorater.data.importing.import_rows``.
+        link, strict, name, version: as ``autorater.data.import_suite.import_rows``.
     """
     export = Path(export)
     tasks = read_export(export)

@@ -73,7 +73,8 @@ def cmd_suite_import(args) -> int:
 
 
 def _suite_import(args) -> int:
-    from autorater.data.importing import COLUMNS, format_report, import_table
+    from autorater.data.import_common import format_report
+    from autorater.data.importing import COLUMNS, import_table
 
     if args.table:
         if not args.videos:
