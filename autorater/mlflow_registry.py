@@ -187,13 +187,15 @@ def download_version(mv, dst: Path) -> Path:
     import_mlflow()
     from mlflow.artifacts import download_artifacts
 
+    from autorater.model import CONFIG_FILE
+
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".download-", dir=dst.parent))
     quiet = os.environ.get("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
     os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"  # MLflow's tqdm bar would print
     try:
         local = Path(download_artifacts(artifact_uri=mv.source, dst_path=str(tmp)))
-        if not (local / "config.json").is_file():
+        if not (local / CONFIG_FILE).is_file():
             raise ValueError(f"model version {mv.name}/{mv.version} at {mv.source} is not an autorater model "
                              f"folder (no config.json)")
         if dst.exists():
@@ -232,10 +234,12 @@ def resolve_model_arg(arg: str | os.PathLike, tracking_uri: str | None, cache_di
     are immutable, so ``<cache_dir>/<NAME>/<VERSION>`` is re-used once downloaded (an alias is
     resolved afresh every time).
     """
+    from autorater.model import CONFIG_FILE
+
     text = str(arg)
     if not text.startswith("models:/"):
         path = Path(text)
-        if not (path / "config.json").is_file():
+        if not (path / CONFIG_FILE).is_file():
             raise FileNotFoundError(f"{path} is not a model folder (no config.json); pass a folder written by "
                                     f"`autorater train`, or models:/NAME@ALIAS with --tracking-uri")
         return path
@@ -256,7 +260,7 @@ def resolve_model_arg(arg: str | os.PathLike, tracking_uri: str | None, cache_di
         raise ValueError(f"model version must be a number or 'latest', got {version!r} in {text}")
     mv = model_version(client, name, version=version, alias=alias)
     dst = Path(cache_dir) / mlflow_key(name) / str(mv.version)
-    if (dst / "config.json").is_file():
+    if (dst / CONFIG_FILE).is_file():
         return dst
     if not _is_empty_or_absent(dst):
         raise ValueError(f"{dst} holds a partial download (fix: remove it and retry)")

@@ -76,6 +76,10 @@ class Targets:
     balanced: bool = False  # events: the outcome's two classes weigh the same in each batch's event loss
 
 
+# -- the model folder's files (besides calibration.json and metadata.json: autorater.rater) -----------------------
+CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
+
+
 class Autorater(nn.Module):
     """A video-language autorater, the base of every architecture. ``save_pretrained`` / ``from_pretrained``
     round-trip a model folder.
@@ -192,11 +196,11 @@ class Autorater(nn.Module):
         if bad:
             raise ValueError(f"refusing to save a model with non-finite weights in {bad[:3]} (fix: the training "
                              f"diverged; lower the learning rate or resume from an earlier checkpoint)")
-        write_text_atomic(path / "config.json", json_text(self.config.to_dict()))
-        tmp = temp_path(path / "model.safetensors")
+        write_text_atomic(path / CONFIG_FILE, json_text(self.config.to_dict()))
+        tmp = temp_path(path / WEIGHTS_FILE)
         save_file(state, str(tmp), metadata={"format": "autorater", "encoder": getattr(self.config, "encoder", ""),
                                              "weights_sha256": weights_sha256(state)})
-        commit(tmp, path / "model.safetensors")
+        commit(tmp, path / WEIGHTS_FILE)
         if metadata is not None:
             write_text_atomic(path / "metadata.json", json.dumps(metadata, indent=1, default=str) + "\n")
         return path
@@ -205,7 +209,7 @@ class Autorater(nn.Module):
     def check_folder(path: str | Path) -> Path:
         """``path`` if it holds a saved model (config.json and model.safetensors); FileNotFoundError otherwise."""
         path = Path(path)
-        if not (path / "config.json").is_file() or not (path / "model.safetensors").is_file():
+        if not (path / CONFIG_FILE).is_file() or not (path / WEIGHTS_FILE).is_file():
             raise FileNotFoundError(f"{path} is not a model folder: it needs config.json and model.safetensors "
                                     f"(written by `autorater train` or Autorater.save_pretrained)")
         return path
@@ -226,17 +230,17 @@ class Autorater(nn.Module):
         from safetensors.torch import load_file
 
         path = cls.check_folder(path)
-        weights = path / "model.safetensors"
+        weights = path / WEIGHTS_FILE
         restore = "(fix: the file is damaged; restore it from the MLflow artifact or retrain)"
         if cls.config_class is None:
             raise TypeError("Autorater is the base of the architectures: load a folder with "
                             "autorater.models.AutoModel.from_pretrained (it reads the folder's architecture)")
         if config is None:
             try:
-                config = cls.config_class.load(path / "config.json")
+                config = cls.config_class.load(path / CONFIG_FILE)
             except ValueError as err:  # an unknown field, a wrong type or another architecture: name the file
                 msg = str(err)
-                raise ValueError(msg if str(path / "config.json") in msg else f"{path / 'config.json'}: {msg} (fix: "
+                raise ValueError(msg if str(path / CONFIG_FILE) in msg else f"{path / CONFIG_FILE}: {msg} (fix: "
                                  f"restore the config.json saved with this model)") from None
         try:
             header, meta = read_safetensors_header(weights)
@@ -304,7 +308,7 @@ def _planned_shapes(cls: type, config: AutoraterConfig, path: Path) -> dict[str,
             warnings.simplefilter("ignore")
             planned = cls(config)
     except ValueError as err:
-        raise ValueError(f"{path / 'config.json'}: {err} "
+        raise ValueError(f"{path / CONFIG_FILE}: {err} "
                          "(fix: restore the config.json saved with this model)") from None
     except Exception:  # noqa: BLE001 - e.g. transformers' from_pretrained refuses the meta device
         return None
@@ -321,5 +325,5 @@ def _compare_shapes(expected: dict[str, tuple], stored: dict[str, tuple], weight
                          f"that trained them; a folder from an older architecture must be retrained)")
 
 
-__all__ = ["Autorater", "AutoraterOutput", "Targets", "non_finite_tensors", "read_frames",
-           "read_safetensors_header", "weights_sha256"]
+__all__ = ["CONFIG_FILE", "WEIGHTS_FILE", "Autorater", "AutoraterOutput", "Targets", "non_finite_tensors",
+           "read_frames", "read_safetensors_header", "weights_sha256"]

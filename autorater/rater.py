@@ -27,7 +27,7 @@ from autorater.data.files import write_text_atomic
 from autorater.data.suite import Suite
 from autorater.data.video import DEFAULT_LIMITS, VideoError, VideoLimits
 from autorater.device import DEFAULT_DEVICE, resolve_device
-from autorater.model import Autorater
+from autorater.model import WEIGHTS_FILE, Autorater
 from autorater.models import AutoModel
 from autorater.predict import ClipInput, calibrate_outputs, load_clip, predict_batch
 
@@ -88,7 +88,7 @@ def folder_fingerprint(folder: str | os.PathLike) -> dict:
     from autorater.data.files import sha1_file
 
     folder = Path(folder)
-    return {"weights_sha1": sha1_file(folder / "model.safetensors"),
+    return {"weights_sha1": sha1_file(folder / WEIGHTS_FILE),
             "calibration_sha1": sha1_file(folder / CALIBRATION_FILE)}
 
 

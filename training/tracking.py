@@ -47,7 +47,8 @@ from autorater.mlflow_registry import (
     mlflow_key,
     redact_uri,
 )
-from autorater.rater import update_metadata
+from autorater.model import CONFIG_FILE
+from autorater.rater import METADATA_FILE, update_metadata
 
 DEFAULT_EXPERIMENT = "autorater"
 MODEL_ARTIFACT_PATH = "model"
@@ -274,7 +275,7 @@ class TrainingRun:
         if model_dir is None:
             return tracked
         model_dir = Path(model_dir)
-        if not (model_dir / "config.json").is_file():
+        if not (model_dir / CONFIG_FILE).is_file():
             raise FileNotFoundError(f"{model_dir} is not a model folder (no config.json): pass the folder "
                                     f"train(out=...) wrote")
         update_metadata(model_dir, mlflow_run_id=run_id, mlflow_experiment=self.experiment)
@@ -284,7 +285,7 @@ class TrainingRun:
         tracked.name = register_as
         tracked.version = _register(client, register_as, run_id, self.run_name, best, self.suites)
         update_metadata(model_dir, registered_name=register_as, registered_version=tracked.version)
-        client.log_artifact(run_id, str(model_dir / "metadata.json"), MODEL_ARTIFACT_PATH)  # same, in the store
+        client.log_artifact(run_id, str(model_dir / METADATA_FILE), MODEL_ARTIFACT_PATH)  # same, in the store
         client.set_tag(run_id, "registered_model", f"{register_as}@{tracked.version}")
         return tracked
 

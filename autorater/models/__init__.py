@@ -29,7 +29,7 @@ import dataclasses
 from pathlib import Path
 
 from autorater.config import AutoraterConfig, read_config_json, rename_fields
-from autorater.model import Autorater
+from autorater.model import CONFIG_FILE, Autorater
 from autorater.models.events import EventsConfig, EventsModel
 from autorater.models.general import GeneralConfig, GeneralModel
 from autorater.models.transformer import TransformerConfig, TransformerModel
@@ -125,10 +125,10 @@ class AutoModel:
         ``Autorater.from_pretrained``)."""
         path = Autorater.check_folder(path)
         try:
-            config = AutoConfig.load(path / "config.json")
+            config = AutoConfig.load(path / CONFIG_FILE)
         except ValueError as err:  # an unknown field, a wrong type or an unknown architecture: name the file
             msg = str(err)
-            raise ValueError(msg if str(path / "config.json") in msg else f"{path / 'config.json'}: {msg} (fix: "
+            raise ValueError(msg if str(path / CONFIG_FILE) in msg else f"{path / CONFIG_FILE}: {msg} (fix: "
                              f"restore the config.json saved with this model)") from None
         return model_class(config).from_pretrained(path, allow_unverified=allow_unverified, config=config)
 
