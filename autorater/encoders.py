@@ -68,8 +68,9 @@ class EncoderSpec:
                          f"{', '.join(f'{s.index} (stride {s.stride}, {s.channels} channels)' for s in self.stages)}")
 
     def trainable_range(self, stage: int) -> range:
-        """How many of the block groups up to ``stage`` may train (from the top): none to all."""
-        return range(0, self.stage(stage).blocks + 1) if self.stages else range(0, 1)
+        """How many of the block groups up to ``stage`` may train (from the top): none to all of them, and one more
+        for the stem too (the whole encoder trains from pixels: its cache holds the frames)."""
+        return range(0, self.stage(stage).blocks + 2) if self.stages else range(0, 1)
 
     def check(self, stage: int, trainable_blocks: int) -> None:
         """ValueError naming the allowed values when ``stage`` or ``trainable_blocks`` does not fit this encoder."""
@@ -253,17 +254,18 @@ class TimmFeatures(_FrameEncoder):
     ``bottom`` (the stem and the blocks below the trainable ones) is frozen: traced with its batch norms folded
     and cached. ``top`` (the last ``trainable_blocks`` block groups up to the stage, pretrained weights) trains,
     its batch-norm statistics fixed (clips of one scene are too alike for batch statistics); on the CPU it runs
-    in bfloat16 (autocast: about 2x faster). With no ``top`` the encoder is frozen and its features cached.
+    in bfloat16 (autocast: about 2x faster). With no ``top`` the encoder is frozen and its features cached; with no
+    ``bottom`` (the stem trains too) the whole encoder runs from the frames, which the cache then holds.
     """
 
-    def __init__(self, bottom: nn.Module, top: nn.Module | None, channels: int, mean, std, pixel_cells: int = 0):
+    def __init__(self, bottom: nn.Module | None, top: nn.Module | None, channels: int, mean, std,
+                 pixel_cells: int = 0):
         super().__init__()
-        self.bottom = bottom.eval().requires_grad_(False)
+        self.bottom = bottom.eval().requires_grad_(False) if bottom is not None else None
         self.top = top
         self.frozen = top is None
-        self.pixel_cells = pixel_cells
-        if pixel_cells and top is not None:
-            raise ValueError("pixel_cells sit beside frozen features only (fix: pixel_cells 0 with trainable_blocks)")
+        self.pixel_cells = pixel_cells  # colours beside the features: the cache holds them at the bottom's
+        #                                 resolution, ``finish`` pools them to the top's
         self.out_channels = channels + 3 * pixel_cells ** 2
         self.register_buffer("mean", torch.tensor(mean).view(1, 3, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(std).view(1, 3, 1, 1), persistent=False)
@@ -272,29 +274,40 @@ class TimmFeatures(_FrameEncoder):
 
     @property
     def caches_frames(self) -> bool:
-        return False  # the bottom's maps, always
+        return self.bottom is None  # the whole encoder trains: the frames; else the bottom's maps
 
     def fixed_prefixes(self) -> list[str]:
-        return [""] if self.top is None else ["bottom."]
+        return [""] if self.top is None else [] if self.bottom is None else ["bottom."]
 
     def train(self, mode: bool = True):
         super().train(mode)
-        self.bottom.eval()  # frozen: batch-norm statistics never move
+        if self.bottom is not None:
+            self.bottom.eval()  # frozen: batch-norm statistics never move
         if self.top is not None:
             self.top.eval()  # fine-tuned with fixed statistics
         return self
 
     def cacheable(self, frames: torch.Tensor) -> torch.Tensor:
-        return self._per_frame(self.encode_bottom, frames)
+        return frames if self.bottom is None else self._per_frame(self.encode_bottom, frames)
 
     def finish(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
         if self.top is None:
             return x
         b, t = x.shape[:2]
         keep = torch.ones(b, t, dtype=torch.bool, device=x.device) if keep is None else keep.to(x.device)
-        inner = x[keep].to(self.mean.device).float()  # (n kept, c, h, w)
+        inner, colours = x[keep].to(self.mean.device), None
+        if self.bottom is None:  # uint8 frames (n, H, W, 3): the whole encoder, normalisation first
+            images = inner.permute(0, 3, 1, 2).float().div(255.0)
+            inner = (images - self.mean) / self.std
+        elif self.pixel_cells:
+            colours, inner = inner[:, -3 * self.pixel_cells ** 2:].float(), inner[:, :-3 * self.pixel_cells ** 2]
+        inner = inner.float()  # (n kept, c, h, w)
         with torch.autocast(inner.device.type, dtype=torch.bfloat16):
             y = self.top(inner.contiguous(memory_format=torch.channels_last)).float()
+        if self.pixel_cells:
+            colours = self._colours(images, y.shape[-2:]) if colours is None else \
+                F.adaptive_avg_pool2d(colours, y.shape[-2:])
+            y = torch.cat([y, colours], 1)
         out = y.new_zeros(b, t, *y.shape[1:])
         out[keep] = y
         return out.contiguous()
@@ -314,10 +327,14 @@ class TimmFeatures(_FrameEncoder):
         # Small chunks stay in the CPU caches: 16 images at a time ran 3x faster than 1,024 at once.
         feats = torch.cat([self._traced[size](part) for part in x.split(self.chunk)]).contiguous()
         if self.pixel_cells:
-            k, (h, w) = self.pixel_cells, feats.shape[-2:]
-            pixels = F.pixel_unshuffle(F.adaptive_avg_pool2d(images, (h * k, w * k)), k)  # (n, 3 k^2, h, w)
-            feats = torch.cat([feats, (pixels - 0.5) * 8.0], dim=1)  # about the scale of the features (std ~7)
+            feats = torch.cat([feats, self._colours(images, feats.shape[-2:])], dim=1)
         return feats
+
+    def _colours(self, images: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+        """(n, 3, H, W) in [0, 1] -> (n, 3 k^2, h, w): each position's mean colours on a k x k sub-grid, about the
+        scale of the features (std ~7)."""
+        k, (h, w) = self.pixel_cells, size
+        return (F.pixel_unshuffle(F.adaptive_avg_pool2d(images, (h * k, w * k)), k) - 0.5) * 8.0
 
 
 def _load_lite0_weights(model: nn.Module) -> None:
@@ -354,8 +371,10 @@ def _timm_features(timm_name: str, load_weights: Callable[[nn.Module], None]):
         stage, trainable = spec.stage(o["stage"]), o["trainable_blocks"]
         model = timm.create_model(timm_name, pretrained=False, features_only=True, out_indices=(stage.index,))
         load_weights(model)
-        bottom = nn.Sequential(model.conv_stem, model.bn1, *model.blocks[:stage.blocks - trainable])
-        top = nn.Sequential(*model.blocks[stage.blocks - trainable:stage.blocks]) if trainable else None
+        layers = [nn.Sequential(model.conv_stem, model.bn1), *model.blocks[:stage.blocks]]  # stem, block groups
+        cut = len(layers) - trainable
+        bottom = nn.Sequential(*layers[:cut]) if cut else None
+        top = nn.Sequential(*layers[cut:]) if trainable else None
         return TimmFeatures(bottom, top, stage.channels, mean=spec.mean, std=spec.std, pixel_cells=o["pixel_cells"])
 
     return build

@@ -43,11 +43,19 @@ class AutoraterOutput:
     match_logit: torch.Tensor  # (batch,)
     loss: torch.Tensor | None = None
     losses: dict = field(default_factory=dict)
+    # Event models: log P(the first event is a success at frame t) (batch, frames), and log P(the first event is a
+    # failure at t, or none: "end") (batch, frames + 1): the marker of a called success is a success frame
+    success_marker_logits: torch.Tensor | None = None
+    failure_marker_logits: torch.Tensor | None = None
 
     def cpu(self) -> "AutoraterOutput":
         """The outputs on the CPU (detached), for decoding and numpy."""
-        return AutoraterOutput(*(t.detach().cpu() for t in (self.success_logit, self.marker_logits,
-                                                              self.failure_logits, self.match_logit)))
+        def move(t):
+            return None if t is None else t.detach().cpu()
+
+        return AutoraterOutput(move(self.success_logit), move(self.marker_logits), move(self.failure_logits),
+                               move(self.match_logit), success_marker_logits=move(self.success_marker_logits),
+                               failure_marker_logits=move(self.failure_marker_logits))
 
 
 def read_frames(times_s: torch.Tensor, takeover_s: torch.Tensor) -> torch.Tensor:
@@ -74,6 +82,9 @@ class Targets:
     # the outcome, the marker and the failure mode; "counterfactual" P(success) under another instruction)
     weights: tuple[float, ...] = (1.0, 1.0, 0.2, 0.5, 0.3)
     balanced: bool = False  # events: the outcome's two classes weigh the same in each batch's event loss
+    row_weight: torch.Tensor | None = None  # (batch,) each row's weight in the outcome path's loss (None: 1)
+    outcome_weights: tuple[float, float] = (1.0, 0.0)  # the outcome path's loss; its rows pairing a video with
+    #                                                   another task's words (``match`` 0) weigh this much
 
 
 # -- the model folder's files (besides calibration.json and metadata.json: autorater.rater) -----------------------
@@ -108,23 +119,26 @@ class Autorater(nn.Module):
 
     def forward(self, times_s: torch.Tensor, takeover_s: torch.Tensor, instructions: list[str],
                 frames: torch.Tensor | None = None, features: torch.Tensor | None = None,
-                targets: Targets | None = None, clip_index: torch.Tensor | None = None) -> AutoraterOutput:
+                targets: Targets | None = None, clip_index: torch.Tensor | None = None,
+                outcome: torch.Tensor | None = None) -> AutoraterOutput:
         """Rate a batch of clips.
 
         Args:
             times_s: (b, t) time of each sampled frame, seconds from the first frame.
             takeover_s: (b,) when the agent takes over, seconds.
             instructions: b instructions.
-            frames: (b, t, H, W, 3) uint8; or pass ``features``, what the frame encoder's ``cacheable`` returns
+            frames: (b, t, H, W, 3) uint8; or pass ``features`` and ``outcome``, what :meth:`encode` returns
                 (the feature cache's entries).
             targets: when given, the output carries the loss.
             clip_index: (b,) long: row i rates clip ``clip_index[i]`` of ``frames`` / ``features`` (a batch whose
                 rows pair one video with several instructions encodes each video once).
+            outcome: an architecture with an outcome path (``outcome_encoder``): its cached inputs (b, k, ...).
         """
         device = self.device
-        if features is None:
-            features = self.frame_encoder.cacheable(frames.to(device))
         times_s, takeover_s = times_s.to(device), takeover_s.to(device)
+        if features is None:
+            cached = self.encode(frames.to(device), times_s, takeover_s)
+            features, outcome = cached["x"], cached.get("outcome")
         if clip_index is None:
             features = self.frame_encoder.finish(features.to(device), read_frames(times_s, takeover_s))
         else:
@@ -133,10 +147,21 @@ class Autorater(nn.Module):
                 0, clip_index, torch.arange(len(clip_index), device=device))  # a row of each clip: same times
             keep = read_frames(times_s[row_of], takeover_s[row_of])
             features = self.frame_encoder.finish(features.to(device), keep)[clip_index]
+        extra = {}
+        if outcome is not None:  # the outcome path's trainable part, once per clip
+            extra["outcome"] = self.outcome_encoder.finish(outcome.to(device))
+            if clip_index is not None:
+                extra["outcome"] = extra["outcome"][clip_index]
         if targets is not None:
-            tensors = [f.name for f in dataclasses.fields(targets) if f.name not in ("weights", "balanced")]
-            targets = dataclasses.replace(targets, **{name: getattr(targets, name).to(device) for name in tensors})
-        return self.forward_head(features, times_s, takeover_s, instructions, targets)
+            targets = dataclasses.replace(targets, **{f.name: getattr(targets, f.name).to(device)
+                                                      for f in dataclasses.fields(targets)
+                                                      if isinstance(getattr(targets, f.name), torch.Tensor)})
+        return self.forward_head(features, times_s, takeover_s, instructions, targets, **extra)
+
+    def encode(self, frames: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor) -> dict:
+        """What the feature cache stores of decoded clips (b, t, H, W, 3): the frame encoder's fixed part's output
+        (``"x"``), and an outcome path's (``"outcome"``, architectures that have one)."""
+        return {"x": self.frame_encoder.cacheable(frames)}
 
     @property
     def device(self) -> torch.device:
@@ -173,7 +198,8 @@ class Autorater(nn.Module):
     # -- folders ------------------------------------------------------------------------------
     def trainable_state_dict(self) -> dict[str, torch.Tensor]:
         """Everything but the frozen pretrained encoders or parts of them (they are rebuilt from their packages)."""
-        skip = [f"frame_encoder.{p}" for p in self.frame_encoder.fixed_prefixes()]
+        skip = [f"{name}.{p}" for name, child in self.named_children() if hasattr(child, "fixed_prefixes")
+                for p in child.fixed_prefixes()]
         skip += ["text_encoder."] if getattr(getattr(self, "text_encoder", None), "frozen", False) else []
         return {k: v.detach().contiguous() for k, v in self.state_dict().items()
                 if not any(k.startswith(s) for s in skip)}

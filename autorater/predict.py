@@ -54,13 +54,16 @@ def real_length(times_s: torch.Tensor) -> int:
 @torch.no_grad()
 def predict_batch(model: Autorater, *, times_s: torch.Tensor, durations_s: Sequence[float],
                   takeovers_s: Sequence[float], instructions: Sequence[str], frames: torch.Tensor | None = None,
-                  features: torch.Tensor | None = None, calibration: dict | None = None) -> dict[str, np.ndarray]:
-    """Raw model outputs for one batch, from frames (b, t, H, W, 3) or cached encoder features.
+                  features: torch.Tensor | None = None, outcome: torch.Tensor | None = None,
+                  calibration: dict | None = None) -> dict[str, np.ndarray]:
+    """Raw model outputs for one batch, from frames (b, t, H, W, 3) or cached encoder features (``features``, and
+    ``outcome`` for a model with an outcome path).
 
     ``calibration`` is the model folder's calibration.json (``autorater.rater.read_calibration``; None or {}: none).
 
     Returns:
-        ``logit`` (b,), ``p_success`` (b,, scaled by the calibration's temperature), ``marker_s`` (b,,
+        ``logit`` (b,), ``p_success`` (b,, scaled by the calibration's temperature), ``marker_s`` (b,: for an
+        event model, the likeliest first success of a called success, else the likeliest first failure or the end;
         less the calibration's marker offset for the predicted outcome),
         ``marker_spread_s`` (b,), ``failure_mode`` (b,, index or -1), ``p_match`` (b,).
     """
@@ -69,25 +72,34 @@ def predict_batch(model: Autorater, *, times_s: torch.Tensor, durations_s: Seque
     times_s = times_s[:, :t]
     frames, features = (x[:, :t] if x is not None else None for x in (frames, features))
     out = model(times_s=times_s, takeover_s=torch.tensor(list(takeovers_s), dtype=torch.float32),
-                instructions=list(instructions), frames=frames, features=features).cpu()
-    marker, spread = model.decode_marker(out.marker_logits, times_s,
-                                         torch.tensor(list(durations_s), dtype=torch.float32))
+                instructions=list(instructions), frames=frames, features=features, outcome=outcome).cpu()
+    durations = torch.tensor(list(durations_s), dtype=torch.float32)
+    marker, spread = model.decode_marker(out.marker_logits, times_s, durations)
+    failure_marker = None
+    if out.success_marker_logits is not None:  # the marker of the called outcome, from that outcome's events
+        never = torch.full_like(out.success_marker_logits[:, :1], -1e4)
+        marker = model.decode_marker(torch.cat([out.success_marker_logits, never], 1), times_s, durations)[0]
+        failure_marker = model.decode_marker(out.failure_marker_logits, times_s, durations)[0].numpy()
     logit = out.success_logit.numpy()
     modes = out.failure_logits.argmax(-1).numpy() if model.config.failure_modes else np.full(len(logit), -1)
-    p, marker = calibrate_outputs(logit, marker.numpy(), durations_s, calibration)
+    p, marker = calibrate_outputs(logit, marker.numpy(), durations_s, calibration, failure_marker)
     return {"logit": logit, "p_success": p, "marker_s": marker,
             "marker_spread_s": spread.numpy(), "failure_mode": modes,
             "p_match": torch.sigmoid(out.match_logit).numpy()}
 
 
 def calibrate_outputs(logit: np.ndarray, marker_s: np.ndarray, durations_s: Sequence[float],
-                      calibration: dict | None) -> tuple[np.ndarray, np.ndarray]:
-    """P(success) = sigmoid(logit / temperature + bias), markers less the offset of their predicted outcome."""
+                      calibration: dict | None, failure_marker_s: np.ndarray | None = None
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """P(success) = sigmoid(logit / temperature + bias), markers less the offset of their predicted outcome
+    (``failure_marker_s``: the marker of a called failure, where it differs from a called success's)."""
     from autorater.calibration import MarkerOffset
 
     calibration = calibration or {}
     p = _scaler(calibration).predict_proba(np.asarray(logit, dtype=np.float64))
     success = (np.round(p, 6) >= 0.5).astype(int)  # the outcome ``Predictions.outcome`` writes
+    if failure_marker_s is not None:
+        marker_s = np.where(success == 1, marker_s, failure_marker_s)
     marker_s = MarkerOffset.from_dict(calibration).transform(marker_s, success, np.asarray(durations_s, float))
     return p, marker_s
 

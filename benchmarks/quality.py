@@ -1,10 +1,12 @@
 """Model quality on held-out data, beside the baselines and the human annotators, in one run, per world.
 
-    python -m benchmarks.quality [--world babyai|metaworld] [--quick] [--out bench-out/quality]
-    python -m benchmarks.quality --world metaworld --set queries=8 --autorater-only   # a recipe variant
-    python -m benchmarks.quality --config babyai-grid                                  # another preset
+    python -m benchmarks.quality [--world babyai|metaworld] [--cameras one|drawn|both] [--quick] [--out DIR]
+    python -m benchmarks.quality --world metaworld --set outcome_blocks=0 --autorater-only   # a recipe variant
+    python -m benchmarks.quality --world metaworld --cameras drawn --train-scenarios 200     # a learning curve point
+    python -m benchmarks.quality --config babyai-grid                                        # another preset
 
-Held-out sets, all scored against the simulator truth (the training suite's scenarios never appear):
+Held-out sets, all scored against the simulator truth (the training suite's scenarios never appear; the
+calibration is fitted on the training suite's reference scenarios, which training never sees either):
 
 BabyAI (``--world babyai``, the agent's first-person view):
 - unseen scenarios: new seeds, the training levels and agents; and a second draw of them
@@ -13,10 +15,13 @@ BabyAI (``--world babyai``, the agent's first-person view):
 - unseen instruction families: levels kept out of training;
 - instruction swaps: the unseen-scenario videos with altered instructions, truth recomputed by replay.
 
-Meta-World (``--world metaworld``): trained on the MT10 tasks with the five standard agents;
-- unseen scenarios (MT10, new seeds), unseen agents (``sluggish``, ``stop-short``), unseen tasks (ten tasks
-  outside MT10, ``UNSEEN_TASKS``), an unseen camera (``corner2``; training saw ``corner``), and instruction
-  swaps (an object absent from the scene, or the other task of a shared scene).
+Meta-World (``--world metaworld``), 224 px, trained on the MT10 tasks with ten agents whose names do not give the
+outcome away, beside the training suite's simulator-judged swaps of shared scenes; two camera regimes
+(``benchmarks/quality_suites.py``), each in its own folder (``bench-out/quality-metaworld-one``,
+``bench-out/quality-metaworld``):
+- unseen scenarios (MT10, new seeds, two draws), unseen agents (``sluggish``, ``stop-short``), unseen tasks (ten
+  tasks outside MT10), the unseen camera (``corner2``), and the held-out swaps (shared scenes, 40% successes) with
+  swap pairs (a success under its own words, a failure under the swap: a rater blind to the words scores 0).
 
 Methods: the default recipe (``--config``, the general model), on BabyAI the grid preset beside it
 (``babyai-grid``), the instruction-blind model, a last-frame-only model, the bar-code CNN and the majority
@@ -35,79 +40,16 @@ import resource
 import time
 from pathlib import Path
 
-TRAIN_LEVELS = ("GoToLocal", "PickupLoc", "PutNextLocal", "OpenDoor")
-TRAIN_AGENTS = ("expert", "noisy-0.2", "noisy-0.5", "distractor", "random")
-UNSEEN_AGENTS = ("ditherer", "quitter")
-UNSEEN_LEVELS = ("GoTo", "PickupDist", "OpenDoorLoc", "PutNextLocalS6N4")
-MW_AGENTS = ("expert", "noisy-1.0", "noisy-3.0", "wrong-target", "random", "near-miss", "pause", "detour",
-             "early-release", "success-then-undo")  # the agent-name rule scores 0.737 BA on the training suite
-MW_UNSEEN_AGENTS = ("sluggish", "stop-short")
-MW_HELD_OUT_CAMERA = "corner2"  # no training camera looks within 30 degrees of it
-UNSEEN_TASKS = ("button-press-v3", "door-close-v3", "faucet-open-v3", "handle-press-v3", "plate-slide-v3",
-                "push-wall-v3", "reach-wall-v3", "pick-place-wall-v3", "sweep-into-v3", "coffee-push-v3")
+from benchmarks.quality_scores import (
+    pooled_failure_modes,
+    pooled_outcome,
+    reference_calibration,
+    selective_on,
+    swap_pairs,
+)
+from benchmarks.quality_suites import first_scenarios, generate
 
-
-@dataclasses.dataclass(frozen=True)
-class HeldOut:
-    """One generated suite of the benchmark: (scenarios, quick scenarios), tasks, agents, per scenario, seed; for
-    Meta-World its camera (``random``: one drawn per scenario, none near ``MW_HELD_OUT_CAMERA``)."""
-
-    scenarios: tuple[int, int]
-    tasks: tuple[str, ...]
-    agents: tuple[str, ...]
-    per_scenario: int
-    seed: int
-    camera: str | None = None
-
-
-SWAPS_FOR_TRAINING = {"metaworld": 111}  # the training suite's instruction swaps, simulator-judged and annotated,
-#                                          trained on beside it (seed); the held-out swaps use 105
-
-
-def plans() -> dict[str, dict[str, HeldOut]]:
-    """Each world's training suite and held-out sets (generated once under ``--out``, then reused)."""
-    from autorater.data.worlds.metaworld.tasks import MT10
-
-    return {
-        "babyai": {"train": HeldOut((1000, 60), TRAIN_LEVELS, TRAIN_AGENTS, 2, 101),
-                   "unseen_scenarios": HeldOut((200, 20), TRAIN_LEVELS, TRAIN_AGENTS, 2, 102),
-                   "unseen_scenarios_2": HeldOut((200, 20), TRAIN_LEVELS, TRAIN_AGENTS, 2, 106),
-                   "unseen_agents": HeldOut((100, 15), TRAIN_LEVELS, UNSEEN_AGENTS, 2, 103),
-                   "unseen_families": HeldOut((100, 15), UNSEEN_LEVELS, TRAIN_AGENTS, 2, 104)},
-        # Meta-World's training suite: MT10, 300 x 5, seed 11, a random camera per scenario (none near corner2) and
-        # agents whose motion does not give the outcome away; seed 12 the first draw of unseen scenarios
-        "metaworld": {"train": HeldOut((300, 30), MT10, MW_AGENTS, 5, 11, camera="random"),
-                      "unseen_scenarios": HeldOut((100, 10), MT10, MW_AGENTS, 4, 12, camera="random"),
-                      "unseen_scenarios_2": HeldOut((100, 10), MT10, MW_AGENTS, 4, 206, camera="random"),
-                      "unseen_agents": HeldOut((50, 10), MT10, MW_UNSEEN_AGENTS, 2, 203, camera="random"),
-                      "unseen_tasks": HeldOut((100, 10), UNSEEN_TASKS, MW_AGENTS, 4, 204, camera="random"),
-                      "unseen_camera": HeldOut((100, 10), MT10, MW_AGENTS, 4, 205, camera=MW_HELD_OUT_CAMERA)},
-    }
-
-
-def _suites(root: Path, quick: bool, world: str = "babyai", view: str = "ego",
-            image_size: int | None = None) -> dict[str, Path]:
-    from autorater.data.generate import generate_suite, swap_instructions
-
-    paths = {}
-    for name, plan in plans()[world].items():
-        paths[name] = root / name
-        if not (paths[name] / "suite.json").exists():
-            extra = {"view": view} if world == "babyai" else {"camera": plan.camera or "corner"}
-            if plan.camera == "random":
-                extra["hold_out_camera"] = MW_HELD_OUT_CAMERA
-            generate_suite(paths[name], world=world, tasks=plan.tasks, agents=plan.agents,
-                           scenarios=plan.scenarios[quick], continuations_per_scenario=plan.per_scenario,
-                           seed=plan.seed, version=name, image_size=image_size, **extra)
-    if world in SWAPS_FOR_TRAINING:
-        paths["train_swaps"] = root / "train_swaps"
-        if not (paths["train_swaps"] / "suite.json").exists():
-            swap_instructions(paths["train"], paths["train_swaps"], seed=SWAPS_FOR_TRAINING[world], annotators=3,
-                              cross_task=True, workers=2, progress=True)
-    paths["instruction_swaps"] = root / "instruction_swaps"
-    if not (paths["instruction_swaps"] / "suite.json").exists():
-        swap_instructions(paths["unseen_scenarios"], paths["instruction_swaps"], seed=105)
-    return paths
+REGIMES = {"one": "metaworld-one", "drawn": "metaworld"}  # --cameras: the plan of each Meta-World camera regime
 
 
 def _throughput(model, suite, limit: int) -> dict:
@@ -126,34 +68,33 @@ def _throughput(model, suite, limit: int) -> dict:
     return {"videos": len(ids), "decode_videos_per_s": round(decode, 2), "predict_videos_per_s": round(end_to_end, 2)}
 
 
-def main(argv: list[str] | None = None) -> int:
-    import torch
-
-    from autorater.data.suite import Suite
-    from autorater.mlflow_registry import default_tracking_uri
+def _parser():
     from autorater.models import DEFAULT_PRESET, PRESETS
-    from autorater.training import baselines as B
-    from autorater.training.recipe import TrainConfig
-    from autorater.training.tracking import track_training
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--world", choices=("babyai", "metaworld"), default="babyai")
+    parser.add_argument("--cameras", choices=("one", "drawn", "both"), default="both",
+                        help="Meta-World: the camera regime(s) to run (one camera; a camera drawn per scenario)")
     parser.add_argument("--config", default=DEFAULT_PRESET, choices=sorted(PRESETS),
                         help=f"the preset to score (default {DEFAULT_PRESET!r}, the default recipe)")
     parser.add_argument("--quick", action="store_true", help="tiny suites and few epochs: checks the pipeline only")
-    parser.add_argument("--out", default=None, help="output folder (default bench-out/quality-<world>)")
+    parser.add_argument("--out", default=None, help="output folder (default bench-out/quality-<world>[-one])")
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--view", choices=("full", "ego"), default="ego",
                         help="BabyAI's rendering: the agent's own first-person 7x7 view (as STS videos are "
                              "first-person; the default) or the whole grid from above")
     parser.add_argument("--image-size", type=int, default=None,
-                        help="frame size of the generated suites (default: BabyAI 112, Meta-World 224: 5 cm, the "
-                             "success radius, is 3.5-4.6 px at 128)")
+                        help="frame size of the generated suites (default: BabyAI 112, Meta-World 224)")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="change one field of the preset's config (JSON value, repeatable), "
-                             "e.g. --set queries=8")
+                             "e.g. --set outcome_blocks=0")
     parser.add_argument("--train-set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="change one TrainConfig field (JSON value, repeatable), e.g. --train-set rotate=false")
+                        help="change one TrainConfig field (JSON value, repeatable), e.g. --train-set swap_weight=1")
+    parser.add_argument("--train-scenarios", type=int, default=None,
+                        help="train on the first N scenarios of the training suite (and their swaps): a point of "
+                             "the learning curve")
+    parser.add_argument("--without-swaps", action="store_true",
+                        help="train on the training suite alone, not beside its judged swaps")
     parser.add_argument("--autorater-only", action="store_true",
                         help="train and score the autorater only (a recipe variant; the baselines do not change)")
     parser.add_argument("--model", metavar="DIR",
@@ -164,30 +105,58 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0,1,2",
                         help="training seeds: one model each, every held-out score reported per seed and as mean and "
                              "range (default 0,1,2; --quick and --model: the first only)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    args = _parser().parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.world == "babyai":
+        return run_plan(args, "babyai", Path(args.out or "bench-out/quality-babyai"))
+    regimes = ["one", "drawn"] if args.cameras == "both" else [args.cameras]
+    for regime in regimes:
+        plan = REGIMES[regime]
+        out = Path(args.out) / plan if args.out and len(regimes) > 1 else Path(args.out or f"bench-out/quality-{plan}")
+        run_plan(args, plan, out)
+    return 0
+
+
+def run_plan(args, plan: str, out: Path) -> int:
+    """Train (or re-score) the autorater on one plan's training suite, score it and the baselines on its held-out
+    sets, write ``quality*.json`` under ``out``."""
+    from autorater.data.suite import Suite
+    from autorater.mlflow_registry import default_tracking_uri
+    from autorater.models import PRESETS
+    from autorater.training import baselines as B
+    from autorater.training.recipe import TrainConfig
+    from autorater.training.tracking import track_training
+
     base = PRESETS[args.config]
     config = base.replace(**parse_overrides(args.set, type(base), "--set"))
     train_changes = parse_overrides(args.train_set, TrainConfig, "--train-set")
     seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
     if args.quick or args.model:
         seeds = seeds[:1]
-    torch.set_num_threads(args.threads)
-    out = Path(args.out or f"bench-out/quality-{args.world}")
     out.mkdir(parents=True, exist_ok=True)
-    image_size = args.image_size or {"metaworld": 224}.get(args.world)
-    paths = _suites(out / "suites", args.quick, args.world, args.view, image_size)
+    image_size = args.image_size or {"babyai": None}.get(plan, 224)
+    paths = generate(out / "suites", args.quick, plan, args.view, image_size)
     suites = {k: Suite.load(v) for k, v in paths.items()}
-    train_suites = [suites.pop(k) for k in [k for k in suites if k == "train" or k.startswith("train_")]]
-    train_suite = train_suites[0]
+    train_suite = first_scenarios(suites.pop("train"), args.train_scenarios)
+    swaps = suites.pop("train_swaps", None)
+    kept = {s.scenario_id for s in train_suite.scenarios}
+    train_suites = [train_suite] + ([first_scenarios(swaps, None, kept)] if swaps and not args.without_swaps else [])
     tc = TrainConfig(**{"cache_dir": str(out / "cache"), "epochs": args.epochs or (3 if args.quick else
                                                                                  TrainConfig().epochs),
                         **({"match_warmup_epochs": 2} if args.quick else {}), **train_changes})
     uri = default_tracking_uri(out / "runs")
 
-    variant = args.set + args.train_set
+    variant = args.set + args.train_set + ([f"train_scenarios={args.train_scenarios}"] if args.train_scenarios
+                                           else []) + (["without_swaps"] if args.without_swaps else [])
     run_name = "default-recipe" if not variant else "variant " + " ".join(variant)
     slug = "" if not variant else "-" + variant_slug(variant)
-    result = {"world": args.world, "preset": args.config, "config": config.to_dict(), "train_config": tc.to_dict(),
+    result = {"world": plan, "preset": args.config, "config": config.to_dict(), "train_config": tc.to_dict(),
               "overrides": variant, "seeds": seeds,
               "train": {"continuations": sum(len(s.continuations) for s in train_suites),
                         "suites": [s.info.version for s in train_suites]}, "held_out": {}, "per_seed": {}}
@@ -214,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
                             "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)}
             model = trained.model
         grid = None
-        if (args.world == "babyai" and args.config not in ("babyai-grid", "base") and not args.autorater_only
+        if (plan == "babyai" and args.config not in ("babyai-grid", "base") and not args.autorater_only
                 and seed == seeds[0]):
             grid = track_training(uri, "autorater-quality", "babyai-grid", PRESETS["babyai-grid"], seed_tc,
                                   train_suites, out=out / "model-babyai-grid", progress=True)[0].model
@@ -246,7 +215,7 @@ def _score_seed(model, grid, train_suite, suites: dict, tc, baselines: dict | No
     from autorater.training.evaluate import evaluate, format_report
     from autorater.training.tracking import log_evaluation
 
-    calibration = _reference_calibration(model, train_suite, tc.cache_dir)
+    calibration = reference_calibration(model, train_suite, tc.cache_dir)
     result = {"calibration": calibration, "held_out": {}, "selective": {}}
     scored, scored_grid, blind = {}, {}, {}
     predictions.mkdir(parents=True, exist_ok=True)
@@ -292,25 +261,6 @@ def _score_seed(model, grid, train_suite, suites: dict, tc, baselines: dict | No
         result["unseen_scenarios_failure_modes_babyai_grid"] = pooled_failure_modes(
             [(scored_grid[n], suites[n]) for n in draws])
     return result
-
-
-def swap_pairs(original: list[dict], swapped: list[dict], original_suite, swapped_suite) -> dict:
-    """The swap test that an instruction-blind rater cannot pass: on the videos that succeed under their own
-    instruction and fail under the swapped one (``swap_instructions`` keeps the continuation ids), the share
-    rated a success under the first and a failure under the second (``both_right``: a rater that ignores the
-    words answers both alike, so it scores 0), and the share whose P(success) drops under the swap."""
-    from autorater.data.suite import load_truth
-
-    before = {t["continuation_id"]: t["outcome"] for t in load_truth(original_suite.root)}
-    after = {t["continuation_id"]: t["outcome"] for t in load_truth(swapped_suite.root)}
-    a = {r["continuation_id"]: r for r in original if "error" not in r}
-    b = {r["continuation_id"]: r for r in swapped if "error" not in r}
-    ids = [c for c in after if after[c] == "failure" and before.get(c) == "success" and c in a and c in b]
-    if not ids:
-        return {"n": 0, "both_right": None, "p_drops": None}
-    right = sum(a[c]["outcome"] == "success" and b[c]["outcome"] == "failure" for c in ids)
-    drops = sum(b[c]["p_success"] < a[c]["p_success"] for c in ids)
-    return {"n": len(ids), "both_right": right / len(ids), "p_drops": drops / len(ids)}
 
 
 def _seed_summary(scored: dict) -> dict:
@@ -371,56 +321,6 @@ def _reuse(folder: str, result: dict, variant: list[str]):
     return Rater.load(folder, calibrated=False).model, meta.get("mlflow_run_id")
 
 
-def pooled_outcome(scored: list[tuple[list[dict], object]]) -> dict:
-    """Outcome metrics of one method's predictions on several suites pooled, against each suite's simulator
-    truth (the two draws of unseen scenarios: one estimate on 800 continuations), with a 95% bootstrap interval
-    of the balanced accuracy over scenarios (a scenario's two continuations resampled together)."""
-    import numpy as np
-
-    from autorater.calibration.metrics import bootstrap_ci, outcome_metrics
-    from autorater.data.suite import load_truth
-
-    gold, pred, groups = [], [], []
-    for rows, suite in scored:
-        truth = {t["continuation_id"]: t for t in load_truth(suite.root)}
-        for r in rows:
-            if "error" not in r and r["continuation_id"] in truth:
-                t = truth[r["continuation_id"]]
-                gold.append(t["outcome"] == "success")
-                pred.append(r["outcome"] == "success")
-                groups.append(f"{suite.info.version}/{t.get('scenario_id', r['continuation_id'])}")
-    out = {**outcome_metrics(gold, pred), "suites": [s.info.version for _, s in scored]}
-    if gold:
-        _, lo, hi = bootstrap_ci(lambda g, p: outcome_metrics(g, p)["balanced_accuracy"], np.array(gold),
-                                 np.array(pred), groups=groups, n_boot=500)
-        out["balanced_accuracy_ci95"] = [lo, hi]
-    return out
-
-
-def pooled_failure_modes(scored: list[tuple[list[dict], object]]) -> dict:
-    """Failure-mode accuracy and confusion of one method on several suites pooled, against the simulator truth,
-    among true failures predicted as failures, overall and per category (``evaluate.failure_mode_score``)."""
-    import numpy as np
-    import pandas as pd
-
-    from autorater.data.suite import load_truth
-    from autorater.training.evaluate import failure_mode_score
-
-    true_mode, pred_mode, y, yhat, category = [], [], [], [], []
-    for rows, suite in scored:
-        truth = {t["continuation_id"]: t for t in load_truth(suite.root)}
-        for r in rows:
-            if "error" not in r and r["continuation_id"] in truth:
-                t = truth[r["continuation_id"]]
-                true_mode.append(t.get("failure_mode"))
-                pred_mode.append(r.get("failure_mode"))
-                y.append(int(t["outcome"] == "success"))
-                yhat.append(int(r["outcome"] == "success"))
-                category.append(suite.scenario_by_id[suite.get(r["continuation_id"]).scenario_id].category)
-    return failure_mode_score(pd.Series(true_mode, dtype=object), pd.Series(pred_mode, dtype=object), np.array(y),
-                              np.array(yhat), {"category": pd.Series(category, dtype=object)})
-
-
 def variant_slug(variant: list[str], limit: int = 120) -> str:
     """A folder-safe name for a variant; a long one is cut and keeps a hash of the whole, so two variants
     that share a long prefix (a second stage ``init_from`` the first) never write into one folder."""
@@ -430,52 +330,6 @@ def variant_slug(variant: list[str], limit: int = 120) -> str:
     if len(slug) <= limit:
         return slug
     return slug[:limit - 9] + "-" + hashlib.sha1(slug.encode()).hexdigest()[:8]
-
-
-def _reference_calibration(model, suite, cache_dir: str) -> dict:
-    """Temperature, marker offset and selective policy (target 0.95, confidence 0.9) fitted on the training
-    suite's references (never trained on) as ``autorater calibrate`` fits them: split by scenario, the scaler
-    on one part, the thresholds certified on the other (``SplitCalibrator``). The held-out sets are scored
-    with and without."""
-    import numpy as np
-
-    from autorater.calibration import SplitCalibrator
-    from autorater.serving.model_calibration import fit_marker_offset
-    from autorater.training.baselines import predict_cached
-
-    refs = {r.continuation_id: r for r in suite.references}
-    rows = [r for r in predict_cached(model, suite, cache_dir) if r["continuation_id"] in refs and "error" not in r]
-    y = np.array([refs[r["continuation_id"]].outcome == "success" for r in rows], dtype=int)
-    logits = np.array([r["logit"] for r in rows])
-    scenario = {c.continuation_id: c.scenario_id for c in suite.continuations}
-    fitted = SplitCalibrator(0.95, 0.9, on_infeasible="route_all").fit(
-        logits, y, groups=np.array([scenario[r["continuation_id"]] for r in rows]))
-    marker, _, _ = fit_marker_offset(rows, refs)
-    return {**fitted.scaler_.to_dict(), **marker.to_dict(), "policy": fitted.policy_.to_dict(),
-            "split": fitted.split_info()}
-
-
-def selective_on(rows: list[dict], suite, calibration: dict) -> dict:
-    """The issue's calibration targets on a held-out suite, against the simulator truth: ECE of the raw and
-    the calibrated P(success), and the share auto-labelled by the reference-fitted policy with its agreement."""
-    import numpy as np
-
-    from autorater.calibration import SelectivePolicy, TemperatureScaler, expected_calibration_error
-    from autorater.data.suite import load_truth
-
-    truth = {t["continuation_id"]: t["outcome"] == "success" for t in load_truth(suite.root)}
-    ok = [r for r in rows if "error" not in r and r["continuation_id"] in truth]
-    y = np.array([truth[r["continuation_id"]] for r in ok], dtype=int)
-    logits = np.array([r["logit"] for r in ok])
-    p = TemperatureScaler.from_dict(calibration).predict_proba(logits)
-    out = {"n": len(ok), "ece_raw": expected_calibration_error(1 / (1 + np.exp(-logits)), y),
-           "ece_calibrated": expected_calibration_error(p, y)}
-    policy = SelectivePolicy.from_dict(calibration["policy"])
-    if not policy.feasible_:
-        return {**out, "coverage": 0.0, "agreement": None}
-    auto = policy.decide(p) == "auto"
-    agree = ((p >= 0.5).astype(int) == y)[auto]
-    return {**out, "coverage": float(auto.mean()), "agreement": float(agree.mean()) if auto.any() else None}
 
 
 def parse_overrides(items: list[str], cls, flag: str = "--set") -> dict:

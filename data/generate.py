@@ -2,8 +2,8 @@
 
 A world (``autorater.data.worlds``) plans scenarios and plays their continuations; this module does what every
 world shares: scenarios cycle over the chosen tasks; agents are dealt to continuations from shuffled
-decks (each gets about the same number); references are the truth of a seeded subset (15% by default),
-stratified by agent and category, and every annotator of the pool labels every reference episode
+decks (each gets about the same number); references are the truth of a seeded subset of whole scenarios (15% by
+default), stratified by category, and every annotator of the pool labels every reference episode
 (gold questions are served to everyone, which is what lets them measure the annotators); other
 continuations get ``annotators`` labels each from simulated annotators (``autorater.data.annotators``). The
 suite does not depend on the number of worker processes.
@@ -34,6 +34,7 @@ import numpy as np
 from autorater.data.annotators import default_pool, simulate_annotations
 from autorater.data.stats import agent_rule_balanced_accuracy
 from autorater.data.suite import (
+    SWAP_TAG,
     TRUTH_FILE,
     Continuation,
     Reference,
@@ -111,22 +112,36 @@ def _deal_agents(agents: Sequence[str], scenarios: int, per_scenario: int, seed:
 
 
 def _choose_references(truths: list[dict], share: float, seed: int) -> set[str]:
-    """A seeded subset of ``round(share x n)`` continuations, spread over (agent, category) in
-    proportion (largest remainders, random tie-breaks), random within each group."""
+    """Every continuation of a seeded subset of ``round(share x scenarios)`` whole scenarios (at least one when
+    ``share`` > 0 and there are two or more), spread over the
+    categories in proportion (largest remainders, random tie-breaks), random within each category.
+
+    Whole scenarios, so that a model trained on the rest never saw a reference's scene, camera or setup: the
+    references measure it on unseen scenarios, as the suite's users will (training leaves out every scenario
+    that holds a reference, ``training.dataset.build_examples``)."""
     rng = _rng(seed, 0x5EF)
-    groups: dict[tuple[str, str], list[str]] = {}
+    scenarios: dict[str, list[str]] = {}
+    category: dict[str, str] = {}
     for t in truths:
-        groups.setdefault((t["agent"], t["category"]), []).append(t["continuation_id"])
+        scenarios.setdefault(t["scenario_id"], []).append(t["continuation_id"])
+        category[t["scenario_id"]] = t["category"]
+    groups: dict[str, list[str]] = {}
+    for sid in scenarios:
+        groups.setdefault(category[sid], []).append(sid)
     keys = sorted(groups)
     quotas = np.array([share * len(groups[k]) for k in keys])
     counts = np.floor(quotas).astype(int)
-    extra = int(round(share * len(truths))) - int(counts.sum())
+    wanted = int(round(share * len(scenarios)))
+    if share > 0 and len(scenarios) > 1:
+        wanted = max(1, wanted)  # a small suite still gets a reference scenario
+    extra = wanted - int(counts.sum())
     order = np.lexsort((rng.random(len(keys)), -(quotas - counts)))  # largest remainder first
     counts[order[:max(0, extra)]] += 1
     chosen: set[str] = set()
     for key, n in zip(keys, counts):
-        ids = groups[key]
-        chosen.update(ids[i] for i in rng.permutation(len(ids))[:n])
+        sids = groups[key]
+        for i in rng.permutation(len(sids))[:n]:
+            chosen.update(scenarios[sids[i]])
     return chosen
 
 
@@ -289,7 +304,8 @@ def _link_or_copy(src: Path, dst: Path) -> None:
 
 def swap_instructions(suite_dir: str | os.PathLike, out_dir: str | os.PathLike, seed: int = 0,
                       workers: int = 1, progress: bool = False, annotators: int | None = None,
-                      reference_share: float = 0.15, cross_task: bool = False) -> Path:
+                      reference_share: float = 0.15, cross_task: bool = False, shared_only: bool = False,
+                      min_success_share: float = 0.0) -> Path:
     """A new suite with the same videos and, per scenario, an altered instruction whose truth the
     simulator recomputes (each world's ``swap_scenario`` says how; BabyAI: another object or verb, the
     recorded actions replayed; Meta-World: an object absent from the scene, or the other task of a
@@ -313,6 +329,11 @@ def swap_instructions(suite_dir: str | os.PathLike, out_dir: str | os.PathLike, 
         reference_share: with ``annotators``, the share of continuations that become references.
         cross_task: Meta-World: also swap between reach, push and pick-place where the simulator can judge
             it (``tasks.CROSS_SCENES``); off by default, so held-out swap suites stay as they were.
+        shared_only: Meta-World: only the judged swaps of shared scenes (and, with ``cross_task``, of reach,
+            push and pick-place), never an absent object: swaps that can succeed, so that "an instruction that
+            does not fit the scene" is not all a model learns from them.
+        min_success_share: keep every swapped success and drop failures at random (seeded) until successes are
+            at least this share (a held-out swap test that "always failure" cannot pass); 0: keep all.
     """
     src, out = Path(suite_dir), Path(out_dir)
     if annotators is not None and not 1 <= annotators <= len(default_pool()):
@@ -330,7 +351,7 @@ def swap_instructions(suite_dir: str | os.PathLike, out_dir: str | os.PathLike, 
     for t in load_truth(src):
         truth_by_scenario.setdefault(t["scenario_id"], []).append(t)
     _prepare_out(out)
-    options = {"cross_task": True} if cross_task else {}
+    options = {**({"cross_task": True} if cross_task else {}), **({"shared_only": True} if shared_only else {})}
     jobs = [SwapJob(i, _scenario_dict(s), truth_by_scenario.get(s.scenario_id, []), seed, options)
             for i, s in enumerate(suite.scenarios)]
     results = _map(module.swap_scenario, jobs, workers, progress, len(suite.continuations),
@@ -342,11 +363,13 @@ def swap_instructions(suite_dir: str | os.PathLike, out_dir: str | os.PathLike, 
             continue
         scenarios.append(Scenario(
             scenario_id=s.scenario_id, instruction=res["instruction"], category=res["category"],
-            tags=list(s.tags) + ["instruction-swap"], takeover_s=s.takeover_s,
+            tags=list(s.tags) + [SWAP_TAG], takeover_s=s.takeover_s,
             metadata={**s.metadata, "instruction_spec": res["spec"], "original_instruction": s.instruction,
                       "original_instruction_spec": s.metadata.get("instruction_spec")}))
         truths.extend(res["truths"])
+    truths = _thin_failures(truths, min_success_share, seed)
     kept = {t["continuation_id"] for t in truths}
+    scenarios = [s for s in scenarios if any(t["scenario_id"] == s.scenario_id for t in truths)]
     for c in suite.continuations:
         if c.continuation_id in kept:
             continuations.append(Continuation(continuation_id=c.continuation_id, scenario_id=c.scenario_id,
@@ -361,8 +384,8 @@ def swap_instructions(suite_dir: str | os.PathLike, out_dir: str | os.PathLike, 
         references = _choose_references(truths, reference_share, label_seed)
         annotations = _annotate(truths, references, annotators, label_seed)
         swap.update(annotators=annotators, reference_share=reference_share)
-    if cross_task:
-        swap["cross_task"] = True
+    swap.update({k: v for k, v in (("cross_task", cross_task), ("shared_only", shared_only),
+                                   ("min_success_share", min_success_share)) if v})
     source = {**suite.info.source, "instruction_swap": swap, "agent_rule_balanced_accuracy": _agent_rule(truths)}
     if annotators is not None:
         source.update(annotators=annotators, annotations="simulated", reference_share=reference_share)
@@ -375,6 +398,21 @@ def swap_instructions(suite_dir: str | os.PathLike, out_dir: str | os.PathLike, 
           references=[_reference(t) for t in truths if t["continuation_id"] in references]).write(out)
     write_jsonl(out / TRUTH_FILE, truths)
     return out
+
+
+def _thin_failures(truths: list[dict], min_share: float, seed: int) -> list[dict]:
+    """``truths`` with failures dropped at random (seeded) until successes are at least ``min_share`` of them."""
+    wins = sum(t["outcome"] == "success" for t in truths)
+    if not min_share or not truths or wins >= min_share * len(truths):
+        return truths
+    if not wins:
+        raise ValueError(f"no swapped continuation succeeds, so no share of successes can be kept (min_success_share "
+                         f"{min_share}); fix: swap a suite with more scenarios, or pass min_success_share 0")
+    failures = [i for i, t in enumerate(truths) if t["outcome"] != "success"]
+    keep_failures = int(wins * (1 - min_share) / min_share)
+    rng = _rng(seed, 0x7F1)
+    dropped = set(np.array(failures)[rng.permutation(len(failures))[keep_failures:]].tolist())
+    return [t for i, t in enumerate(truths) if i not in dropped]
 
 
 def _scenario_dict(s: Scenario) -> dict:

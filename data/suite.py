@@ -32,6 +32,7 @@ CONTINUATIONS_FILE = "continuations.jsonl"
 ANNOTATIONS_FILE = "annotations.jsonl"
 REFERENCES_FILE = "references.jsonl"
 TRUTH_FILE = "simulator_truth.jsonl"  # synthetic suites only (data.generate): the full simulator truth
+SWAP_TAG = "instruction-swap"  # the tag of a scenario whose instruction was swapped onto another's videos
 
 
 # ----------------------------------------------------------------------------------------------

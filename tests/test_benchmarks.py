@@ -7,7 +7,8 @@ import torch
 
 from autorater.models import PRESETS, TransformerConfig
 from autorater.training.recipe import TrainConfig
-from benchmarks.quality import parse_overrides, plans
+from benchmarks.quality import parse_overrides
+from benchmarks.quality_suites import plans
 
 
 def test_set_takes_json_values_and_bare_strings():
@@ -29,6 +30,10 @@ def test_each_world_holds_out_scenarios_agents_tasks_and_meta_world_a_camera():
     mw = plans()["metaworld"]
     assert not set(mw["unseen_tasks"].tasks) & set(MT10) and len(mw["unseen_tasks"].tasks) == 10
     assert mw["unseen_camera"].camera not in (None, "corner")
+    assert all(p.camera == "random" for name, p in mw.items() if name != "unseen_camera")
+    one = plans()["metaworld-one"]  # one camera: every set but the unseen camera from corner
+    assert {p.camera for name, p in one.items() if name != "unseen_camera"} == {"corner"}
+    assert one["unseen_camera"].camera == mw["unseen_camera"].camera
 
 
 def test_train_set_checks_train_config_fields_and_widens_ints_to_floats():
@@ -106,7 +111,7 @@ def test_pooled_outcome_scores_both_draws_as_one_sample(tmp_path):
     from types import SimpleNamespace
 
     from autorater.calibration.metrics import outcome_metrics
-    from benchmarks.quality import pooled_outcome
+    from benchmarks.quality_scores import pooled_outcome
 
     def suite(name, outcomes):
         (tmp_path / name).mkdir()
@@ -171,7 +176,7 @@ def test_swap_pairs_count_only_videos_the_swap_turns_to_failure_and_a_blind_rate
     import json
     from types import SimpleNamespace
 
-    from benchmarks.quality import swap_pairs
+    from benchmarks.quality_scores import swap_pairs
 
     def suite(name, outcomes):
         (tmp_path / name).mkdir()

@@ -166,3 +166,23 @@ def test_truth_file_is_documented_json(suite_dir):
     for key in ("continuation_id", "outcome", "marker_s", "failure_mode", "event_frame", "num_frames", "agent",
                 "level", "env_seed", "actions", "traits"):
         assert key in line
+
+
+def test_references_are_whole_scenarios_and_training_never_sees_them(suite_dir, tmp_path):
+    """A reference's scenario (its scene, and on drawn-camera suites its camera) is all references, and training
+    leaves it out, also where another suite shows one of its videos (swaps hard-link them)."""
+    from autorater.training.dataset import build_examples
+
+    suite = Suite.load(suite_dir)
+    refs = {r.continuation_id for r in suite.references}
+    by_scenario = defaultdict(set)
+    for c in suite.continuations:
+        by_scenario[c.scenario_id].add(c.continuation_id in refs)
+    assert refs and all(len(flags) == 1 for flags in by_scenario.values())
+    held = {s for s, flags in by_scenario.items() if True in flags}
+    trained = build_examples([suite], aggregation="majority")
+    assert not {k.split("/", 1)[1] for k in trained.scenario_keys} & held
+    swapped = Suite.load(swap_instructions(suite_dir, tmp_path / "swapped", seed=2, annotators=3))
+    both = build_examples([suite, swapped], aggregation="majority")
+    shown = {suite.continuation_by_id[c].scenario_id for c in both.continuation_ids if c in suite.continuation_by_id}
+    assert not shown & held  # neither under their own words nor under the swapped ones

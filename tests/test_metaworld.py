@@ -173,6 +173,18 @@ def test_shared_scene_swaps_are_judged_by_the_other_tasks_own_rule(tmp_path):
             if s.metadata["instruction_spec"]["kind"] == "shared_scene":
                 assert s.metadata["instruction_spec"]["task"] == "faucet-close-v3" and s.category == "turn"
     assert kinds == {"shared_scene", "absent_object"}
+    # shared_only: every scenario swaps to the other task of its scene (judged), never to an absent object; thinned
+    # to a success share, every success is kept
+    judged = load_truth(swap_instructions(suite, tmp_path / "judged", seed=0, shared_only=True))
+    assert judged and {t["instruction_spec"]["kind"] for t in judged} == {"shared_scene"}
+    if any(t["outcome"] == "success" for t in judged):
+        thinned = load_truth(swap_instructions(suite, tmp_path / "thinned", seed=0, shared_only=True,
+                                               min_success_share=0.9))
+        wins = [t for t in thinned if t["outcome"] == "success"]
+        assert len(wins) == sum(t["outcome"] == "success" for t in judged) and len(wins) >= 0.9 * len(thinned)
+    else:
+        with pytest.raises(ValueError, match="no swapped continuation succeeds"):
+            swap_instructions(suite, tmp_path / "thinned", seed=0, shared_only=True, min_success_share=0.9)
 
 
 def test_options_and_names_are_checked_with_the_allowed_values():

@@ -48,13 +48,16 @@ def predict_cached(model: Autorater, suite: Suite, cache_dir: str, last_frame_on
         rows += rater.rate(batch, times_s=clips.times_s[part], durations_s=clips.durations_s[part].tolist(),
                            takeovers_s=[suite.takeover_of(c) for c in batch],
                            instructions=[suite.instruction_of(c) for c in batch],
+                           outcome=None if clips.outcome is None else clips.outcome[part],
                            **{key: clips.features[part]}).records(name)
     return [r if i not in clips.errors else {"continuation_id": r["continuation_id"], "error": clips.errors[i]}
             for i, r in enumerate(rows)]
 
 
 def _last_frame(clips: CachedClips) -> CachedClips:
-    return CachedClips(clips.features[:, -1:], clips.times_s[:, -1:], clips.durations_s, clips.is_frames, clips.errors)
+    """Each clip's last frame only (an outcome path's last frame only: the last one it reads)."""
+    return CachedClips(clips.features[:, -1:], clips.times_s[:, -1:], clips.durations_s, clips.is_frames, clips.errors,
+                       outcome=None if clips.outcome is None else clips.outcome[:, -1:])
 
 
 # ----------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from autorater.data.suite import Suite
 from autorater.encoders import tokenize_words
 from autorater.model import Autorater, Targets
 from autorater.models import AutoModel
+from autorater.models.outcome import augment_frames
 from autorater.predict import real_length
 from autorater.training.augment import (
     contradicts,
@@ -77,8 +78,7 @@ def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainCon
     if clips.errors:
         keep = [i for i in range(len(ex)) if i not in clips.errors]
         ex = ex.subset(keep)
-        clips = CachedClips(clips.features[keep], clips.times_s[keep], clips.durations_s[keep], clips.is_frames, {},
-                            [clips.hashes[i] for i in keep] if clips.hashes else None)
+        clips = clips.take(keep)
     marker = marker_indices(np.array(ex.marker_s, dtype=float), clips.times_s.numpy(), clips.durations_s.numpy())
     index = {m: i for i, m in enumerate(cfg.failure_modes)}
     failure = [index.get(m, -1) if p < 0.5 else -1 for m, p in zip(ex.failure_mode, ex.p_success)]
@@ -235,9 +235,16 @@ def make_batch(data: TrainingData, rows: np.ndarray, tc: TrainConfig, rng: np.ra
     targets = Targets(success=success,
                       marker_index=marker_index, failure_mode=data.failure_index[idx], match=match,
                       weights=(tc.success_weight, tc.marker_weight, tc.failure_weight, tc.match_weight,
-                               tc.counterfactual_weight), balanced=tc.balance_classes)
+                               tc.counterfactual_weight), balanced=tc.balance_classes,
+                      row_weight=torch.tensor([tc.swap_weight if ex.swapped[i] else 1.0 for i in idx.tolist()]),
+                      outcome_weights=(tc.outcome_weight, tc.outcome_negatives))
     inputs = {"times_s": times, "takeover_s": torch.tensor([ex.takeover_s[i] for i in idx.tolist()]),
               "instructions": instructions, ("frames" if clips.is_frames else "features"): feats}
+    if clips.outcome is not None:
+        outcome = clips.outcome[rows]
+        if rng is not None and tc.augment_pixels and outcome.dtype == torch.uint8:  # frames: the encoder trains
+            outcome = augment_frames(outcome, torch.Generator().manual_seed(int(rng.integers(2 ** 31))))
+        inputs["outcome"] = outcome
     if rng is not None:
         inputs["clip_index"] = clip
     return inputs, targets
@@ -245,12 +252,12 @@ def make_batch(data: TrainingData, rows: np.ndarray, tc: TrainConfig, rng: np.ra
 
 def subset_data(data: TrainingData, rows: np.ndarray, features: torch.Tensor | None = None) -> TrainingData:
     """``data``'s ``rows`` only (re-indexed from 0), with other ``features`` for them if given."""
-    clips = data.clips
+    clips = dataclasses.replace(data.clips.take(rows), errors={}, hashes=None)
+    if features is not None:
+        clips = dataclasses.replace(clips, features=features, is_frames=False)
     return dataclasses.replace(
         data, ex=data.ex.subset(rows), marker_index=data.marker_index[rows], failure_index=data.failure_index[rows],
-        groups=[data.groups[r] for r in rows] if data.groups else None,
-        clips=CachedClips(clips.features[rows] if features is None else features, clips.times_s[rows],
-                          clips.durations_s[rows], clips.is_frames and features is None, {}))
+        groups=[data.groups[r] for r in rows] if data.groups else None, clips=clips)
 
 
 @torch.no_grad()

@@ -5,7 +5,10 @@ loop runs only the top.
 
 Entries are keyed by the video's content (SHA-1 of its bytes) and by everything that changes the
 features (encoder, stage, image size, frames sampled), and stored as safetensors files under
-``root/<key>/<sha1>.safetensors``. For a trainable encoder the cache holds the decoded frames.
+``root/<key>/<sha1>.safetensors``: what ``Autorater.encode`` returns (the stream's features of every frame and,
+for a model with an outcome path, that path's inputs for the few frames it reads), the real frames only (a clip
+shorter than ``clip_frames`` is padded when loaded, to the longest clip asked for). A video listed under several
+instructions (a suite and its swaps) is one entry. For a trainable encoder the cache holds the decoded frames.
 
 Example:
     >>> cache = FeatureCache("runs/cache")                              # doctest: +SKIP
@@ -38,12 +41,22 @@ class CachedClips:
     is_frames: bool  # True when ``features`` holds decoded frames (trainable encoder)
     errors: dict[int, str]  # row -> message for videos that could not be decoded (their rows are zeros)
     hashes: list[str | None] | None = None  # each row's video content (SHA-1): one video under two instructions
+    outcome: torch.Tensor | None = None  # (n, k, ...) an outcome path's inputs (float16 maps or uint8 frames)
+
+    def take(self, rows) -> "CachedClips":
+        """These rows only (errors and hashes re-indexed)."""
+        rows = [int(r) for r in rows]
+        at = {r: i for i, r in enumerate(rows)}
+        return CachedClips(self.features[rows], self.times_s[rows], self.durations_s[rows], self.is_frames,
+                           {at[r]: e for r, e in self.errors.items() if r in at},
+                           [self.hashes[r] for r in rows] if self.hashes else None,
+                           None if self.outcome is None else self.outcome[rows])
 
 
 def cache_key(config: AutoraterConfig, frozen: bool) -> str:
-    """A folder name per input setting; ``-s2``: clips shorter than ``num_frames`` padded at the end (the sampling
-    since the events model), not repeated throughout."""
-    return config.feature_key(frozen) + "-s2"
+    """A folder name per input setting; ``-s3``: entries hold a clip's real frames only (``-s2``: padded at the end
+    to ``clip_frames``, the sampling since the events model)."""
+    return config.feature_key(frozen) + "-s3"
 
 
 class FeatureCache:
@@ -58,7 +71,7 @@ class FeatureCache:
              progress: bool = False, takeovers_s: Sequence[float] | None = None) -> CachedClips:
         """Features for every path (taken over at ``takeovers_s``: a model that reads nothing of the replayed context
         caches the frames from the takeover on), computing and storing the missing ones."""
-        from safetensors.torch import load_file, save_file
+        from safetensors.torch import load_file
 
         cfg, encoder = model.config, model.frame_encoder
         frozen = not encoder.caches_frames  # the cache holds the encoder's fixed part's output, else the frames
@@ -96,13 +109,8 @@ class FeatureCache:
                 except VideoError as err:
                     errors[i] = str(err)
             if clips:
-                frames = torch.from_numpy(np.stack([c.frames for c in clips.values()]))
-                out = encoder.cacheable(frames).to(torch.float16).cpu() if frozen else frames
-                for (i, clip), value in zip(clips.items(), out):
-                    tmp = folder / f"{names[i]}.{os.getpid()}.tmp"
-                    save_file({"x": value.contiguous(), "times_s": torch.from_numpy(clip.times_s.astype(np.float32)),
-                               "duration_s": torch.tensor([clip.info.duration_s], dtype=torch.float32)}, str(tmp))
-                    os.replace(tmp, folder / f"{names[i]}.safetensors")
+                self._store(model, folder, {names[i]: clip for i, clip in clips.items()},
+                            [takeovers[i] or 0.0 for i in clips])
             if bar is not None:
                 bar.update(len(chunk))
         if bar is not None:
@@ -118,7 +126,36 @@ class FeatureCache:
                              f"{next(iter(errors.values()), '')}")
         fill = {k: torch.zeros_like(v) for k, v in template.items()}
         rows = [r if r is not None else fill for r in rows]
-        return CachedClips(features=torch.stack([r["x"] for r in rows]),
-                           times_s=torch.stack([r["times_s"] for r in rows]),
+        t = max(len(r["times_s"]) for r in rows)
+        return CachedClips(features=torch.stack([_pad(r["x"], t) for r in rows]),
+                           times_s=torch.stack([_pad(r["times_s"], t) for r in rows]),
                            durations_s=torch.cat([r["duration_s"] for r in rows]),
-                           is_frames=not frozen, errors=errors, hashes=hashes)
+                           is_frames=not frozen, errors=errors, hashes=hashes,
+                           outcome=torch.stack([r["outcome"] for r in rows]) if "outcome" in template else None)
+
+    @staticmethod
+    @torch.no_grad()
+    def _store(model: Autorater, folder: Path, clips: dict, takeovers_s: list[float]) -> None:
+        """Encode decoded clips (name -> Clip) once and write each entry: ``model.encode``'s tensors (floats as
+        float16), cut to the clip's real frames, with their times and the video's duration."""
+        from safetensors.torch import save_file
+
+        from autorater.predict import real_length
+
+        frames = torch.from_numpy(np.stack([c.frames for c in clips.values()]))
+        times = torch.from_numpy(np.stack([c.times_s for c in clips.values()]).astype(np.float32))
+        encoded = model.encode(frames.to(model.device), times, torch.tensor(takeovers_s, dtype=torch.float32))
+        encoded = {k: (v.to(torch.float16) if v.is_floating_point() else v).cpu() for k, v in encoded.items()}
+        for row, (name, clip) in enumerate(clips.items()):
+            t = real_length(times[row:row + 1])
+            entry = {k: v[row] for k, v in encoded.items()}
+            entry["x"] = entry["x"][:t]
+            tmp = folder / f"{name}.{os.getpid()}.tmp"
+            save_file({**{k: v.contiguous() for k, v in entry.items()}, "times_s": times[row, :t].contiguous(),
+                       "duration_s": torch.tensor([clip.info.duration_s], dtype=torch.float32)}, str(tmp))
+            os.replace(tmp, folder / f"{name}.safetensors")
+
+
+def _pad(x: torch.Tensor, t: int) -> torch.Tensor:
+    """(t', ...) -> (t, ...): the last entry repeated (as ``sample_indices`` pads a short clip)."""
+    return x if len(x) >= t else torch.cat([x, x[-1:].expand(t - len(x), *x.shape[1:])])

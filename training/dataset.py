@@ -6,6 +6,7 @@ never from a suite's reference episodes (they are kept to calibrate and measure 
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from autorater.data.labels import aggregate, label_table
-from autorater.data.suite import Suite
+from autorater.data.suite import SWAP_TAG, Suite
 
 
 @dataclass
@@ -34,6 +35,7 @@ class Examples:
     p_success: list[float] = field(default_factory=list)  # soft label
     marker_s: list[float] = field(default_factory=list)  # NaN when no marker
     failure_mode: list[str | None] = field(default_factory=list)
+    swapped: list[bool] = field(default_factory=list)  # the scenario's instruction is a swap (tag SWAP_TAG)
 
     def __len__(self) -> int:
         return len(self.continuation_ids)
@@ -69,6 +71,7 @@ def _append(ex: Examples, suite: Suite, si: int, c) -> None:
     ex.instructions.append(scenario.instruction)
     ex.categories.append(scenario.category)
     ex.takeover_s.append(suite.takeover_of(c.continuation_id))
+    ex.swapped.append(SWAP_TAG in (scenario.tags or []))
 
 
 def suite_examples(suite: Suite, ids: Sequence[str] | None = None) -> Examples:
@@ -89,10 +92,13 @@ def build_examples(suites: Sequence[Suite], aggregation: str = "dawid_skene", ex
     Args:
         suites: training suites.
         aggregation: ``dawid_skene`` (soft posterior) or ``majority`` (share of success votes).
-        exclude_references: leave out the suites' reference episodes.
+        exclude_references: leave out the suites' reference episodes, every scenario that holds one (its scene and
+            camera stay unseen, so the references measure the model on unseen scenarios) and every continuation of
+            another suite that shows one of their videos (a suite's instruction swaps hard-link its videos).
         ids: optional per-suite sets of continuation ids to keep.
     """
     ex = Examples()
+    unseen = _reference_videos(suites) if exclude_references else set()
     for si, suite in enumerate(suites):
         table = label_table(suite.annotations)
         if table.empty:
@@ -100,10 +106,13 @@ def build_examples(suites: Sequence[Suite], aggregation: str = "dawid_skene", ex
         agg = aggregate(table, aggregation)
         modes = _majority_failure_mode(table)
         refs = {r.continuation_id for r in suite.references} if exclude_references else set()
+        held = {suite.continuation_by_id[cid].scenario_id for cid in refs if cid in suite.continuation_by_id}
         keep = ids[si] if ids is not None else None
         for c in suite.continuations:
             cid = c.continuation_id
-            if cid not in agg.index or cid in refs or (keep is not None and cid not in keep):
+            if cid not in agg.index or cid in refs or c.scenario_id in held or (keep is not None and cid not in keep):
+                continue
+            if unseen and _video_identity(suite.root / c.video) in unseen:
                 continue
             _append(ex, suite, si, c)
             ex.p_success.append(float(agg.at[cid, "p_success"]))
@@ -113,6 +122,25 @@ def build_examples(suites: Sequence[Suite], aggregation: str = "dawid_skene", ex
         raise ValueError("no labelled continuations to train on: the suites have no annotations.jsonl "
                          "(or every annotated continuation is a reference episode)")
     return ex
+
+
+def _video_identity(path) -> tuple[int, int] | None:
+    """(device, inode) of a video file: one file under two names (a hard link) is one video."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _reference_videos(suites: Sequence[Suite]) -> set[tuple[int, int]]:
+    """The files of every video of the scenarios that hold a reference, in any of ``suites``."""
+    out = set()
+    for suite in suites:
+        held = {suite.continuation_by_id[r.continuation_id].scenario_id for r in suite.references
+                if r.continuation_id in suite.continuation_by_id}
+        out |= {_video_identity(suite.root / c.video) for c in suite.continuations if c.scenario_id in held}
+    return out - {None}
 
 
 def marker_indices(marker_s: np.ndarray, times_s: np.ndarray, durations_s: np.ndarray) -> np.ndarray:

@@ -58,6 +58,13 @@ class TrainConfig:
     #                   little. Only for heads that find things by content, not by place (``position_free``: the
     #                   general model); skipped for the others
     counterfactual_weight: float = 0.3  # events: P(success) of a success video under another instruction
+    outcome_weight: float = 1.0  # the outcome path's loss (models with one: autorater/models/outcome.py)
+    outcome_negatives: float = 0.0  # outcome path: weight of the rows pairing a success video with another task's
+    #                                words as an assumed failure (0: none: across scenes they teach "words that do
+    #                                not fit the scene mean failure", which an unseen task's words are)
+    swap_weight: float = 0.5  # rows of swapped instructions (scenarios tagged instruction-swap: ``suite swap``, truth
+    #                          judged by the simulator) weigh this much in the outcome path's loss
+    augment_pixels: bool = True  # an outcome path that trains from pixels: a random crop and colour jitter per clip
     match_warmup_epochs: int = 15  # events: epochs training the instruction match alone first (on success videos,
     #                                own instruction vs another of its category); without it the match is still near
     #                                chance after 12 epochs of joint training (README, "The model")

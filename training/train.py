@@ -259,7 +259,8 @@ def _train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConf
                              marker_index=data.marker_index[rows],
                              success=torch.tensor([data.ex.p_success[r] > 0.5 for r in train_rows]), seed=tc.seed)
     params = trainable_parameters(model, tc.train_only)
-    encoder = {id(p) for p in model.frame_encoder.parameters()}
+    encoder = {id(p) for _, child in model.named_children() if hasattr(child, "fixed_prefixes")  # frame encoders
+               for p in child.parameters()}
     groups = [{"params": [p for p in params if id(p) not in encoder]},
               {"params": [p for p in params if id(p) in encoder], "lr": tc.encoder_lr}]  # a pretrained part: smaller
     opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=tc.lr, weight_decay=tc.weight_decay)
@@ -281,10 +282,10 @@ def _train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConf
         metrics = run_epoch(model, data, train_rows, tc, opt, sched, rng, average)
         with average.swapped_in() if average else contextlib.nullcontext():  # the average is what is kept
             metrics.update(validate(model, data, val_rows), epoch=epoch)
-            if best is None or metrics["val_balanced_accuracy"] > best["val_balanced_accuracy"]:
-                best, best_state, bad_epochs = metrics, copy.deepcopy(model.state_dict()), 0
-            else:
-                bad_epochs += 1
+            score = metrics["val_balanced_accuracy"]
+            bad_epochs = 0 if best is None or score > best["val_balanced_accuracy"] else bad_epochs + 1
+            if best is None or score >= best["val_balanced_accuracy"]:  # a tie: the later (averaged) weights
+                best, best_state = metrics, copy.deepcopy(model.state_dict())
         result.history.append(metrics)
         if log is not None:
             log(epoch, metrics)

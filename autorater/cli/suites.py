@@ -31,7 +31,8 @@ def cmd_suite_swap(args) -> int:
 
     out = swap_instructions(args.suite, args.out, seed=args.seed, workers=args.workers, progress=not args.quiet,
                             annotators=args.annotators, reference_share=args.reference_share,
-                            cross_task=args.cross_task)
+                            cross_task=args.cross_task, shared_only=args.shared_only,
+                            min_success_share=args.min_success_share)
     print(f"wrote suite {out}")
     _print_agent_rule(out)
     return 0
@@ -158,6 +159,12 @@ def add_commands(sub) -> None:
     p.add_argument("--reference-share", type=float, default=0.15, help="with --annotators: share of references")
     p.add_argument("--cross-task", action="store_true",
                    help="Meta-World: also swap between reach, push and pick-place where the simulator can judge it")
+    p.add_argument("--shared-only", action="store_true",
+                   help="Meta-World: only the judged swaps of shared scenes (with --cross-task, of reach/push/"
+                        "pick-place too), never an object the scene lacks: swaps that can succeed")
+    p.add_argument("--min-success-share", type=float, default=0.0,
+                   help="drop swapped failures at random until successes are at least this share (a held-out "
+                        "test that 'always failure' cannot pass)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=1, help="processes")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -34,8 +34,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from autorater.config import FrameEncoderConfig
+from autorater.encoders import create_frame_encoder
 from autorater.models.events import EventsModel, event_loss_space
 from autorater.models.events.head import SentenceText
+from autorater.models.outcome import OutcomeHead, outcome_frame_index, outcome_loss, outcome_times
 
 
 @dataclass
@@ -44,7 +46,9 @@ class GeneralConfig(FrameEncoderConfig):
 
     architecture = "general"
     ranges = {**FrameEncoderConfig.ranges, "queries": (1, 64), "hidden": (1, 4096), "members": (1, 16),
-              "max_text_tokens": (1, 512), "context_frames": (-1, 1024)}
+              "max_text_tokens": (1, 512), "context_frames": (-1, 1024), "outcome_frames": (0, 64),
+              "outcome_size": (16, 1024), "outcome_stage": (0, 16), "outcome_blocks": (0, 64), "outcome_dim": (1, 4096),
+              "outcome_queries": (1, 64), "outcome_layers": (1, 16)}
     frame_fit = "pad"  # the aspect is kept: black bars, never a stretched picture
     image_size: int = 128
     clip_frames: int = 40  # sampled over the video; 5 s at 8 fps
@@ -57,11 +61,23 @@ class GeneralConfig(FrameEncoderConfig):
     hidden: int = 128  # the per-frame event classifier's width
     members: int = 1  # independently initialised heads, their outcome distributions averaged
     max_text_tokens: int = 32
+    # The outcome path (autorater/models/outcome.py): P(success) from a few larger frames through the same encoder
+    # cut deeper, its top blocks learning; the stream above (every frame, small, frozen) places the marker.
+    outcome_frames: int = 4  # the takeover frame, the last and evenly between; 0: no outcome path (the event head's
+    #                          P(success), as folders before it)
+    outcome_size: int = 224  # px, letterboxed; clips are decoded at this size, the stream resized to image_size
+    outcome_stage: int = 3  # the encoder stage it reads (lite0 3: stride 16, 112 channels)
+    outcome_blocks: int = 2  # block groups below that stage that learn (lite0 stage 3: 2 = blocks 3-4, from a cached
+    #                          stride-8 map; 0 frozen; 6 = the whole encoder, the stem too, from pixels: a GPU's)
+    outcome_dim: int = 256
+    outcome_queries: int = 4  # instruction queries attending over each frame's positions
+    outcome_layers: int = 2  # transformer layers over the frames
 
     @classmethod
     def upgrade(cls, d: dict) -> dict:
-        """Folders from before the encoder could fine-tune: frozen, no reference frame, the whole video decoded."""
-        return {"trainable_blocks": 0, "reference_frame": False, "context_frames": -1, **d}
+        """Folders from before the encoder could fine-tune: frozen, no reference frame, the whole video decoded; from
+        before the outcome path: none (the event head judged the outcome)."""
+        return {"trainable_blocks": 0, "reference_frame": False, "context_frames": -1, "outcome_frames": 0, **d}
 
     def search_space(self, trial) -> tuple[dict, dict]:
         """``queries`` 2 .. 8 (instruction queries over the positions), and the event models' loss weights and match
@@ -70,6 +86,8 @@ class GeneralConfig(FrameEncoderConfig):
 
     def decode_args(self, takeover_s: float | None = None) -> dict:
         args = super().decode_args(takeover_s)
+        if self.outcome_frames:  # decoded once, at the larger size; the stream is resized from it
+            args["size"] = max(self.image_size, self.outcome_size)
         if self.context_frames >= 0 and takeover_s is not None:
             args.update(start_s=float(takeover_s), before=self.context_frames)
         return args
@@ -78,8 +96,10 @@ class GeneralConfig(FrameEncoderConfig):
         pixels = f"-pix{self.pixel_cells}" if self.pixel_cells else ""
         top = f"-top{self.trainable_blocks}" if self.trainable_blocks else ""  # the cache holds the blocks below
         context = f"-ctx{self.context_frames}" if self.context_frames >= 0 else ""
+        outcome = (f"-out{self.outcome_frames}f{self.outcome_size}px-s{self.outcome_stage}t{self.outcome_blocks}"
+                   if self.outcome_frames else "")
         return (f"{self.encoder}-stage{self.encoder_stage}{top}-{self.image_size}px-{self.clip_frames}f{context}"
-                f"{pixels}-pad")
+                f"{pixels}{outcome}-pad")
 
 
 class QueryMatch(nn.Module):
@@ -109,6 +129,17 @@ class QueryMatch(nn.Module):
 
     def total(self, per_place: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
         return per_place.sum(-1) + self.bias(text)
+
+
+def resize_frames(frames: torch.Tensor, size: int) -> torch.Tensor:
+    """uint8 clips (b, t, H, W, 3) resized to ``size`` x ``size`` (area-weighted, as a decoder's scaler); unchanged
+    when they are that size."""
+    b, t, h, w, _ = frames.shape
+    if (h, w) == (size, size):
+        return frames
+    x = frames.reshape(b * t, h, w, 3).permute(0, 3, 1, 2).float()
+    x = F.interpolate(x, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+    return x.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).reshape(b, t, size, size, 3)
 
 
 def _near(x: torch.Tensor) -> torch.Tensor:
@@ -167,10 +198,54 @@ class GeneralHead(nn.Module):
 
 
 class GeneralModel(EventsModel):
-    """The events model (competing risks over frames, :class:`EventsModel`) with :class:`GeneralHead`."""
+    """The events model (competing risks over frames, :class:`EventsModel`) with :class:`GeneralHead` on the stream of
+    every frame, and with ``outcome_frames`` the outcome path (:class:`OutcomeHead`), whose logit is the model's
+    P(success); the event head then places the marker (in a success frame for a called success)."""
 
     config_class = GeneralConfig
     position_free = True  # queries attend by content; the classifier reads mean and max over positions
+
+    def __init__(self, config: GeneralConfig):
+        super().__init__(config)
+        if config.outcome_frames:
+            self.outcome_encoder = create_frame_encoder(config, stage=config.outcome_stage,
+                                                        trainable_blocks=config.outcome_blocks)
+            self.outcome = OutcomeHead(self.outcome_encoder.out_channels, config.outcome_dim, config.outcome_queries,
+                                       config.outcome_layers, max_tokens=config.max_text_tokens)
+
+    def encode(self, frames: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor) -> dict:
+        """The stream's cached features of every frame (resized to ``image_size``) and the outcome path's of the
+        frames it reads (:func:`outcome_frame_index`, at the decoded size)."""
+        config = self.config
+        if not config.outcome_frames:
+            return super().encode(frames, times_s, takeover_s)
+        index = outcome_frame_index(times_s.to(frames.device), takeover_s.to(frames.device), config.outcome_frames)
+        picked = frames[torch.arange(len(frames), device=frames.device)[:, None], index]
+        return {"x": self.frame_encoder.cacheable(resize_frames(frames, config.image_size)),
+                "outcome": self.outcome_encoder.cacheable(resize_frames(picked, config.outcome_size))}
+
+    def forward_head(self, features, times_s, takeover_s, instructions, targets=None, outcome=None):
+        out = super().forward_head(features, times_s, takeover_s, instructions, targets)
+        if not self.config.outcome_frames:
+            return out
+        if outcome is None:
+            raise ValueError("this model judges the outcome from its outcome path: pass `outcome` (what encode "
+                             "returns as 'outcome') beside the features, or pass the frames")
+        index = outcome_frame_index(times_s, takeover_s, outcome.shape[1])
+        share, since = outcome_times(times_s, takeover_s, index)
+        text = self.outcome.sentences(instructions, self.config.use_instruction)
+        # the stream's evidence beside the few frames: an event the chosen frames miss (a success undone before
+        # the last frame) is still in the event head's P(success), weighed by a learned gate (0 at the start)
+        out.success_logit = self.outcome(outcome, share, since, text) + self.outcome.gate * out.success_logit.detach()
+        if targets is not None:
+            own, others = targets.outcome_weights
+            weight = torch.where(targets.match == 0, torch.full_like(targets.success, others),
+                                 torch.ones_like(targets.success))
+            if targets.row_weight is not None:
+                weight = weight * targets.row_weight
+            out.losses["outcome"] = outcome_loss(out.success_logit, targets.success, weight)
+            out.loss = out.loss + own * out.losses["outcome"]
+        return out
 
     def check_config(self) -> None:
         if self.frame_encoder.caches_frames or self.config.encoder in ("pixels",):

@@ -65,6 +65,9 @@ class HalvesBagOfWords(nn.Module):
         return out
 
 
+_MINILM: dict = {}  # max_tokens -> the frozen MiniLM (autorater.encoders.MiniLM), built on first use
+
+
 class SentenceText(nn.Module):
     """Instruction -> frozen MiniLM sentence vectors (the mean of its token embeddings, unit length) of the whole
     instruction and of each half of its words, side by side (b, 3 x 384).
@@ -86,7 +89,9 @@ class SentenceText(nn.Module):
         if not self._encoder:
             from autorater.encoders import MiniLM
 
-            self._encoder.append(MiniLM(self.max_tokens))
+            if self.max_tokens not in _MINILM:  # one frozen MiniLM per process, shared by every head that reads
+                _MINILM[self.max_tokens] = MiniLM(self.max_tokens)
+            self._encoder.append(_MINILM[self.max_tokens])
         tokens, mask = self._encoder[0](texts)
         mean = (tokens * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
         return F.normalize(mean, dim=-1)

@@ -154,13 +154,15 @@ class EventsModel(Autorater):
                                     device=features.device)
             failure_class = class_of[targets.failure_mode]
             timeout = (targets.marker_index == times_s.shape[1]) | ((targets.failure_mode >= 0) & (failure_class < 0))
-        log_ps, marker, failure, matches, losses = [], [], [], [], []
+        log_ps, marker, failure, matches, losses, won, lost = [], [], [], [], [], [], []
         views = self.views(features, instructions) if targets is None else [(features, instructions)]
         for head, (feats, words) in itertools.product(self.event_heads, views):
             logp, match = self.run_head(head, feats, words, active)  # (b, t, classes), (b, t)
             first, none = first_events(logp, active)  # (b, t, events), (b,)
             log_ps.append(torch.logsumexp(first[..., 0], 1))
             marker.append(torch.cat([torch.logsumexp(first, -1), none[:, None]], 1))  # log P(first event at t / none)
+            won.append(first[..., 0])  # log P(the first event is a success, at t)
+            lost.append(torch.cat([torch.logsumexp(first[..., 1:], -1), none[:, None]], 1))  # a failure at t / none
             failure.append(torch.stack([none if m == "timeout" else torch.logsumexp(
                 first[..., self.event_classes.index(m)], 1) for m in modes], -1)
                            if modes else none.new_zeros(len(none), 1))
@@ -175,7 +177,8 @@ class EventsModel(Autorater):
 
         log_p = mixture(log_ps)
         out = AutoraterOutput(success_logit=log_p - log1mexp(log_p), marker_logits=mixture(marker),
-                              failure_logits=mixture(failure), match_logit=torch.stack(matches).mean(0))
+                              failure_logits=mixture(failure), match_logit=torch.stack(matches).mean(0),
+                              success_marker_logits=mixture(won), failure_marker_logits=mixture(lost))
         if targets is not None:
             out.losses = {k: torch.stack([m[k] for m in losses]).mean() for k in losses[0]}
             w = dict(zip(("event", "marker", "failure", "match", "counterfactual"), targets.weights))

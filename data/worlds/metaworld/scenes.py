@@ -309,7 +309,8 @@ def swap_scenario(job: SwapJob) -> dict:
       simulator with that task's own success rule on the replayed continuation (left out when the replayed
       context already decides it);
     - otherwise an instruction about an object the scene does not show (another task's wording): nothing
-      the agent does can satisfy it, so every continuation is a failure (``timeout``, at the last frame).
+      the agent does can satisfy it, so every continuation is a failure (``timeout``, at the last frame);
+      with ``job.options["shared_only"]`` none: only the judged swaps of shared scenes, which can succeed.
     """
     meta = job.scenario["metadata"]
     here = TASKS[meta["task"]]
@@ -320,7 +321,8 @@ def swap_scenario(job: SwapJob) -> dict:
     siblings = list(SHARED_SCENES.get(meta["task"], ()))
     if job.options.get("cross_task"):
         siblings += CROSS_SCENES.get(meta["task"], ())
-    if siblings and rng.random() < 0.5:
+    shared_only = bool(job.options.get("shared_only"))
+    if siblings and (shared_only or rng.random() < 0.5):
         other = siblings[int(rng.integers(len(siblings)))]
         task = TASKS[other]
         instruction = task.wordings[int(rng.integers(len(task.wordings)))]
@@ -332,7 +334,7 @@ def swap_scenario(job: SwapJob) -> dict:
             return {"index": job.index, "spec": spec, "instruction": instruction, "category": task.verb,
                     "truths": truths}
     absent = [name for name, t in TASKS.items() if t.target not in here.objects and here.target not in t.objects]
-    if not absent:
+    if not absent or shared_only:
         return none
     other = absent[int(rng.integers(len(absent)))]
     task = TASKS[other]

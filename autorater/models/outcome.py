@@ -1,0 +1,145 @@
+"""The outcome path of the general model: P(success) from a few frames through an encoder whose top blocks learn.
+
+Two rates (README, "The model"): the marker needs every frame, the outcome does not. Four frames judged the
+outcome as well as eleven in the probe on correct Meta-World video (docs/results/2026-11-27-two-rates.md): the
+takeover frame, the last frame and two evenly between (:func:`outcome_frame_index`). They are read at 224 px
+through EfficientNet-Lite0 to stage 3 (stride 16, 112 channels), its block groups 3-4 trainable from a cached
+stride-8 map (on a CPU), or the whole encoder from pixels (on a GPU), then::
+
+    per frame: instruction --linear--> q queries; each attends over the positions by content (no learned place,
+               so a new camera needs none) and pools them --> one vector per query, and how well it fits what the
+               instruction wants there (a bilinear score per query) --MLP--> a frame vector
+    each frame vector minus half the takeover frame's (what changed since the agent took over)
+    + where the frame lies in the continuation (its share of it, and seconds since the takeover)
+    [the instruction token, the frame vectors] --transformer (2 layers)--> the instruction token --> one logit
+    + gate x the event head's logit (the stream of every frame: an event the chosen frames miss; gate learned from 0)
+
+The instruction is the frozen MiniLM sentence vectors the event head reads (``SentenceText``): words, not task ids.
+
+Example:
+    >>> head = OutcomeHead(channels=112, dim=32, queries=2, layers=1, heads=2)
+    >>> maps = torch.zeros(2, 4, 112, 7, 7)                                    # (clips, frames, c, h, w)
+    >>> text = torch.zeros(2, head.text_dim)
+    >>> head(maps, torch.zeros(2, 4), torch.zeros(2, 4), text).shape
+    torch.Size([2])
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from autorater.models.events.head import SentenceText
+
+
+def outcome_frame_index(times_s: torch.Tensor, takeover_s: torch.Tensor, k: int) -> torch.Tensor:
+    """(b, k) long: which sampled frames the outcome path reads: the takeover frame (the last one at or before the
+    takeover), the last real frame (padding repeats it; the first index of the latest time), and ``k - 2`` evenly
+    between. A clip with fewer frames after the takeover repeats some.
+
+    Args:
+        times_s: (b, t) sampled frame times; takeover_s: (b,).
+    """
+    last = times_s.argmax(1)
+    after = times_s > takeover_s[:, None].to(times_s) + 1e-6
+    first_after = torch.where(after.any(1), after.float().argmax(1), last)
+    start = torch.minimum((first_after - 1).clamp(min=0), last)
+    share = torch.linspace(0.0, 1.0, k, device=times_s.device) if k > 1 else torch.ones(1, device=times_s.device)
+    return (start[:, None] + (last - start)[:, None].float() * share).round().long()
+
+
+def outcome_times(times_s: torch.Tensor, takeover_s: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor,
+                                                                                                   torch.Tensor]:
+    """Where the chosen frames lie: (b, k) share of the continuation (0 at the takeover, 1 at the last frame) and
+    (b, k) seconds since the takeover."""
+    t = times_s.gather(1, index)
+    since = (t - takeover_s[:, None].to(t)).clamp(min=0.0)
+    span = since[:, -1:].clamp(min=1e-3)
+    return (since / span).clamp(max=1.0), since
+
+
+class OutcomeHead(nn.Module):
+    """P(success) logit from the chosen frames' feature maps and the instruction's sentence vectors (module
+    docstring). Any number of frames and any map size; no learned position."""
+
+    def __init__(self, channels: int, dim: int = 256, queries: int = 4, layers: int = 2, heads: int = 4,
+                 dropout: float = 0.1, max_tokens: int = 32):
+        super().__init__()
+        self.words = SentenceText(max_tokens)
+        self.text_dim = self.words.out_dim
+        self.cell = nn.Sequential(nn.LayerNorm(channels), nn.Linear(channels, dim))
+        self.key, self.value = nn.Linear(dim, dim), nn.Linear(dim, dim)
+        self.look = nn.Linear(self.text_dim, queries * dim)  # what to look for
+        self.want = nn.Linear(self.text_dim, queries * dim)  # what the instruction wants there
+        self.frame = nn.Sequential(nn.Linear(queries * (dim + 1), dim), nn.GELU(), nn.Linear(dim, dim))
+        self.when = nn.Linear(2, dim)
+        self.text = nn.Linear(self.text_dim, dim)
+        layer = nn.TransformerEncoderLayer(dim, heads, 2 * dim, dropout, activation="gelu", batch_first=True,
+                                           norm_first=True)
+        self.mix = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(dim)
+        self.out = nn.Linear(dim, 1)
+        self.gate = nn.Parameter(torch.zeros(()))  # how much the model adds the event head's logit (GeneralModel)
+        self.queries, self.dim = queries, dim
+
+    def forward(self, maps: torch.Tensor, share: torch.Tensor, since_s: torch.Tensor,
+                text: torch.Tensor) -> torch.Tensor:
+        """maps (b, k, c, h, w) (frame 0 the takeover frame), share and since_s (b, k), text (b, text_dim) ->
+        logit (b,)."""
+        b, k = maps.shape[:2]
+        cells = self.cell(maps.float().flatten(3).transpose(2, 3))  # (b, k, p, d)
+        look = self.look(text).view(b, 1, self.queries, self.dim)
+        where = torch.einsum("bkpd,bkqd->bkqp", self.key(cells), look.expand(-1, k, -1, -1)) / math.sqrt(self.dim)
+        pooled = torch.einsum("bkqp,bkpd->bkqd", where.softmax(-1), self.value(cells))  # (b, k, q, d)
+        fit = torch.einsum("bkqd,bqd->bkq", pooled, self.want(text).view(b, self.queries, self.dim))
+        frames = self.frame(torch.cat([pooled.flatten(2), fit / math.sqrt(self.dim)], -1))  # (b, k, d)
+        frames = frames - 0.5 * frames[:, :1]  # what changed since the takeover frame
+        frames = frames + self.when(torch.stack([share, since_s / 10.0], -1).to(frames))
+        tokens = torch.cat([self.text(text)[:, None], frames], 1)
+        return self.out(self.norm(self.mix(tokens)[:, 0])).squeeze(-1)
+
+    def sentences(self, instructions: list[str], use_instruction: bool = True) -> torch.Tensor:
+        """(b, text_dim) the instructions' sentence vectors on this head's device (zeros: the blind twin)."""
+        words = self.words(instructions).to(self.out.weight.device)
+        return words if use_instruction else torch.zeros_like(words)
+
+
+def outcome_loss(logit: torch.Tensor, target: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Binary cross-entropy of soft targets (b,), each row weighted (``weight`` 0: no loss), the two classes
+    weighing half each (the primary metric is balanced accuracy; calibration fixes the prior after)."""
+    ok = torch.isfinite(target) & (weight > 0)
+    if not ok.any():
+        return logit.sum() * 0.0
+    y, w, z = target[ok].clamp(0.0, 1.0), weight[ok], logit[ok]
+    pos, neg = (w * y).sum().clamp(min=1e-6), (w * (1 - y)).sum().clamp(min=1e-6)
+    loss_pos = (w * y * F.softplus(-z)).sum() / pos
+    loss_neg = (w * (1 - y) * F.softplus(z)).sum() / neg
+    return 0.5 * (loss_pos + loss_neg)
+
+
+def augment_frames(frames: torch.Tensor, generator: torch.Generator, smallest: float = 0.8,
+                   jitter: float = 0.2) -> torch.Tensor:
+    """Pixel augmentation of uint8 clips (n, k, H, W, 3) for an encoder that trains from pixels: per clip (every
+    frame alike) a random crop of ``smallest``..1 of each side resized back, and brightness, contrast and
+    saturation each scaled by 1 +- ``jitter``."""
+    n, k, h, w, _ = frames.shape
+    x = frames.permute(0, 1, 4, 2, 3).float().div(255.0)  # (n, k, 3, H, W)
+    out = torch.empty_like(x)
+    for i in range(n):
+        r = torch.rand(6, generator=generator).tolist()
+        s = smallest + (1 - smallest) * r[0]
+        hh, ww = max(1, round(h * s)), max(1, round(w * s))
+        y0, x0 = int(r[1] * (h - hh + 1)), int(r[2] * (w - ww + 1))
+        clip = F.interpolate(x[i, :, :, y0:y0 + hh, x0:x0 + ww], size=(h, w), mode="bilinear", align_corners=False)
+        bright, contrast, sat = (1 + jitter * (2 * v - 1) for v in r[3:])
+        grey = clip.mean(1, keepdim=True)
+        clip = grey + (clip - grey) * sat
+        clip = (clip - clip.mean((1, 2, 3), keepdim=True)) * contrast + clip.mean((1, 2, 3), keepdim=True)
+        out[i] = clip * bright
+    return out.clamp(0, 1).mul(255.0).round().to(torch.uint8).permute(0, 1, 3, 4, 2).contiguous()
+
+
+__all__ = ["OutcomeHead", "augment_frames", "outcome_frame_index", "outcome_loss", "outcome_times"]

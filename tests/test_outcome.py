@@ -1,0 +1,121 @@
+"""The general model at two rates: the outcome from a few chosen frames through an encoder whose top learns, the
+marker from every frame; the cache holds what each path needs; references never seen in training."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from autorater.models import PRESETS, AutoConfig, AutoModel
+from autorater.models.outcome import OutcomeHead, augment_frames, outcome_frame_index, outcome_loss
+from autorater.predict import calibrate_outputs
+
+TINY = PRESETS["tiny-general"]
+
+
+def test_the_outcome_frames_are_the_takeover_the_last_and_evenly_between():
+    times = torch.tensor([[0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.75, 0.75],  # padded: the last repeats
+                          [0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0]])
+    index = outcome_frame_index(times, torch.tensor([0.3, 0.0]), 4)
+    assert index[0].tolist() == [2, 3, 5, 6]  # 0.25 is the last frame at or before the takeover; 0.75 the last real
+    assert index[1].tolist() == [0, 3, 5, 8]
+    assert outcome_frame_index(times[:, :1], torch.zeros(2), 4).tolist() == [[0] * 4] * 2  # one frame: repeated
+
+
+def test_the_outcome_head_reads_the_words_and_any_number_of_frames():
+    head = OutcomeHead(channels=8, dim=16, queries=2, layers=1, heads=2, dropout=0.0)
+    maps = torch.randn(3, 4, 8, 5, 5)
+    share, since = torch.linspace(0, 1, 4).repeat(3, 1), torch.rand(3, 4)
+    text = torch.randn(3, head.text_dim)
+    assert head(maps, share, since, text).shape == (3,)
+    assert head(maps[:, :2], share[:, :2], since[:, :2], text).shape == (3,)
+    assert not torch.allclose(head(maps, share, since, text), head(maps, share, since, torch.randn(3, head.text_dim)))
+
+
+def test_the_outcome_loss_weighs_both_classes_alike_and_skips_unweighted_rows():
+    logit, y = torch.tensor([2.0, 2.0, 2.0, -1.0]), torch.tensor([1.0, 1.0, 1.0, 0.0])
+    one_each = outcome_loss(logit[2:], y[2:], torch.ones(2))
+    assert outcome_loss(logit, y, torch.ones(4)) == pytest.approx(float(one_each))  # three successes weigh as one
+    assert outcome_loss(logit, y, torch.tensor([1.0, 1.0, 1.0, 0.0])) == pytest.approx(
+        0.5 * float(torch.nn.functional.softplus(torch.tensor(-2.0))))
+    assert float(outcome_loss(logit, torch.full((4,), float("nan")), torch.ones(4))) == 0.0
+
+
+def test_pixel_augmentation_is_seeded_and_keeps_the_clip_shape():
+    frames = torch.randint(0, 256, (2, 4, 32, 32, 3), dtype=torch.uint8)
+    a = augment_frames(frames, torch.Generator().manual_seed(0))
+    b = augment_frames(frames, torch.Generator().manual_seed(0))
+    assert a.shape == frames.shape and a.dtype == torch.uint8 and torch.equal(a, b)
+    assert not torch.equal(a, frames)
+
+
+def test_the_marker_of_a_called_success_is_a_success_frame_and_of_a_failure_a_failure_frame():
+    marker, failure_marker = np.array([1.0, 1.0]), np.array([3.0, 3.0])
+    p, chosen = calibrate_outputs(np.array([2.0, -2.0]), marker, [4.0, 4.0], {}, failure_marker)
+    assert (p >= 0.5).tolist() == [True, False] and chosen.tolist() == [1.0, 3.0]
+
+
+def test_an_event_model_gives_its_success_and_failure_markers_consistent_with_its_outcome():
+    model = AutoModel.from_config(TINY.replace(outcome_frames=0, failure_modes=["timeout", "knocked_off"])).eval()
+    frames = torch.randint(0, 256, (2, 8, 64, 64, 3), dtype=torch.uint8)
+    times = torch.arange(8.0).repeat(2, 1) / 8
+    with torch.no_grad():
+        out = model(times_s=times, takeover_s=torch.zeros(2), instructions=["open it", "close it"], frames=frames)
+    p = torch.sigmoid(out.success_logit)
+    assert torch.allclose(out.success_marker_logits.exp().sum(1), p, atol=1e-4)  # P(success) over its frames
+    assert torch.allclose(out.failure_marker_logits.exp().sum(1), 1 - p, atol=1e-4)  # failure at t, or none
+
+
+@pytest.fixture(scope="module")
+def two_rate():
+    torch.manual_seed(0)
+    return AutoModel.from_config(TINY.replace(failure_modes=["timeout"])).eval()
+
+
+def test_a_two_rate_model_rates_frames_and_its_cached_inputs_alike(two_rate):
+    frames = torch.randint(0, 256, (2, 8, 64, 64, 3), dtype=torch.uint8)
+    times, takeover = torch.arange(8.0).repeat(2, 1) / 8, torch.tensor([0.2, 0.0])
+    words = ["pick up the red block", "pick up the blue block"]
+    with torch.no_grad():
+        direct = two_rate(times_s=times, takeover_s=takeover, instructions=words, frames=frames)
+        cached = two_rate.encode(frames, times, takeover)
+        again = two_rate(times_s=times, takeover_s=takeover, instructions=words, features=cached["x"].half(),
+                         outcome=cached["outcome"].half())
+    assert cached["outcome"].shape[:2] == (2, TINY.outcome_frames)
+    assert torch.allclose(direct.success_logit, again.success_logit, atol=0.05)  # float16 in the cache
+
+
+def test_a_two_rate_folder_keeps_the_top_blocks_and_the_head_not_the_bottom(two_rate, tmp_path):
+    from autorater.model import read_safetensors_header
+
+    two_rate.save_pretrained(tmp_path / "m")
+    shapes, _ = read_safetensors_header(tmp_path / "m" / "model.safetensors")
+    assert any(k.startswith("outcome_encoder.top.") for k in shapes) and any(k.startswith("outcome.") for k in shapes)
+    assert not any(k.startswith(("outcome_encoder.bottom.", "frame_encoder.")) for k in shapes)
+    loaded = AutoModel.from_pretrained(tmp_path / "m")
+    frames = torch.randint(0, 256, (1, 8, 64, 64, 3), dtype=torch.uint8)
+    x = dict(times_s=torch.arange(8.0)[None] / 8, takeover_s=torch.zeros(1), instructions=["open it"], frames=frames)
+    with torch.no_grad():
+        assert torch.allclose(two_rate(**x).success_logit, loaded(**x).success_logit, atol=1e-5)
+
+
+def test_a_general_folder_from_before_the_outcome_path_loads_without_one(tmp_path):
+    old = {k: v for k, v in TINY.to_dict().items() if not k.startswith("outcome_")}
+    config = AutoConfig.from_dict(old)
+    assert config.outcome_frames == 0 and config.decode_args()["size"] == config.image_size
+    assert not hasattr(AutoModel.from_config(config), "outcome_encoder")
+
+
+def test_the_cache_holds_real_frames_only_and_one_entry_per_video(tmp_path):
+    from autorater.training.cache import FeatureCache
+    from model_suites import N_FRAMES, camera_suite
+
+    suite = camera_suite(tmp_path / "suite", n_scenarios=2, per_scenario=1)
+    paths = [str(suite.video_path(c)) for c in suite.continuation_ids()]
+    cache = FeatureCache(tmp_path / "cache")
+    model = AutoModel.from_config(TINY.replace(clip_frames=N_FRAMES + 4, failure_modes=["timeout"]))
+    clips = cache.load(model, paths + paths[:1], takeovers_s=[0.0, 0.0, 0.0])  # the first video twice
+    assert cache.misses == 2 and len(list((tmp_path / "cache").rglob("*.safetensors"))) == 2
+    assert clips.outcome.shape[:2] == (3, TINY.outcome_frames) and torch.equal(clips.outcome[0], clips.outcome[2])
+    assert clips.features.shape[1] == N_FRAMES  # not padded to clip_frames
