@@ -34,7 +34,7 @@ from pathlib import Path
 from autorater.data.files import json_text, write_text_atomic
 from autorater.data.suite import Annotation, Suite
 from autorater.data.video import DEFAULT_LIMITS, VideoError, video_info
-from autorater.serving.fields import MAX_ID_CHARS, bounded_id, integer_in, number_in
+from autorater.serving.fields import MAX_ID_CHARS, bounded_id, integer_in, number_in, safe_text
 
 FROM_NAME, TO_NAME, TEXT_NAME = "outcome", "video", "instruction"
 OUTCOMES = ("success", "failure")
@@ -209,9 +209,9 @@ def annotator_id(completed_by) -> str:
         who = completed_by
     if not isinstance(who, (str, int)) or isinstance(who, bool):
         return "ls-unknown"
-    text = str(who)
+    text = safe_text(str(who))  # a lone surrogate is written as its escape: the row stays valid UTF-8
     if len(text) > MAX_ANNOTATOR_CHARS:
-        text = f"{text[:80]}...{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
+        text = f"{text[:80]}...{hashlib.sha256(text.encode('utf-8')).hexdigest()[:16]}"
     return f"ls-{text}"
 
 
@@ -292,7 +292,7 @@ def read_export(path: str | os.PathLike) -> list:
 
 
 def _short(value, limit: int = 60) -> str:
-    text = str(value)
+    text = safe_text(str(value))
     return text if len(text) <= limit else text[:limit] + "..."
 
 
