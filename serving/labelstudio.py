@@ -234,7 +234,7 @@ def parse_export(path: str | os.PathLike, known: dict[str, dict]) -> ParsedExpor
         task = task if isinstance(task, dict) else {}
         data = task.get("data") if isinstance(task.get("data"), dict) else {}
         cid = data.get("continuation_id")
-        where = f"{path.name}: task {_short(task.get('id', ti))} ({_short(cid)})"
+        where = f"{path.name}: task {_short(task.get('id', ti))} (index {ti}, {_short(cid)})"
         if not isinstance(cid, str) or cid not in known:
             parsed.problems.append(ExportProblem("error", where, f"unknown continuation_id {_short(cid)!r}",
                                                  "import tasks built by `autorater label` for this suite"))
@@ -251,7 +251,7 @@ def parse_export(path: str | os.PathLike, known: dict[str, dict]) -> ParsedExpor
         by_annotator: dict[str, list[tuple[tuple, Annotation, str]]] = {}
         for ai, ann in enumerate(annotations):
             ann = ann if isinstance(ann, dict) else {"result": None}
-            awhere = f"{where}, annotation {_short(ann.get('id', ai))}"
+            awhere = f"{where}, annotation {_short(ann.get('id', ai))} (index {ai})"
             if ann.get("was_cancelled") is True:
                 parsed.cancelled += 1
                 parsed.problems.append(ExportProblem("warning", awhere, "cancelled (skipped) by the annotator",
@@ -260,6 +260,7 @@ def parse_export(path: str | os.PathLike, known: dict[str, dict]) -> ParsedExpor
             label = annotation_from_result(ann, cid, fps, frames, awhere, parsed.problems)
             if label is None:
                 continue
+            label.extra["_where"] = awhere  # named again if a later check refuses it (not written: a "_" key)
             key = (str(ann.get("updated_at") or ann.get("created_at") or ""), str(ann.get("id", ai)))
             by_annotator.setdefault(label.annotator_id, []).append((key, label, awhere))
         for who, items in by_annotator.items():
