@@ -104,7 +104,7 @@ class Clip:
 # ``dash``, image sequences), which make FFmpeg open the other files they name, wherever those are.
 VIDEO_DEMUXERS = ("mov", "matroska", "avi", "mpegts", "mpeg", "mpegvideo", "flv", "asf", "ogg", "nut", "mjpeg", "h264",
                   "hevc", "m4v", "ivf", "obu", "gif", "apng", "yuv4mpegpipe", "mxf", "dv")
-_OPEN_OPTIONS = {"format_whitelist": ",".join(VIDEO_DEMUXERS), "protocol_whitelist": "file"}
+FFMPEG_OPEN_OPTIONS = {"format_whitelist": ",".join(VIDEO_DEMUXERS), "protocol_whitelist": "file"}
 # What the first bytes of a playlist or file list say it is (checked before FFmpeg sees the file, whatever its name)
 PLAYLIST_MARKS = {b"#EXTM3U": "an HLS / M3U playlist", b"#EXTINF": "an M3U playlist", b"#EXT-X-": "an HLS playlist",
                   b"ffconcat version": "an FFmpeg concat list", b"<?xml": "an XML document (a DASH manifest?)",
@@ -148,7 +148,7 @@ def _av_open(path: Path):
     """``av.open`` of a local video file only: the demuxers of :data:`VIDEO_DEMUXERS`, the ``file`` protocol."""
     import av
 
-    return av.open(str(path), metadata_errors="ignore", container_options=_OPEN_OPTIONS)
+    return av.open(str(path), metadata_errors="ignore", container_options=FFMPEG_OPEN_OPTIONS)
 
 
 def _open(path: Path):
