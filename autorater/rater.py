@@ -257,5 +257,6 @@ class Rater:
             bar.close()
 
 
-__all__ = ["CALIBRATION_FILE", "METADATA_FILE", "Decoded", "Predictions", "Rater", "folder_fingerprint", "model_name",
-           "read_calibration", "read_metadata", "read_record", "update_metadata"]
+__all__ = ["CALIBRATION_FILE", "MAX_METADATA_NAME", "METADATA_FILE", "METADATA_NAMES", "Decoded", "Predictions",
+           "Rater", "folder_fingerprint", "model_name", "read_calibration", "read_metadata", "read_record",
+           "update_metadata"]

@@ -10,9 +10,12 @@ Endpoints (FastAPI; the OpenAPI schema is at ``/openapi.json``, the docs at ``/d
   reach the pool suite's labels through their history; needs ``--suite``).
 
 This module builds the app and puts the guards in front of it (serving.guard): the token and the body size before a
-byte of the body is read, a body deadline, ``Connection: close`` on a refusal; every field checked (strict types:
+byte of the body is read, no cross-site writes (another site's ``Origin`` 403, a body that is not JSON 415), a body
+deadline, ``Connection: close`` on a refusal; every answer UTF-8 (``SafeJSONResponse``) and naming paths relative to
+the media root, never the server's own; every field checked (strict types:
 no string or boolean numbers, no blank instruction; 422 that names the field); paths confined to the media root;
-videos checked from their container and then frame by frame (data.video.VideoLimits); at most ``max_decodes``
+videos checked from their container and then frame by frame (data.video.VideoLimits; a playlist or file list is
+refused, whatever its name); at most ``max_decodes``
 ratings at once and one deadline per request (serving.rating). Never a 500 for what a client sends. The server
 binds to 127.0.0.1 unless told otherwise, and ``autorater serve`` refuses a non-loopback address without a token;
 the connection limits (head and body timeouts, connections at once) are applied by ``guard.server_config``.
