@@ -214,7 +214,7 @@ def test_times_outside_the_years_1_to_9999_in_utc_answer_422_naming_the_field(po
         assert r.status_code == 422 and field in r.json()["detail"] and "1..9999" in r.json()["detail"], r.text
 
 
-def test_ingest_of_an_export_with_one_bad_time_keeps_the_others_and_names_it(env, tmp_path):
+def test_ingest_of_an_export_with_bad_labels_keeps_the_others_and_names_each_refused_one(env, tmp_path):
     from autorater.data.suite import Annotation
     from autorater.serving.folder import LabelsFolder
     from autorater.serving.ingest import ingest
@@ -230,14 +230,17 @@ def test_ingest_of_an_export_with_one_bad_time_keeps_the_others_and_names_it(env
     export[1]["annotations"][0]["updated_at"] = "0001-01-01T00:00:00+01:00"
     export[2]["annotations"][0]["created_at"] = "9999-12-31T23:59:59-00:01"
     export[2]["annotations"][0].pop("updated_at")
+    export[3]["annotations"][0]["id"] = export[0]["annotations"][0]["id"]  # a second task claims an annotation id
     path = tmp_path / "export.json"
     path.write_text(json.dumps(export))
     result = ingest(folder.root, path)
-    assert result["accepted"] == 2 and result["errors"] == 2
+    assert result["accepted"] == 1 and result["errors"] == 3
     refused = [p for p in result["problems"] if "1..9999" in p]
     assert len(refused) == 2 and "(index 1" in refused[0] and "(index 2" in refused[1], result["problems"]
+    (claimed,) = [p for p in result["problems"] if "another continuation" in p]
+    assert "(index 3" in claimed
     kept = {r["continuation_id"] for r in suite_rows(suite.root) if r.get("ls_annotation_id") is not None}
-    assert kept == {"c1", "c4"}
+    assert kept == {"c1"}
 
 
 @pytest.mark.parametrize("meta", ['{"registered_version": "\\ud800"}', '{"registered_name": ["x"]}',
@@ -381,6 +384,15 @@ def test_an_annotation_id_belongs_to_one_task(pool):
     assert [r["continuation_id"] for r in suite_rows(pool["suite"].root) if r.get("ls_annotation_id") == 24] == ["c1"]
     r = pool["client"].post("/webhook", json={"action": "ANNOTATIONS_DELETED", "annotations": [{"id": 24}]})
     assert r.json()["removed"] == 1
+
+
+def test_ingest_takes_an_annotation_id_once_and_lists_the_other_task_claiming_it(tmp_path):
+    store = _store(tmp_path)
+    done = store.apply([arriving(_label(7, "c1")), arriving(_label(7, "c2")), arriving(_label(8, "c2"))], via="t")
+    assert done.statuses == ["recorded", "conflict", "recorded"]
+    assert sorted((r["continuation_id"], r["ls_annotation_id"]) for r in store.rows()) == [("c1", 7), ("c2", 8)]
+    store.labels.write_text(store.labels.read_text() + json.dumps(_label(9, "c3")) + "\n")  # a suite's own row
+    assert store.apply([arriving(_label(9, "c4"))], via="t").statuses == ["conflict"]
 
 
 # ----------------------------------------------------------------------------------------------
