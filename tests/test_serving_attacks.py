@@ -452,14 +452,14 @@ def _edit(folder: Path, **changes) -> None:
 def test_config_json_is_covered_by_the_checksum(model_dir):
     _edit(model_dir)  # another order and spacing: the same content
     AutoModel.from_pretrained(model_dir)
-    _edit(model_dir, num_frames=64)  # in its range, but not what was saved
+    _edit(model_dir, clip_frames=64)  # in its range, but not what was saved
     with pytest.raises(ValueError, match="config.json does not match the checksum"):
         AutoModel.from_pretrained(model_dir)
     with pytest.warns(UserWarning, match="checksum"):
-        assert AutoModel.from_pretrained(model_dir, allow_unverified=True).config.num_frames == 64
+        assert AutoModel.from_pretrained(model_dir, allow_unverified=True).config.clip_frames == 64
 
 
 def test_the_decode_budget_is_bounded_as_a_product_at_load(model_dir):
-    _edit(model_dir, image_size=1024, num_frames=1024)  # each in its range
-    with pytest.raises(ValueError, match="num_frames.*image_size.*config.json|config.json.*num_frames.*image_size"):
+    _edit(model_dir, image_size=1024, clip_frames=1024)  # each in its range
+    with pytest.raises(ValueError, match="clip_frames.*image_size.*config.json|config.json.*clip_frames.*image_size"):
         AutoModel.from_pretrained(model_dir, allow_unverified=True)
