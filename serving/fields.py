@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -155,10 +156,10 @@ def parse_time(value: Any, name: str, now: datetime | None, skew_s: float = MAX_
 def without_roots(text: str, roots: dict[str, str]) -> str:
     """``text`` with each server path of ``roots`` replaced by its public name, the longest first: a file under a
     root becomes the name plus its relative path (``roots[media_root] == ""``: relative to the media root)."""
-    for root in sorted((r for r in roots if r), key=len, reverse=True):
-        name = roots[root]
-        text = text.replace(root.rstrip("/") + "/", f"{name}/" if name else "")
-        text = text.replace(root.rstrip("/"), name or "the media root")
+    for root in sorted((r for r in roots if r.rstrip("/")), key=len, reverse=True):  # never "/" itself
+        name, path = roots[root], re.escape(root.rstrip("/"))
+        text = re.sub(rf"(?<![\w.-]){path}/", lambda _: f"{name}/" if name else "", text)
+        text = re.sub(rf"(?<![\w.-]){path}(?![\w-])(?!\.\w)", lambda _: name or "the media root", text)
     return text
 
 

@@ -300,7 +300,7 @@ class LabelHistory:
                                                                                                       offset):
                 return None
             return _State.from_json(d["state"]), offset
-        except (OSError, ValueError, KeyError, TypeError):  # none, or damaged: the events decide
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):  # none or damaged: the events
             return None
 
     def deleted_ids(self) -> set[str]:

@@ -126,6 +126,18 @@ def test_error_messages_name_paths_relative_to_the_media_root(env, pool, tmp_pat
     assert "suite/videos/broken.mp4" in r.json()["detail"]
 
 
+def test_messages_lose_the_server_folders_and_nothing_else():
+    from autorater.serving.fields import without_roots
+
+    roots = {"/srv/media": "", "/srv/media/pool": "pool", "/opt/models/m1": "model m1", "/": ""}
+    assert without_roots("video /srv/media/suite/c1.mp4 under /srv/media.", roots) == \
+        "video suite/c1.mp4 under the media root."
+    assert without_roots("/srv/media/pool/annotations.jsonl:3 and /opt/models/m1", roots) == \
+        "pool/annotations.jsonl:3 and model m1"
+    kept = "/srv/media2/x, /data/srv/media/y, /srv/media.bak and a/b"
+    assert without_roots(kept, roots) == kept
+
+
 # ----------------------------------------------------------------------------------------------
 # 2. No cross-site writes
 
