@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import ClassVar
 
 MAX_CONFIG_LIST, MAX_CONFIG_TEXT = 200_000, 200  # entries of a list field (the vocabulary); characters of a string
+# Pixels one rating decodes and holds: clip_frames x image_size^2 (each field in its range, the product bounded too:
+# 1024 frames of 1024 x 1024 would take one rating past 5 GB). 2^25: 32 frames at 1024 px, 668 at 224 px.
+MAX_CLIP_PIXELS = 1 << 25
 _FIX = "(fix: restore config.json from the model folder you saved)"
 
 
@@ -89,7 +92,13 @@ class AutoraterConfig:
             if not ok:
                 raise ValueError(f"{cls.__name__} field {key!r} must be {want.__name__}, got {str(value)[:60]!r}")
         cls._check_ranges(d)
-        return cls(**d)
+        config = cls(**d)
+        pixels = config.clip_frames * config.image_size ** 2
+        if pixels > MAX_CLIP_PIXELS:
+            raise ValueError(f"{cls.__name__} fields 'clip_frames' x 'image_size'^2 ({config.clip_frames} x "
+                             f"{config.image_size}^2 = {pixels} pixels a rating) are over {MAX_CLIP_PIXELS} (fix: "
+                             f"fewer frames or a smaller image_size)")
+        return config
 
     @classmethod
     def _check_ranges(cls, d: dict) -> None:
@@ -179,4 +188,4 @@ class FrameEncoderConfig(AutoraterConfig):
         return super().feature_key(frozen)
 
 
-__all__ = ["AutoraterConfig", "FrameEncoderConfig", "read_config_json", "rename_fields"]
+__all__ = ["MAX_CLIP_PIXELS", "AutoraterConfig", "FrameEncoderConfig", "read_config_json", "rename_fields"]

@@ -24,13 +24,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from autorater.config import AutoraterConfig
+from autorater.config import AutoraterConfig, read_config_json
 from autorater.device import module_device
 from autorater.encoders import create_frame_encoder
 
@@ -208,8 +209,8 @@ class Autorater(nn.Module):
         """Write ``config.json`` + ``model.safetensors`` (+ ``metadata.json``). No pickle.
 
         Every file is written to a temp file, fsynced and renamed; the weights carry a SHA-256 of their tensors
-        in the safetensors header (``weights_sha256``), checked by ``from_pretrained``. Non-finite weights are
-        refused here, not discovered by the first request.
+        and one of config.json (``weights_sha256``, ``config_sha256``) in the safetensors header, checked by
+        ``from_pretrained``. Non-finite weights are refused here, not discovered by the first request.
         """
         from safetensors.torch import save_file
 
@@ -225,7 +226,8 @@ class Autorater(nn.Module):
         write_text_atomic(path / CONFIG_FILE, json_text(self.config.to_dict()))
         tmp = temp_path(path / WEIGHTS_FILE)
         save_file(state, str(tmp), metadata={"format": "autorater", "encoder": getattr(self.config, "encoder", ""),
-                                             "weights_sha256": weights_sha256(state)})
+                                             "weights_sha256": weights_sha256(state),
+                                             "config_sha256": config_sha256(self.config.to_dict())})
         commit(tmp, path / WEIGHTS_FILE)
         if metadata is not None:
             write_text_atomic(path / "metadata.json", json.dumps(metadata, indent=1, default=str) + "\n")
@@ -291,6 +293,7 @@ class Autorater(nn.Module):
         if stored is not None and stored != weights_sha256(state):
             raise ValueError(f"{weights}: the weights do not match the checksum saved with them (bytes changed "
                              f"since `save_pretrained`) {restore}")
+        _check_config_sha256(path, meta, allow_unverified)
         bad = non_finite_tensors(state)
         if bad:
             raise ValueError(f"{weights}: non-finite weights (NaN or infinity) in {bad[:3]}; every prediction would "
@@ -307,6 +310,31 @@ def weights_sha256(state: dict[str, torch.Tensor]) -> str:
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
         h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
+
+
+def config_sha256(config: dict) -> str:
+    """SHA-256 of a config.json's object (its content: key order and spacing aside): what ``save_pretrained``
+    stores beside the weights' checksum."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _check_config_sha256(folder: Path, meta: dict, allow_unverified: bool) -> None:
+    """config.json against the checksum saved with the weights: a changed one is refused (``allow_unverified``: a
+    warning); a folder saved before the checksum existed loads, with a warning that says how to add it."""
+    path, stored = folder / CONFIG_FILE, meta.get("config_sha256")
+    if stored is None:
+        if meta.get("weights_sha256") is not None:
+            warnings.warn(f"{path} carries no checksum (saved before it existed), so a change to it cannot be "
+                          f"detected (fix: save the folder again with save_pretrained)", UserWarning, stacklevel=3)
+        return
+    if stored == config_sha256(read_config_json(path)):
+        return
+    message = (f"{path} does not match the checksum saved with the weights (changed since `save_pretrained`: its "
+               f"values set how much every rating decodes) (fix: restore the config.json saved with this model; if "
+               f"you changed it on purpose, load it with --allow-unverified and save it again)")
+    if not allow_unverified:
+        raise ValueError(message)
+    warnings.warn(message, UserWarning, stacklevel=3)
 
 
 def non_finite_tensors(state: dict[str, torch.Tensor]) -> list[str]:
@@ -351,5 +379,5 @@ def _compare_shapes(expected: dict[str, tuple], stored: dict[str, tuple], weight
                          f"that trained them; a folder from an older architecture must be retrained)")
 
 
-__all__ = ["CONFIG_FILE", "WEIGHTS_FILE", "Autorater", "AutoraterOutput", "Targets", "non_finite_tensors",
-           "read_frames", "read_safetensors_header", "weights_sha256"]
+__all__ = ["CONFIG_FILE", "WEIGHTS_FILE", "Autorater", "AutoraterOutput", "Targets", "config_sha256",
+           "non_finite_tensors", "read_frames", "read_safetensors_header", "weights_sha256"]

@@ -33,6 +33,9 @@ from autorater.predict import ClipInput, calibrate_outputs, load_clip, predict_b
 
 # -- the folder's own files (besides config.json and model.safetensors: autorater.model) ----------
 CALIBRATION_FILE, METADATA_FILE = "calibration.json", "metadata.json"
+# The fields of metadata.json the product reads (the model's name in every answer and label): short printable text
+METADATA_NAMES = ("registered_name", "registered_version", "mlflow_run_id", "mlflow_experiment")
+MAX_METADATA_NAME = 200
 
 
 def read_calibration(folder: str | os.PathLike | None) -> dict:
@@ -62,17 +65,33 @@ def read_record(folder: str | os.PathLike | None):
 
 
 def read_metadata(folder: str | os.PathLike) -> dict:
-    """The folder's ``metadata.json`` (training summary, MLflow run, registered version); {} when there is none."""
+    """The folder's ``metadata.json`` (training summary, MLflow run, registered version); {} when there is none.
+
+    Checked as config.json is: a JSON object whose names (:data:`METADATA_NAMES`) are printable text of up to
+    :data:`MAX_METADATA_NAME` characters (the registered version may be an integer); ValueError naming the file,
+    the field and the fix otherwise, so a tampered file is refused when the model loads, not quoted later."""
     path = Path(folder) / METADATA_FILE
     if not path.is_file():
         return {}
+    fix = "(fix: restore it, or delete it: it is optional)"
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"cannot read {path}: {err} (fix: restore it, or delete it: it is optional)") from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise ValueError(f"cannot read {path}: {str(err)[:200]} {fix}") from None
     if not isinstance(meta, dict):
-        raise ValueError(f"{path} must be a JSON object (fix: restore it, or delete it: it is optional)")
+        raise ValueError(f"{path} must be a JSON object {fix}")
+    for key in METADATA_NAMES:
+        value = meta.get(key)
+        if key == "registered_version" and isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if value is not None and not _printable_name(value):
+            raise ValueError(f"{path}: field {key!r} must be printable text of up to {MAX_METADATA_NAME} characters, "
+                             f"got {ascii(value)[:80]} {fix}")
     return meta
+
+
+def _printable_name(value) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= MAX_METADATA_NAME and value.isprintable()  # no surrogate
 
 
 def update_metadata(folder: str | os.PathLike, **fields) -> dict:
@@ -240,5 +259,6 @@ class Rater:
             bar.close()
 
 
-__all__ = ["CALIBRATION_FILE", "METADATA_FILE", "Decoded", "Predictions", "Rater", "folder_fingerprint", "model_name",
-           "read_calibration", "read_metadata", "read_record", "update_metadata"]
+__all__ = ["CALIBRATION_FILE", "MAX_METADATA_NAME", "METADATA_FILE", "METADATA_NAMES", "Decoded", "Predictions",
+           "Rater", "folder_fingerprint", "model_name", "read_calibration", "read_metadata", "read_record",
+           "update_metadata"]

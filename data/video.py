@@ -12,6 +12,10 @@ frame count and rate are the container's (its sample count and average frame rat
 the same; it is asked where the container states no count); frames are scaled by FFmpeg's bilinear scaler, as decord
 scaled them, so the pixels are the ones decord gave. One open of the file serves the checks and the decoding.
 
+Decoding opens only the file it was given: a playlist or a list of files (HLS, M3U, ffconcat, DASH: FFmpeg opens the
+files they name, wherever they are) is refused by its first bytes, whatever its name (:func:`refuse_playlist`), and
+FFmpeg may use only the demuxers of one video file (:data:`VIDEO_DEMUXERS`) through the ``file`` protocol.
+
 Example:
     >>> clip = read_video("videos/c000913.mp4", num_frames=32, size=96)   # doctest: +SKIP
     >>> clip.frames.shape, clip.times_s[:2]                                # doctest: +SKIP
@@ -95,18 +99,71 @@ class Clip:
     info: VideoInfo
 
 
-def _open(path: Path):
-    """The file opened with PyAV (VideoError: missing, empty or unreadable)."""
+# Demuxers of one self-contained video file, the only ones FFmpeg may open (``format_whitelist``), through the
+# ``file`` protocol alone (``protocol_whitelist``). Not on the list: playlists and lists of files (``hls``, ``concat``,
+# ``dash``, image sequences), which make FFmpeg open the other files they name, wherever those are.
+VIDEO_DEMUXERS = ("mov", "matroska", "avi", "mpegts", "mpeg", "mpegvideo", "flv", "asf", "ogg", "nut", "mjpeg", "h264",
+                  "hevc", "m4v", "ivf", "obu", "gif", "apng", "yuv4mpegpipe", "mxf", "dv")
+FFMPEG_OPEN_OPTIONS = {"format_whitelist": ",".join(VIDEO_DEMUXERS), "protocol_whitelist": "file"}
+# What the first bytes of a playlist or file list say it is (checked before FFmpeg sees the file, whatever its name)
+PLAYLIST_MARKS = {b"#EXTM3U": "an HLS / M3U playlist", b"#EXTINF": "an M3U playlist", b"#EXT-X-": "an HLS playlist",
+                  b"ffconcat version": "an FFmpeg concat list", b"<?xml": "an XML document (a DASH manifest?)",
+                  b"<MPD": "a DASH manifest", b"[playlist]": "a PLS playlist"}
+_SNIFF_BYTES = 4096
+
+
+def refuse_playlist(path: Path) -> None:
+    """VideoError when ``path`` is a playlist or a list of other files (HLS, M3U, ffconcat, DASH, PLS) or any other
+    text, judged by its first bytes, not its name: FFmpeg would open the files it lists, wherever they are. A video
+    file is binary; its first 4 KiB always hold bytes that text does not."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_SNIFF_BYTES)
+    except OSError as err:
+        raise VideoError(f"cannot read video {path}: {err.strerror or err.__class__.__name__}") from None
+    start = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    kind = next((what for mark, what in PLAYLIST_MARKS.items() if start[:len(mark)].lower() == mark.lower()), None)
+    if kind is None and _is_text(head):
+        kind = "text, not a video"
+    if kind is not None:
+        raise VideoError(f"cannot decode video {path}: it is {kind}, and a video must be one self-contained file "
+                         f"(a playlist or a file list makes the decoder open other files) (fix: send the video file "
+                         f"itself, e.g. an mp4)")
+
+
+def _is_text(head: bytes) -> bool:
+    """Whether ``head`` (a file's first bytes) is UTF-8 text without control characters other than white space."""
+    for cut in range(4):  # the read may end inside a multi-byte character
+        try:
+            text = head[:len(head) - cut].decode("utf-8")
+            break
+        except UnicodeDecodeError:
+            continue
+    else:
+        return False
+    return bool(text) and all(c.isprintable() or c in "\t\n\r\f\v" for c in text)
+
+
+def _av_open(path: Path):
+    """``av.open`` of a local video file only: the demuxers of :data:`VIDEO_DEMUXERS`, the ``file`` protocol."""
     import av
 
+    return av.open(str(path), metadata_errors="ignore", container_options=FFMPEG_OPEN_OPTIONS)
+
+
+def _open(path: Path):
+    """The file opened with PyAV (VideoError: missing, empty, a playlist or unreadable)."""
     if not path.is_file():
         raise VideoError(f"video not found: {path}")
     if path.stat().st_size == 0:
         raise VideoError(f"video is empty (0 bytes): {path}")
+    refuse_playlist(path)
     try:
-        container = av.open(str(path), metadata_errors="ignore")
+        container = _av_open(path)
     except Exception as err:  # PyAV raises its own error classes for every kind of damage
-        raise VideoError(f"cannot decode video {path}: {_reason(err)}") from None
+        why = _reason(err) if getattr(err, "errno", None) != 22 else "not a container of one video file (EINVAL; " \
+            f"the containers read: {', '.join(VIDEO_DEMUXERS)})"
+        raise VideoError(f"cannot decode video {path}: {why}") from None
     if not container.streams.video:
         container.close()
         raise VideoError(f"no video stream in {path}")
@@ -284,10 +341,8 @@ def read_video(path: str | os.PathLike, num_frames: int | None = None,
 def display_rotation(path: str | os.PathLike) -> int:
     """Degrees a player turns the video's frames (0, 90, 180 or 270): the container's display matrix, as a phone held
     upright writes it. decord decodes the frames turned; the first frame is decoded here to read it."""
-    import av
-
     try:
-        with av.open(str(path), metadata_errors="ignore") as container:
+        with _av_open(Path(path)) as container:
             frame = next(container.decode(video=0), None)
     except Exception:  # unreadable files fail with their own error where they are decoded
         return 0

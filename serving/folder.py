@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Iterator, TypedDict
 
 from autorater.data.files import append_line_durably, jsonl_text, write_text_atomic
+from autorater.serving.fields import json_safe
 from autorater.serving.history import LabelHistory
 
 JOB_FILE, LABELS_FILE, ERRORS_FILE, SUMMARY_FILE, PARTS_DIR = (
@@ -184,7 +185,7 @@ class LabelsFolder:
     def append_problems(self, rows: list[dict]) -> None:
         """Append what ``ingest`` refused or noticed to ``ingest-problems.jsonl`` (each line fsynced)."""
         for row in rows:
-            append_line_durably(self.problems, json.dumps(row, ensure_ascii=False))
+            append_line_durably(self.problems, json.dumps(json_safe(row), ensure_ascii=False))
 
     @property
     def tasks_file(self) -> Path:

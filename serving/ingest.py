@@ -142,30 +142,35 @@ def _row(a) -> dict:
 def append_annotations(suite: Suite, annotations: list, durations: dict[str, float] | None = None,
                        via: str = "append") -> int:
     """Bring the suite's labels up to date with labels (Annotation records or dicts); returns how many were added
-    or replaced (see :func:`upsert_suite_annotations`)."""
+    or replaced (see :func:`upsert_suite_annotations`; a row that breaks a rule raises ValueError, nothing written)."""
     done = upsert_suite_annotations(suite, annotations, durations, via)
     return done.count("recorded") + done.count("updated")
 
 
 def upsert_suite_annotations(suite: Suite, annotations: list, durations: dict[str, float] | None = None,
-                             via: str = "append") -> Applied:
+                             via: str = "append", keep_good: bool = False) -> Applied:
     """Take labels into the suite's ``annotations.jsonl`` through its history, under the suite folder's lock.
 
     Every row is checked with the suite's own record checks first (``durations``: continuation id -> video seconds,
     to check the marker), so the suite still loads afterwards; a row that breaks a rule raises ValueError and
-    nothing is written. Each row is ordered by its own version (``ls_updated_at``, else ``created_at``).
+    nothing is written, or, with ``keep_good``, is left out: its status is "refused" and ``Applied.problems`` says
+    why. Each row is ordered by its own version (``ls_updated_at``, else ``created_at``).
     """
     rows = [_row(a) for a in annotations]
-    problems = [p for i, r in enumerate(rows) for p in annotation_problems(
+    refused = {i: "; ".join(str(p) for p in found) for i, r in enumerate(rows) if (found := annotation_problems(
         r, "label", i + 1, (durations or {}).get(r.get("continuation_id")) if isinstance(r, dict) else None,
-        suite.continuation_by_id)]
-    if problems:
-        raise ValueError("labels refused before they reach the suite: " + "; ".join(str(p) for p in problems[:5]))
+        suite.continuation_by_id))}
+    if refused and not keep_good:
+        raise ValueError("labels refused before they reach the suite: " + "; ".join(list(refused.values())[:5]))
     now = utc_now()
-    incoming = [Incoming(r, stored_version(r, now)) for r in rows]  # rows already checked when they arrived
+    good = [i for i in range(len(rows)) if i not in refused]
+    incoming = [Incoming(rows[i], stored_version(rows[i], now)) for i in good]  # checked when they arrived
     with folder_lock(suite.root, "ingest or webhook", wait=True):
         Suite.load(suite.root)  # it loads before the write (a broken suite is named, not made worse)
-        return suite_history(suite.root).apply(incoming, via=via, now=now)
+        done = suite_history(suite.root).apply(incoming, via=via, now=now)
+    statuses = dict(zip(good, done.statuses))
+    return Applied([statuses.get(i, "refused") for i in range(len(rows))], done.replaced, done.events,
+                   [refused[i] for i in sorted(refused)])
 
 
 def ingest(labels_dir: str | os.PathLike, export: str | os.PathLike, append_to_suite: bool = True) -> dict:
@@ -184,21 +189,17 @@ def _ingest_locked(folder: LabelsFolder, export: Path, append_to_suite: bool) ->
     durations = {r["continuation_id"]: r["duration_s"] for r in labels if r.get("duration_s") is not None}
     new, problems, cancelled = read_labels(export, suite, folder.tasks_file, durations)
     now, via = utc_now(), f"ingest {export.name[:100]}"
-    incoming = []
+    incoming, wheres = [], []
     for a in new:
-        row = _row(a)
+        row, where = _row(a), _where(a, export)
         try:
             incoming.append(arriving(row, "copy", now))
-        except ValueError as err:  # a far-future or unreadable time: never ordered by it
-            problems.append(ExportProblem("error", f"{export.name}: {row['continuation_id']}, annotation "
-                                                   f"{row.get('ls_annotation_id')}", str(err)))
+            wheres.append(where)
+        except ValueError as err:  # a far-future, out-of-range or unreadable time: the label is not taken
+            problems.append(ExportProblem("error", where, str(err)))
     human = folder.human_labels()
     change = human.apply(incoming, via=via, now=now)
-    for new_row, status in zip(incoming, change.statuses):
-        if status == "deleted":
-            problems.append(ExportProblem("warning", f"{export.name}: {new_row.row['continuation_id']}, annotation "
-                                                     f"{new_row.row.get('ls_annotation_id')}",
-                                          "deleted in Label Studio: not taken", "a new label is a new annotation"))
+    problems += [_refusal(status, where) for where, status in zip(wheres, change.statuses) if status in _REFUSALS]
     deleted = suite_history(suite.root).deleted_ids()  # the webhook's tombstones reach the human labels too
     gone = [r["ls_annotation_id"] for r in human.rows() if r.get("ls_annotation_id") is not None
             and str(r["ls_annotation_id"]) in deleted]
@@ -206,7 +207,15 @@ def _ingest_locked(folder: LabelsFolder, export: Path, append_to_suite: bool) ->
         human.delete(gone, via=f"{via}: deleted in Label Studio (the suite's history)", now=now)
     rows = human.rows()
     # Every human label, not only this run's: a run that stopped before this step is made good here.
-    synced = upsert_suite_annotations(suite, rows, durations, via) if append_to_suite and rows else Applied([])
+    synced = upsert_suite_annotations(suite, rows, durations, via, keep_good=True) if append_to_suite and rows \
+        else Applied([])
+    reasons = iter(synced.problems)
+    for r, status in zip(rows, synced.statuses):
+        where = f"the suite's annotations.jsonl: {r['continuation_id']}, annotation {r.get('ls_annotation_id')}"
+        if status == "refused":
+            problems.append(ExportProblem("error", where, next(reasons), "correct the human label"))
+        elif status in _REFUSALS:
+            problems.append(_refusal(status, where))
     merged = merge_labels(labels, rows)
     folder.append_problems([{"export": str(export), "level": p.level, "where": p.where, "message": p.message,
                              "fix": p.fix} for p in problems])
@@ -220,6 +229,24 @@ def _ingest_locked(folder: LabelsFolder, export: Path, append_to_suite: bool) ->
             "appended_to_suite": synced.count("recorded") + synced.count("updated"),
             "human_labelled": sum(r["label_source"] == "human" for r in merged), "waiting": waiting,
             "problems": [str(p) for p in problems]}
+
+
+# (level, message, fix) of a label the history refused, by its status
+_REFUSALS = {"deleted": ("warning", "deleted in Label Studio: not taken", "a new label is a new annotation"),
+             "conflict": ("error", "its annotation id already names a label of another continuation: not taken",
+                          "export the project from Label Studio, unedited")}
+
+
+def _refusal(status: str, where: str) -> ExportProblem:
+    level, message, fix = _REFUSALS[status]
+    return ExportProblem(level, where, message, fix)
+
+
+def _where(a, export: Path) -> str:
+    """Where a label of an export is (its task and annotation, with their indexes), for a problem."""
+    where = a.extra.get("_where") if isinstance(a, Annotation) else None
+    row = _row(a)
+    return where or f"{export.name}: {row['continuation_id']}, annotation {row.get('ls_annotation_id')}"
 
 
 def format_ingest(result: dict, max_problems: int = 20) -> str:

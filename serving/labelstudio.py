@@ -34,7 +34,7 @@ from pathlib import Path
 from autorater.data.files import json_text, write_text_atomic
 from autorater.data.suite import Annotation, Suite
 from autorater.data.video import DEFAULT_LIMITS, VideoError, video_info
-from autorater.serving.fields import MAX_ID_CHARS, bounded_id, integer_in, number_in
+from autorater.serving.fields import MAX_ID_CHARS, bounded_id, integer_in, number_in, safe_text
 
 FROM_NAME, TO_NAME, TEXT_NAME = "outcome", "video", "instruction"
 OUTCOMES = ("success", "failure")
@@ -209,9 +209,9 @@ def annotator_id(completed_by) -> str:
         who = completed_by
     if not isinstance(who, (str, int)) or isinstance(who, bool):
         return "ls-unknown"
-    text = str(who)
+    text = safe_text(str(who))  # a lone surrogate is written as its escape: the row stays valid UTF-8
     if len(text) > MAX_ANNOTATOR_CHARS:
-        text = f"{text[:80]}...{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
+        text = f"{text[:80]}...{hashlib.sha256(text.encode('utf-8')).hexdigest()[:16]}"
     return f"ls-{text}"
 
 
@@ -234,7 +234,7 @@ def parse_export(path: str | os.PathLike, known: dict[str, dict]) -> ParsedExpor
         task = task if isinstance(task, dict) else {}
         data = task.get("data") if isinstance(task.get("data"), dict) else {}
         cid = data.get("continuation_id")
-        where = f"{path.name}: task {_short(task.get('id', ti))} ({_short(cid)})"
+        where = f"{path.name}: task {_short(task.get('id', ti))} (index {ti}, {_short(cid)})"
         if not isinstance(cid, str) or cid not in known:
             parsed.problems.append(ExportProblem("error", where, f"unknown continuation_id {_short(cid)!r}",
                                                  "import tasks built by `autorater label` for this suite"))
@@ -251,7 +251,7 @@ def parse_export(path: str | os.PathLike, known: dict[str, dict]) -> ParsedExpor
         by_annotator: dict[str, list[tuple[tuple, Annotation, str]]] = {}
         for ai, ann in enumerate(annotations):
             ann = ann if isinstance(ann, dict) else {"result": None}
-            awhere = f"{where}, annotation {_short(ann.get('id', ai))}"
+            awhere = f"{where}, annotation {_short(ann.get('id', ai))} (index {ai})"
             if ann.get("was_cancelled") is True:
                 parsed.cancelled += 1
                 parsed.problems.append(ExportProblem("warning", awhere, "cancelled (skipped) by the annotator",
@@ -260,6 +260,7 @@ def parse_export(path: str | os.PathLike, known: dict[str, dict]) -> ParsedExpor
             label = annotation_from_result(ann, cid, fps, frames, awhere, parsed.problems)
             if label is None:
                 continue
+            label.extra["_where"] = awhere  # named again if a later check refuses it (not written: a "_" key)
             key = (str(ann.get("updated_at") or ann.get("created_at") or ""), str(ann.get("id", ai)))
             by_annotator.setdefault(label.annotator_id, []).append((key, label, awhere))
         for who, items in by_annotator.items():
@@ -292,7 +293,7 @@ def read_export(path: str | os.PathLike) -> list:
 
 
 def _short(value, limit: int = 60) -> str:
-    text = str(value)
+    text = safe_text(str(value))
     return text if len(text) <= limit else text[:limit] + "..."
 
 

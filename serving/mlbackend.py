@@ -5,6 +5,10 @@ As label-studio-ml-backend's server speaks it: ``/setup`` checks the project's l
 under the media root, or a ``/data/local-files/?d=...`` URL), ``instruction`` and optionally ``takeover_s``, and
 answers ``{"results": [...], "model_version"}``, one prediction per task in the import file's format.
 
+A labelling config (``/setup``'s ``schema``, ``/predict``'s ``label_config``) is at most :data:`MAX_LABEL_CONFIG`
+characters (422) and is parsed in a worker thread, at most two at once, each config once (Label Studio sends the same
+one with every request): parsing never holds up the event loop (``/health``).
+
 Every task's fields are checked before any video is decoded (a malformed task: 422 naming it and the field). A task
 whose video cannot be rated (undecodable, over the limits) gets its own error entry (``"result": []`` and
 ``"error"``), and the other tasks are still answered. The marker's frame is counted at the **video's own frame
@@ -17,6 +21,8 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +39,8 @@ MAX_TASKS = 64
 MAX_TAKEOVER_S = 86400.0
 MAX_TEXT = 2000
 MAX_PATH = 1024
+MAX_LABEL_CONFIG = 64 << 10  # characters of a labelling config (the product's is about 600)
+_CONFIG_PARSERS = 2  # labelling configs parsed at once, each in a worker thread
 
 
 class PredictRequest(BaseModel):
@@ -51,17 +59,28 @@ class SetupRequest(BaseModel):
 def ml_backend_router(rater: ServiceRater, slots: RatingSlots, media_root: Path) -> APIRouter:
     """The ``/setup`` and ``/predict`` routes over ``rater``."""
     router = APIRouter()
+    parsers = asyncio.Semaphore(_CONFIG_PARSERS)
+
+    async def checked_config(config: str, field: str) -> None:
+        if len(config) > MAX_LABEL_CONFIG:
+            raise HTTPException(422, f"field '{field}': the labelling config is {len(config)} characters, over "
+                                     f"{MAX_LABEL_CONFIG} (fix: use the config written by `autorater label`, "
+                                     f"labelstudio/config.xml)")
+        async with parsers:
+            problem = await asyncio.to_thread(label_config_problem, config)
+        if problem is not None:
+            raise HTTPException(422, problem)
 
     @router.post("/setup")
     async def setup(body: SetupRequest) -> dict:
         if body.schema_:
-            check_label_config(body.schema_)
+            await checked_config(body.schema_, "schema")
         return {"model_version": rater.name}
 
     @router.post("/predict")
     async def predict(body: PredictRequest) -> dict:
         if body.label_config:
-            check_label_config(body.label_config)
+            await checked_config(body.label_config, "label_config")
         checked = [_check_task(media_root, task, i) for i, task in enumerate(body.tasks)]  # all, before decoding
         results = await slots.run(_predict_tasks, rater, checked, deadline=slots.deadline()) if checked else []
         return {"results": results, "model_version": rater.name}
@@ -69,20 +88,23 @@ def ml_backend_router(rater: ServiceRater, slots: RatingSlots, media_root: Path)
     return router
 
 
-def check_label_config(config: str) -> None:
-    """HTTPException 422 unless the labelling config has the marker control the predictions need."""
+@functools.lru_cache(maxsize=32)
+def label_config_problem(config: str) -> str | None:
+    """Why the labelling config cannot take the predictions (None: it can). Cached: Label Studio sends the same
+    config again and again."""
     from label_studio_sdk.label_interface import LabelInterface
 
     try:
         li = LabelInterface(config)
         control = li.get_control(FROM_NAME)
     except Exception as err:  # the SDK raises several kinds; all mean "not our config"
-        raise HTTPException(422, f"the project's labelling config is not usable: {str(err)[:300]} (fix: use the "
-                                 f"config written by `autorater label`, labelstudio/config.xml)") from None
+        return (f"the project's labelling config is not usable: {str(err)[:300]} (fix: use the config written by "
+                f"`autorater label`, labelstudio/config.xml)")
     if control.tag != "TimelineLabels" or TO_NAME not in control.to_name or \
             not {"success", "failure"} <= set(control.labels):
-        raise HTTPException(422, f"the labelling config needs <TimelineLabels name='{FROM_NAME}' toName='{TO_NAME}'> "
-                                 f"with labels success and failure (fix: use labelstudio/config.xml)")
+        return (f"the labelling config needs <TimelineLabels name='{FROM_NAME}' toName='{TO_NAME}'> with labels "
+                f"success and failure (fix: use labelstudio/config.xml)")
+    return None
 
 
 def _check_task(media_root: Path, task: Any, i: int) -> tuple:
@@ -149,4 +171,5 @@ def _timing(rating: dict, fps_override: float | None, max_frames: int) -> tuple[
     return fps_override, frames
 
 
-__all__ = ["MAX_TASKS", "PredictRequest", "SetupRequest", "check_label_config", "ml_backend_router"]
+__all__ = ["MAX_LABEL_CONFIG", "MAX_TASKS", "PredictRequest", "SetupRequest", "label_config_problem",
+           "ml_backend_router"]

@@ -25,28 +25,48 @@ from fastapi import HTTPException
 from autorater.data.video import DEFAULT_LIMITS, DecodeTimeout, VideoError, VideoLimits
 from autorater.device import DEFAULT_DEVICE
 from autorater.rater import Rater
+from autorater.serving.fields import without_roots
 
 
 class ServiceRater:
-    """The rater (model, calibration, name) and a lock: one prediction at a time (the model is not re-entrant)."""
+    """The rater (model, calibration, name) and a lock: one prediction at a time (the model is not re-entrant).
+    Its messages name videos relative to ``media_root``, never by the server's own paths."""
 
     def __init__(self, model_dir: str | Path, limits: VideoLimits = DEFAULT_LIMITS, device: str = DEFAULT_DEVICE,
-                 allow_unverified: bool = False):
+                 allow_unverified: bool = False, media_root: str | Path | None = None):
         self.rater = Rater.load(Path(model_dir), device, allow_unverified=allow_unverified)
         self.name = self.rater.name
         self.record = self.rater.record()
         self.lock = threading.Lock()
         self.limits = limits
+        self.media_root = None if media_root is None else Path(media_root).resolve()
 
-    def rate(self, path: Path, instruction: str, takeover_s: float, deadline: float) -> dict:
-        """The rating of one video; HTTPException 422 (undecodable, too large) or 504 (past ``deadline``)."""
+    def _public(self, text: str, path: Path, shown: str | None) -> str:
+        """``text`` naming ``path`` as ``shown`` (default: relative to the media root) and no other server path."""
+        roots = {str(path): shown or self._relative(path)}
+        if self.media_root is not None:
+            roots[str(self.media_root)] = ""
+        return without_roots(text, roots)
+
+    def _relative(self, path: Path) -> str:
+        try:
+            return Path(path).resolve().relative_to(self.media_root).as_posix() if self.media_root else Path(path).name
+        except ValueError:
+            return Path(path).name
+
+    def rate(self, path: Path, instruction: str, takeover_s: float, deadline: float, shown: str | None = None) -> dict:
+        """The rating of one video; HTTPException 422 (undecodable, too large, ``takeover_s`` past its end) or 504
+        (past ``deadline``). ``shown``: how messages name the video (default: its path under the media root)."""
         try:
             clip = self.rater.decode_file(path, instruction, takeover_s, self.limits, deadline)
         except DecodeTimeout:
             raise HTTPException(504, "rating passed the request's deadline while decoding; it was stopped (fix: "
                                      "send a shorter or smaller video, or raise the server's --timeout-s)") from None
         except VideoError as err:
-            raise HTTPException(422, f"cannot decode the video: {err}") from None
+            raise HTTPException(422, f"cannot decode the video: {self._public(str(err), path, shown)}") from None
+        if takeover_s > clip.duration_s + 1e-9:
+            raise HTTPException(422, f"field 'takeover_s' {takeover_s:g} s is past the end of the video "
+                                     f"({clip.duration_s:.3f} s) (fix: seconds from the first frame, within the video)")
         if not self.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             raise HTTPException(504, "rating passed the request's deadline waiting for the model")
         try:

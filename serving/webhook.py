@@ -4,8 +4,10 @@
 a time inside the video, counted at the video's own frame rate; the row passes the suite's record checks, so the
 suite always still loads) and goes through the suite's label history (serving.history): recorded, updated (a newer
 version), a duplicate, or stale (older than the label kept); an annotation Label Studio deleted is refused (409), and
-a time later than this machine's clock (plus a small skew) is refused (422). ``ANNOTATIONS_DELETED``: the ids are
-tombstoned and their labels leave ``annotations.jsonl`` (the history keeps them). Other actions are ignored.
+a time later than this machine's clock (plus a small skew) is refused (422), and so is an annotation id that another
+continuation's label holds (409). ``ANNOTATIONS_DELETED``: the ids are tombstoned and their labels leave
+``annotations.jsonl`` (the history keeps them). A webhook that would append more than ``history.MAX_WRITE_BYTES`` to
+the history is refused (413). Other actions are ignored.
 
 One read of the suite, under its folder's lock (Label Studio waits 1 s for a webhook's answer). A refusal changes
 nothing in the suite folder.
@@ -27,7 +29,7 @@ from autorater.data.video import DEFAULT_LIMITS, VideoError, VideoLimits, video_
 from autorater.serving.fields import bounded_id, shown, utc_now
 from autorater.serving.folder import folder_lock
 from autorater.serving.guard import field_error, json_body
-from autorater.serving.history import arriving, suite_history
+from autorater.serving.history import MAX_WRITE_BYTES, HistoryWriteTooLarge, arriving, suite_history
 from autorater.serving.labelstudio import (
     ExportProblem,
     annotation_from_result,
@@ -100,7 +102,9 @@ def delete_annotations(suite_dir: Path, payload: dict, now: datetime | None = No
         suite = _load(suite_dir, "removed")
         try:
             removed = suite_history(suite.root).delete([a["id"] for a in items], via=f"webhook {DELETED_ACTION}",
-                                                       now=now or utc_now())
+                                                       now=now or utc_now(), max_bytes=MAX_WRITE_BYTES)
+        except HistoryWriteTooLarge as err:
+            raise HTTPException(413, str(err)) from None
         except ValueError as err:
             raise HTTPException(409, f"{str(err)[:500]}; nothing was removed") from None
     return {"status": "deleted", "removed": len(removed)}
@@ -118,7 +122,7 @@ def _record_checked(suite: Suite, data: dict, ann: dict, limits: VideoLimits, ki
     cid = data.get("continuation_id")
     if not isinstance(cid, str) or cid not in suite.continuation_by_id:
         raise field_error("webhook task", "data.continuation_id", cid, f"must name a continuation of suite "
-                          f"{suite.root}", "send tasks imported from the tasks.json of `autorater label`")
+                          f"{suite.root.name}", "send tasks imported from the tasks.json of `autorater label`")
     if ann.get("was_cancelled") is True:
         return {"status": "ignored", "reason": "cancelled"}
     try:
@@ -144,14 +148,20 @@ def _record_checked(suite: Suite, data: dict, ann: dict, limits: VideoLimits, ki
     except ValueError as err:
         raise HTTPException(422, f"webhook annotation {shown(ann.get('id'), 40)}: {err}") from None
     try:
-        done = suite_history(suite.root).apply([incoming], via=f"webhook {kind}", now=now)
+        done = suite_history(suite.root).apply([incoming], via=f"webhook {kind}", now=now, max_bytes=MAX_WRITE_BYTES)
+    except HistoryWriteTooLarge as err:
+        raise HTTPException(413, str(err)) from None
     except ValueError as err:
         raise HTTPException(409, f"{str(err)[:500]}; nothing was recorded") from None
     status = done.statuses[0]
+    what = "update" if kind == "update" else "creation"
     if status == "deleted":
-        raise HTTPException(409, f"annotation {shown(ann.get('id'), 40)} was deleted in Label Studio, so this "
-                                 f"{'update' if kind == 'update' else 'creation'} of it was not recorded (fix: a new "
-                                 f"label is a new annotation in Label Studio)")
+        raise HTTPException(409, f"annotation {shown(ann.get('id'), 40)} was deleted in Label Studio, so this {what} "
+                                 f"of it was not recorded (fix: a new label is a new annotation in Label Studio)")
+    if status == "conflict":
+        raise HTTPException(409, f"annotation {shown(ann.get('id'), 40)} belongs to another task's continuation, so "
+                                 f"this {what} for {cid} was not recorded: an annotation id names one label (fix: "
+                                 f"send Label Studio's own annotation ids)")
     return {"status": status, "continuation_id": cid, "outcome": label.outcome, "marker_s": label.marker_s,
             "ls_annotation_id": row.get("ls_annotation_id"), **({"note": note} if note else {})}
 

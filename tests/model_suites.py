@@ -48,6 +48,20 @@ MARKER_S = 0.5  # the square appears at frame 4
 COLOURS = {"red": (230, 20, 20), "blue": (20, 20, 230)}
 
 
+def saved_before_the_config_checksum(folder: str | Path) -> Path:
+    """A model folder as saved before config.json carried a checksum (issue 44): its weights' header without
+    ``config_sha256``, so that a test may edit config.json as an older version of the product wrote it."""
+    from safetensors.torch import load_file, save_file
+
+    from autorater.model import read_safetensors_header
+
+    path = Path(folder) / "model.safetensors"
+    meta = read_safetensors_header(path)[1]
+    meta.pop("config_sha256", None)
+    save_file(load_file(str(path)), str(path), metadata=meta)
+    return Path(folder)
+
+
 def one_thread():
     """Tiny models train 10-30x faster on one intra-op thread when the 2 cores are shared (OpenMP waits)."""
     before = torch.get_num_threads()

@@ -14,6 +14,7 @@ from autorater.models.events.head import (
     event_losses,
     first_events,
 )
+from model_suites import saved_before_the_config_checksum
 
 
 def _random_chain(seed=0, b=4, t=10, classes=3):
@@ -142,6 +143,7 @@ def test_an_old_transformer_folder_without_the_architecture_field_loads_as_a_tra
     for key in ("architecture", "grid_size"):
         del cfg[key]
     (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
+    saved_before_the_config_checksum(tmp_path / "m")
     assert AutoModel.from_pretrained(tmp_path / "m").config.architecture == "transformer"
 
 
@@ -158,6 +160,7 @@ def test_an_events_folder_from_before_place_inputs_loads_as_it_was_trained(tmp_p
     cfg = json.loads((tmp_path / "m" / "config.json").read_text())
     del cfg["place_inputs"]
     (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
+    saved_before_the_config_checksum(tmp_path / "m")
     assert AutoModel.from_pretrained(tmp_path / "m").config.place_inputs is False
 
 

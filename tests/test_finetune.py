@@ -19,7 +19,7 @@ from autorater.training.cache import CachedClips
 from autorater.training.dataset import Examples, task_key
 from autorater.training.recipe import TrainConfig
 from autorater.training.train import train
-from model_suites import camera_suite, one_thread
+from model_suites import camera_suite, one_thread, saved_before_the_config_checksum
 
 FINE = PRESETS["tiny-general"].replace(encoder_stage=3, trainable_blocks=1, pixel_cells=0, reference_frame=True)
 
@@ -91,6 +91,7 @@ def test_an_old_general_folder_loads_frozen_and_without_the_reference_frame(tmp_
     for key in ("trainable_blocks", "reference_frame"):  # written before these fields existed
         del config[key]
     (tmp_path / "m" / "config.json").write_text(json.dumps(config))
+    saved_before_the_config_checksum(tmp_path / "m")
     loaded = AutoModel.from_pretrained(tmp_path / "m")
     assert loaded.config.trainable_blocks == 0 and loaded.config.reference_frame is False
 

@@ -1,10 +1,12 @@
-"""Property-based fuzzing (Hypothesis) of ``/predict``, ``/v1/rate``, ``/webhook`` and ``ingest`` with arbitrary JSON.
+"""Property-based fuzzing (Hypothesis) of ``/predict``, ``/v1/rate``, ``/webhook``, ``ingest`` and ``metadata.json``.
 
 Each example is a valid request with one to three of its nodes replaced by arbitrary JSON (huge integers, NaN,
-nested containers, odd strings) or deleted, or arbitrary JSON outright. Properties: no answer of 500 (every answer
-is JSON), and a refusal (4xx) changes nothing in the pool suite's folder; ``ingest`` refuses an export with a
-ValueError that changes nothing, or takes what is valid, and the suite always still loads. Bounded for CI:
-``derandomize`` (the same examples every run), no example database, ``EXAMPLES`` in all (about 10 s on 2 cores).
+nested containers, odd strings, lone surrogates such as ``"\\ud800"``, times whose UTC conversion leaves the years
+1..9999) or deleted, or arbitrary JSON outright. Properties: no answer of 500 (every answer is JSON in UTF-8), and a
+refusal (4xx) changes nothing in the pool suite's folder; ``ingest`` refuses an export with a ValueError that changes
+nothing, or takes what is valid, and the suite always still loads; a tampered ``metadata.json`` is refused with a
+ValueError naming it, or gives a printable model name. Bounded for CI: ``derandomize`` (the same examples every
+run), no example database, ``EXAMPLES`` in all (about 12 s on 2 cores).
 """
 
 from __future__ import annotations
@@ -24,18 +26,20 @@ from autorater.data.suite import Suite
 from autorater.serving.service import create_app
 from hardening_env import make_hardening_env, task_of, webhook_payload
 
-EXAMPLES = {"predict": 150, "rate": 200, "webhook": 400, "ingest": 40}  # ingest: for each kind of file
+EXAMPLES = {"predict": 150, "rate": 200, "webhook": 400, "ingest": 40, "metadata": 150}  # ingest: each kind of file
 SETTINGS = dict(deadline=None, derandomize=True, database=None, print_blob=False,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 
 NUMBERS = (st.integers() | st.sampled_from([10 ** 400, -(10 ** 400), 2 ** 63, 10 ** 18, 0, -1]) | st.floats()
            | st.booleans() | st.sampled_from(["5", "1e999", "", None]))
+ODD_TEXT = ["\ud800", "a\udfffb", "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-00:01"]  # issue 44's 500s
 LEAVES = (st.none() | NUMBERS | st.text(max_size=12)
           | st.sampled_from(["", "c1", "suite/videos/c1.mp4", "../x", "\u0000", "NaN", "9999-12-31T23:59:59Z",
-                             "2026-11-23T12:00:00"]))
+                             "2026-11-23T12:00:00", *ODD_TEXT]))
 SEEN: Counter = Counter()  # (path, status): what the examples reached, to check both sides were exercised
-JSON = st.recursive(LEAVES, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
-                                                                                        max_size=3), max_leaves=8)
+KEYS = st.text(max_size=6) | st.sampled_from(ODD_TEXT[:2])
+JSON = st.recursive(LEAVES, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3),
+                    max_leaves=8)
 
 
 def _paths(obj, prefix=()):
@@ -105,7 +109,7 @@ def _post(world, path: str, obj):
     body = json.dumps(obj, allow_nan=True)
     r = world["client"].post(path, content=body, headers={"content-type": "application/json"})
     assert r.status_code < 500, (path, r.status_code, r.text[:300], body[:300])
-    json.loads(r.content)
+    json.loads(r.content.decode("utf-8"))  # strict UTF-8
     SEEN[path, r.status_code] += 1
     if r.status_code >= 400:
         assert _folder_state(world["suite"].root) == before, (path, r.status_code, body[:300])
@@ -189,3 +193,26 @@ def test_ingest_takes_what_is_valid_and_refuses_the_rest_without_a_traceback(wor
         Suite.load(suite.root)
     check()
     assert SEEN["ingest", kind, True] >= 1, SEEN
+
+
+def test_a_tampered_metadata_json_is_refused_naming_it_or_gives_a_printable_name(world, tmp_path_factory):
+    from autorater.rater import model_name
+
+    folder = tmp_path_factory.mktemp("metadata-fuzz")
+    base = {"registered_name": "autorater", "registered_version": "3", "mlflow_run_id": "0a1b",
+            "mlflow_experiment": "autorater", "train_config": {"epochs": 3}}
+
+    @settings(max_examples=EXAMPLES["metadata"], **SETTINGS)
+    @given(mutated(base))
+    def check(obj):
+        (folder / "metadata.json").write_text(json.dumps(obj, allow_nan=True))
+        try:
+            name = model_name(folder)
+        except ValueError as err:
+            assert "metadata.json" in str(err) and "fix:" in str(err)
+            SEEN["metadata", "refused"] += 1
+            return
+        assert name.isprintable() and name.encode("utf-8")
+        SEEN["metadata", "loaded"] += 1
+    check()
+    assert SEEN["metadata", "refused"] >= 5 and SEEN["metadata", "loaded"] >= 5, SEEN

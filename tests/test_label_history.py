@@ -143,8 +143,9 @@ def test_times_are_read_as_utc(stamp, expected):
 def test_a_time_beyond_the_clock_is_refused_but_a_small_skew_is_not():
     now = datetime(2026, 11, 27, tzinfo=timezone.utc)
     row = {"continuation_id": "c1", "ls_annotation_id": 1}
-    assert arriving(dict(row, ls_updated_at=(now + timedelta(seconds=60)).isoformat()), "update", now).version
-    with pytest.raises(ValueError, match="updated_at.*later than this machine's clock"):
-        arriving(dict(row, ls_updated_at=(now + timedelta(hours=2)).isoformat()), "update", now)
+    assert arriving(dict(row, ls_updated_at=(now + timedelta(seconds=20)).isoformat()), "update", now).version
+    for ahead in (timedelta(seconds=290), timedelta(hours=2)):  # 290 s: five minutes of a frozen label (issue 44)
+        with pytest.raises(ValueError, match="updated_at.*later than this machine's clock"):
+            arriving(dict(row, ls_updated_at=(now + ahead).isoformat()), "update", now)
     with pytest.raises(ValueError, match="ISO 8601"):
         arriving(dict(row, ls_updated_at="yesterday"), "update", now)

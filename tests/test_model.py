@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 from autorater.model import Autorater, AutoraterOutput, Targets
 from autorater.models import PRESETS, AutoConfig, AutoModel
 from autorater.rater import Predictions
-from model_suites import GROUNDINGS, grounding_id, one_thread, tiny_preset
+from model_suites import GROUNDINGS, grounding_id, one_thread, saved_before_the_config_checksum, tiny_preset
 
 VOCAB = ["go", "to", "the", "red", "blue", "ball"]
 MODES = ["timeout", "wrong_object"]
@@ -315,6 +315,7 @@ def test_a_folder_of_the_shared_config_loads_as_its_architecture(tmp_path):
     model = tiny_model()
     model.save_pretrained(tmp_path / "m")
     _edit_config(tmp_path / "m", lambda d: d.update(hidden_size=128, num_layers=2, marker_head="distribution"))
+    saved_before_the_config_checksum(tmp_path / "m")
     loaded = AutoModel.from_pretrained(tmp_path / "m")
     assert type(loaded).__name__ == "EventsModel" and not hasattr(loaded.config, "hidden_size")
     with torch.no_grad():
@@ -326,6 +327,7 @@ def test_an_old_folder_without_newer_config_fields_still_loads(tmp_path):
     model.save_pretrained(tmp_path / "m")
     # Fields added after this folder was written, whose defaults are what the model was trained with.
     _edit_config(tmp_path / "m", lambda d: [d.pop(k) for k in ("mirror_tta", "encoder_stage", "use_instruction")])
+    saved_before_the_config_checksum(tmp_path / "m")
     loaded = AutoModel.from_pretrained(tmp_path / "m")
     with torch.no_grad():
         assert outputs_equal(model(**inputs()), loaded(**inputs()))

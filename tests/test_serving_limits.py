@@ -146,20 +146,50 @@ def test_a_stalled_body_is_answered_408(server):
     assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - start < LIMITS.body_timeout_s + 3
 
 
+def _health(server) -> bytes:
+    with server.connect() as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        return s.recv(200)
+
+
 def test_connections_over_the_cap_are_answered_503(server):
-    idle = [server.connect() for _ in range(LIMITS.max_connections)]
+    busy = []  # each in the middle of a request (its body), not waiting for one
+    try:
+        for _ in range(LIMITS.max_connections):
+            busy.append(server.connect())
+            busy[-1].sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: 100\r\n\r\n{")
+        time.sleep(0.2)
+        assert _health(server).startswith(b"HTTP/1.1 503")
+    finally:
+        for s in busy:
+            s.close()
+    time.sleep(0.3)
+    assert _health(server).startswith(b"HTTP/1.1 200")
+
+
+def _closed(s: socket.socket) -> bool:
+    s.settimeout(0.5)
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def test_idle_sockets_cannot_fill_the_cap_a_share_stays_for_requests(server):
+    """Issue 44: sockets that send nothing (or trickle a head) may hold only ``idle_share`` of the connections; one
+    more closes the longest-waiting, so a client that sends a request is answered."""
+    idle = [server.connect() for _ in range(3 * LIMITS.max_connections)]
     try:
         time.sleep(0.2)
-        with server.connect() as s:
-            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-            assert s.recv(200).startswith(b"HTTP/1.1 503")
+        assert _health(server).startswith(b"HTTP/1.1 200")
+        closed = sum(_closed(s) for s in idle)
+        assert closed >= len(idle) - LIMITS.idle_share  # the oldest were closed, at most the share kept
     finally:
         for s in idle:
             s.close()
-    time.sleep(0.3)
-    with server.connect() as s:
-        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert s.recv(200).startswith(b"HTTP/1.1 200")
 
 
 def test_a_client_that_disconnects_mid_body_leaves_no_traceback(server):
@@ -182,3 +212,55 @@ def test_a_client_that_disconnects_mid_body_leaves_no_traceback(server):
     finally:
         logging.getLogger("uvicorn.error").removeHandler(handler)
     assert [r.getMessage() for r in records] == []
+
+
+def test_a_request_head_over_the_limit_is_refused_even_when_it_arrives_in_one_segment(server):
+    head = b"GET /health HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: %s\r\n" % (i, b"a" * 1000) for i in range(20))
+    with server.connect() as s:  # about 20 KiB, sent at once: h11 alone took it (its limit is for incomplete heads)
+        s.sendall(head + b"\r\n")
+        answer = _answer(s)
+    assert answer.split(b" ")[1] in (b"431", b"400") and b"connection: close" in answer.lower(), answer[:200]
+    with server.connect() as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-ok: " + b"a" * 8000 + b"\r\n\r\n")
+        assert s.recv(200).startswith(b"HTTP/1.1 200")
+
+
+@pytest.mark.slow
+def test_the_third_attack_at_full_size_against_the_default_limits(tmp_path):
+    """Issue 44 at the attack's size: 64 idle sockets without a token against the default cap, then 50 requests;
+    60,000 unknown deletions, then webhooks; all against a real server (no timing asserted: see
+    benchmarks/history_cost.py)."""
+    import json
+
+    from autorater.data.suite import Suite
+    from autorater.serving.history import MAX_UNSEEN_TOMBSTONES, suite_history
+    from hardening_env import suite_rows, webhook_payload
+
+    env = make_hardening_env(tmp_path)
+    srv = _Server(create_app(env["model"], env["media"], suite=env["suite"].root), ConnectionLimits())
+    try:
+        idle = [srv.connect() for _ in range(64)]
+        time.sleep(0.5)
+        assert all(_health(srv).startswith(b"HTTP/1.1 200") for _ in range(50))
+        for s in idle:
+            s.close()
+        for start in range(0, 60_000, 20_000):
+            body = json.dumps({"action": "ANNOTATIONS_DELETED",
+                               "annotations": [{"id": 10 ** 6 + i} for i in range(start, start + 20_000)]}).encode()
+            with srv.connect() as s:
+                s.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: "
+                          b"close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+                assert _answer(s, 60).startswith(b"HTTP/1.1 201")
+        suite = Suite.load(env["suite"].root)
+        for i in range(20):
+            body = json.dumps(webhook_payload(suite, "c1", ann_id=500 + i)).encode()
+            with srv.connect() as s:
+                s.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: "
+                          b"close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+                assert _answer(s, 60).startswith(b"HTTP/1.1 201")
+        assert len(suite_history(suite.root).deleted_ids()) == MAX_UNSEEN_TOMBSTONES
+        assert len([r for r in suite_rows(suite.root) if r.get("ls_annotation_id")]) == 20
+        history = suite.root / "annotations_history.jsonl"
+        assert history.stat().st_size < 3 * 12 * MAX_UNSEEN_TOMBSTONES + 20 * 2000
+    finally:
+        srv.stop()

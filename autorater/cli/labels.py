@@ -129,13 +129,13 @@ def cmd_serve(args) -> int:
     common.threads()
     model_dir = common.model_folder(args.model, args.tracking_uri, args.workdir)
     limits = ConnectionLimits(header_timeout_s=args.header_timeout_s, body_timeout_s=args.body_timeout_s,
-                              max_connections=args.max_connections)
+                              max_connections=args.max_connections, max_idle_connections=args.max_idle_connections)
     video_limits = dataclasses.replace(DEFAULT_LIMITS, max_pixels=args.max_frame_pixels,
                                        max_decoded_pixels=args.max_decoded_pixels)
     app = create_app(model_dir, args.media_root, token=token, suite=args.suite, timeout_s=args.timeout_s,
                      max_upload_bytes=int(args.max_upload_mb * 2 ** 20), max_decodes=args.max_decodes,
                      device=args.device, allow_unverified=args.allow_unverified, video_limits=video_limits,
-                     body_timeout_s=limits.body_timeout_s)
+                     body_timeout_s=limits.body_timeout_s, trusted_origins=tuple(args.allow_origin))
     print(f"serving {model_dir} on http://{args.host}:{args.port} (media root {args.media_root}; "
           f"{'bearer token required' if token else 'no auth'}; OpenAPI at /docs)")
     uvicorn.Server(server_config(app, args.host, args.port, limits)).run()
@@ -265,6 +265,12 @@ def add_commands(sub) -> None:
     p.add_argument("--body-timeout-s", type=float, default=60.0,
                    help="a request's whole body must arrive within this time (408 otherwise)")
     p.add_argument("--max-connections", type=int, default=64, help="open connections at once; more are answered 503")
+    p.add_argument("--max-idle-connections", type=int, default=None,
+                   help="connections waiting for a request head at once (default: half of --max-connections); one "
+                        "more closes the longest-waiting")
+    p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                   help="a web page (https://host:port) allowed to send POST requests besides the service's own "
+                        "loopback address; repeatable (requests from programs send no Origin and need none)")
     p.add_argument("--max-frame-pixels", type=int, default=4096 * 2304,
                    help="pixels of one video frame (the container's claim and every decoded frame)")
     p.add_argument("--max-decoded-pixels", type=int, default=1 << 34,
