@@ -93,11 +93,12 @@ class AutoraterConfig:
                 raise ValueError(f"{cls.__name__} field {key!r} must be {want.__name__}, got {str(value)[:60]!r}")
         cls._check_ranges(d)
         config = cls(**d)
-        pixels = config.clip_frames * config.image_size ** 2
+        size = config.decode_args()["size"]  # the decoded size (a model may decode larger than image_size)
+        pixels = config.clip_frames * size ** 2
         if pixels > MAX_CLIP_PIXELS:
-            raise ValueError(f"{cls.__name__} fields 'clip_frames' x 'image_size'^2 ({config.clip_frames} x "
-                             f"{config.image_size}^2 = {pixels} pixels a rating) are over {MAX_CLIP_PIXELS} (fix: "
-                             f"fewer frames or a smaller image_size)")
+            raise ValueError(f"{cls.__name__} fields 'clip_frames' x the decoded size^2 ({config.clip_frames} x "
+                             f"{size}^2 = {pixels} pixels a rating) are over {MAX_CLIP_PIXELS} (fix: "
+                             f"fewer frames or a smaller image_size / outcome_size)")
         return config
 
     @classmethod
