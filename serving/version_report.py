@@ -100,8 +100,9 @@ def agent_figure(board: dict, path=None):
         for x, column in enumerate(columns):
             c = v["union"] if column == board["union"] else v["versions"].get(column)
             if c and c.get("rate") is not None:
-                ax.errorbar(x, c["rate"], yerr=[[c["rate"] - c["ci"][0]], [c["ci"][1] - c["rate"]]], fmt="o",
-                            capsize=4, color="k" if column == board["union"] else "C0")
+                err = [[max(0.0, c["rate"] - c["ci"][0])], [max(0.0, c["ci"][1] - c["rate"])]]
+                ax.errorbar(x, c["rate"], yerr=err, fmt="o", capsize=4,
+                            color="k" if column == board["union"] else "C0")
         ax.set_xticks(range(len(columns)))
         ax.set_xticklabels(["all" if c == board["union"] else c for c in columns], fontsize=8)
         ax.set(title=agent, ylim=(-0.02, 1.02), xlim=(-0.5, len(columns) - 0.5))
