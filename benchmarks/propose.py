@@ -1,7 +1,7 @@
 """Does ``autorater suite propose`` choose a version that tells agents apart better than a random draw of its size?
 
-    python -m benchmarks.propose [--seeds 10] [--current 30] [--pool 80] [--n 24] [--eval-runs 2] [--boot 1000]
-                                 [--agents expert,noisy-0.5,ditherer,quitter,random] [--out bench-out/propose]
+    python -m benchmarks.propose [--seeds 12] [--current 20] [--pool 60] [--n 16] [--eval-runs 3] [--boot 1000]
+                                 [--agents expert,noisy-0.5,quitter,random] [--out bench-out/propose]
 
 A synthetic BabyAI world, simulated without rendering (``simulate_truths``), paired over seeds. For each seed:
 
@@ -45,8 +45,10 @@ from scipy import stats
 CURRENT_TASKS = ("GoToLocal", "PickupLoc", "PutNextLocal", "OpenDoor")
 POOL_TASKS = ("GoToRedBallGrey", "GoToLocal", "PickupDist", "PickupLoc", "PutNextLocal", "PutNextLocalS6N4",
               "OpenDoor", "OpenDoorLoc")
-AGENTS = ("expert", "noisy-0.5", "ditherer", "quitter", "random")
-VERSIONS = ("proposed", "random", "random_balanced", "proposed_unbalanced")
+AGENTS = ("expert", "noisy-0.5", "quitter", "random")
+PROPOSALS = ("proposed", "proposed_oracle", "proposed_unbalanced")
+RANDOM = ("random", "random_balanced")
+VERSIONS = PROPOSALS + RANDOM
 METRICS = {"rank_interval_width": "lower", "ability_gap_width": "lower", "separated_pairs": "higher",
            "ability_gaps_separated": "higher"}
 
@@ -81,18 +83,22 @@ def world(seed: int, current: int, pool: int, eval_runs: int, agents: tuple[str,
     share = _majority(pilot, seed + 1)
     pilot_rows = [{"agent_id": t["agent"], "scenario_id": t["scenario_id"], "category": t["category"],
                    "p_success": share[t["continuation_id"]]} for t in pilot]
-    return {"current": current_rows, "pilot": pilot_rows, "held": held,
+    oracle_rows = [{**r, "p_success": float(t["outcome"] == "success")} for r, t in zip(pilot_rows, pilot)]
+    return {"current": current_rows, "pilot": pilot_rows, "pilot_oracle": oracle_rows, "held": held,
             "category": {t["scenario_id"]: t["category"] for t in runs}}
 
 
 def draws(w: dict, n: int, seed: int) -> dict[str, list[str]]:
-    """The scenarios of each version: proposed, random, random within the proposal's category quotas, and proposed
-    without the balance over categories (the most informative candidates, whatever their category)."""
-    from autorater.serving.propose import choose, fit_candidates
+    """The scenarios of each version: proposed (from the annotators' pilot labels; from the pilot's truth: oracle;
+    without the balance over categories: unbalanced), random, random within the proposal's category quotas."""
+    from autorater.serving.propose import choose, fit_candidates, pair_weights
 
-    candidates, _ = fit_candidates(w["current"], w["pilot"])
-    proposed = [c.scenario_id for c in choose(candidates, n)]
-    unbalanced = [c.scenario_id for c in choose(candidates, n, balance=False)]
+    candidates, abilities = fit_candidates(w["current"], w["pilot"])
+    weights = pair_weights(abilities)
+    proposed = [c.scenario_id for c in choose(candidates, n, weights=weights)]
+    unbalanced = [c.scenario_id for c in choose(candidates, n, balance=False, weights=weights)]
+    oracle, abilities = fit_candidates(w["current"], w["pilot_oracle"])
+    oracle = [c.scenario_id for c in choose(oracle, n, weights=pair_weights(abilities))]
     rng = np.random.default_rng([seed, 0xD1CE])
     ids = sorted(w["category"])
     out = {"proposed": proposed, "random": [ids[i] for i in rng.permutation(len(ids))[:n]]}
@@ -101,8 +107,7 @@ def draws(w: dict, n: int, seed: int) -> dict[str, list[str]]:
         quota = sum(w["category"][s] == cat for s in proposed)
         pool = [s for s in ids if w["category"][s] == cat]
         balanced += [pool[i] for i in rng.permutation(len(pool))[:quota]]
-    out["random_balanced"] = balanced
-    out["proposed_unbalanced"] = unbalanced
+    out.update(random_balanced=balanced, proposed_unbalanced=unbalanced, proposed_oracle=oracle)
     return out
 
 
@@ -169,19 +174,20 @@ def run(seeds: int, current: int, pool: int, n: int, eval_runs: int, n_boot: int
         if progress:
             print(f"seed {seed}: " + ", ".join(f"{k} {v['rank_interval_width']:.2f}" for k, v in scores.items()) +
                   f" ({time.monotonic() - start:.0f} s)", flush=True)
-    summary = {}
-    for name in VERSIONS:
-        summary[name] = {m: float(np.mean([s["scores"][name][m] for s in per_seed])) for m in METRICS}
-        if name.startswith("random"):  # the proposal's gain: positive when it is better
-            summary[name]["gain"] = {m: paired(*[[s["scores"][v][m] for s in per_seed]
-                                                 for v in ((name, "proposed") if better == "lower" else
-                                                           ("proposed", name))]) for m, better in METRICS.items()}
+    summary = {name: {m: float(np.mean([s["scores"][name][m] for s in per_seed])) for m in METRICS}
+               for name in VERSIONS}
+    gains = {}  # a proposal's gain over a random draw: positive when the proposal is better
+    for p in PROPOSALS:
+        for r in RANDOM:
+            gains[f"{p} vs {r}"] = {m: paired(*[[s["scores"][v][m] for s in per_seed]
+                                                for v in ((r, p) if better == "lower" else (p, r))])
+                                    for m, better in METRICS.items()}
     return {"settings": {"seeds": seeds, "current": current, "pool": pool, "n": n, "eval_runs": eval_runs,
                          "boot": n_boot, "agents": list(agents), "current_tasks": list(CURRENT_TASKS),
                          "pool_tasks": list(POOL_TASKS),
                          "model": "stand-in: 3 simulated annotators' share of success votes on one pilot run per "
-                                  "agent and candidate (no trained network)"},
-            "summary": summary, "per_seed": per_seed}
+                                  "agent and candidate (no trained network); proposed_oracle: the pilot run's truth"},
+            "summary": summary, "gains": gains, "per_seed": per_seed}
 
 
 def format_table(result: dict) -> str:
@@ -192,26 +198,23 @@ def format_table(result: dict) -> str:
              f"{', '.join(cfg['agents'])}; scored on {cfg['eval_runs']} held-back runs per agent and scenario",
              f"{'version':<20}" + "".join(f"{names[m]:>26}" for m in METRICS),
              *(f"{name:<20}" + "".join(f"{s[name][m]:>26.3f}" for m in METRICS) for name in VERSIONS),
-             "the proposal's gain over each draw, mean over seeds [95% t interval] (positive: the proposal is better)"]
-    for name in VERSIONS[1:]:
-        if "gain" not in s[name]:
-            continue
-        cells = []
-        for m in METRICS:
-            g = s[name]["gain"][m]
-            cells.append(f"{g['mean']:+.3f} [{g['ci'][0]:+.3f}, {g['ci'][1]:+.3f}]" if g["ci"][0] is not None
-                         else f"{g['mean']:+.3f}")
-        lines.append(f"vs {name:<17}" + "".join(f"{c:>26}" for c in cells))
+             "a proposal's gain over a random draw, mean over seeds [95% t interval] (positive: the proposal is "
+             "better)",
+             f"{'':<38}" + "".join(f"{names[m]:>26}" for m in METRICS)]
+    for name, gain in result["gains"].items():
+        cells = [f"{g['mean']:+.3f} [{g['ci'][0]:+.3f}, {g['ci'][1]:+.3f}]" if g["ci"][0] is not None
+                 else f"{g['mean']:+.3f}" for g in gain.values()]
+        lines.append(f"{name:<38}" + "".join(f"{c:>26}" for c in cells))
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--current", type=int, default=30, help="scenarios of the current version")
-    parser.add_argument("--pool", type=int, default=80, help="candidate scenarios")
-    parser.add_argument("--n", type=int, default=24, help="scenarios per proposed version")
-    parser.add_argument("--eval-runs", type=int, default=2, help="held-back runs per agent and candidate")
+    parser.add_argument("--seeds", type=int, default=12)
+    parser.add_argument("--current", type=int, default=20, help="scenarios of the current version")
+    parser.add_argument("--pool", type=int, default=60, help="candidate scenarios")
+    parser.add_argument("--n", type=int, default=16, help="scenarios per proposed version")
+    parser.add_argument("--eval-runs", type=int, default=3, help="held-back runs per agent and candidate")
     parser.add_argument("--boot", type=int, default=1000, help="bootstrap resamples per version")
     parser.add_argument("--agents", default=",".join(AGENTS))
     parser.add_argument("--out", default="bench-out/propose")

@@ -7,9 +7,12 @@ model's calibrated ``p_success`` (``autorater predict`` on the pool), or else th
 said success. One item-response fit (``calibration.ItemResponseModel``) takes both the current versions' final labels
 (who today's agents are and how able) and the pool's predictions (each continuation a success with weight ``p`` and
 a failure with weight ``1 - p``), and gives every candidate a difficulty with its 95% interval. A candidate's value
-is the Fisher information it carries about today's agents' abilities, ``sum_a p_a (1 - p_a)`` with ``p_a`` its fitted
-chance for agent ``a``: highest at middle difficulty. The proposal takes the most informative candidates, balanced
-over categories (round robin: the counts of two categories differ by at most one while both have candidates left).
+is the Fisher information it carries about each of today's agents' abilities, ``p_a (1 - p_a)`` with ``p_a`` its
+fitted chance for agent ``a``: highest where the scenario is of middle difficulty for that agent. The proposal is a
+greedy A-optimal design (:func:`choose`): each pick lowers most the summed variance of the ability gaps between
+agents adjacent in today's order, so the picks spread over the range of today's agents (harder ones for the best,
+easier ones for the weakest) instead of piling up in the middle; balanced over categories (round robin: the counts
+of two categories differ by at most one while both have candidates left).
 
 The draft version is a suite folder: the chosen scenarios (tagged ``version:<draft>`` and ``proposed``, the
 predicted difficulty and chances in their metadata), their pool continuations (videos hard-linked) and labels, and
@@ -101,26 +104,54 @@ def fit_candidates(current: list[dict], pool: list[dict]) -> tuple[list[Candidat
     return out, abilities
 
 
-def choose(candidates: list[Candidate], n: int, balance: bool = True) -> list[Candidate]:
-    """The ``n`` most informative candidates, balanced over categories (round robin by information) unless
-    ``balance`` is False."""
+PRIOR_INFORMATION = 1 / 9  # an ability's prior precision (ItemResponseModel's prior sd of 3), before any scenario
+
+
+def pair_weights(abilities: dict[str, dict]) -> dict[str, int]:
+    """How many pairs of agents adjacent in the fitted order each agent is in (1 at the ends, 2 between)."""
+    order = sorted(abilities, key=lambda a: -abilities[a]["ability"])
+    return {a: (i > 0) + (i < len(order) - 1) for i, a in enumerate(order)} if len(order) > 1 else \
+        dict.fromkeys(order, 1)
+
+
+def choose(candidates: list[Candidate], n: int, balance: bool = True,
+           weights: dict[str, float] | None = None) -> list[Candidate]:
+    """``n`` candidates that together pin down the gaps between today's agents best, balanced over categories
+    (round robin) unless ``balance`` is False.
+
+    Greedy A-optimal design: the version's information about agent ``a`` is ``PRIOR_INFORMATION + sum p_a (1 - p_a)``
+    over the chosen scenarios, the variance of its ability about one over that, and each pick is the candidate that
+    lowers ``sum_a weights[a] / information_a`` most (``weights``: ``pair_weights``, so the variance of every gap
+    between adjacent agents counts once; default 1 each). A scenario of middle difficulty for an agent whose ability is
+    still loose is worth most: the picks spread over the range of today's agents instead of piling up in the middle.
+    """
     if n < 1:
         raise ValueError(f"--n must be at least 1, got {n}")
     if n > len(candidates):
         raise ValueError(f"--n {n} but the pool holds only {len(candidates)} candidate scenario(s) with predictions "
                          f"(fix: a smaller --n, or a larger pool)")
-    ranked = sorted(candidates, key=lambda c: (-c.information, c.scenario_id))
-    if not balance:
-        return ranked[:n]
-    queues: dict[str, list[Candidate]] = {}
-    for c in ranked:
-        queues.setdefault(c.category, []).append(c)
-    chosen: list[Candidate] = []
+    agents = sorted({a for c in candidates for a in c.chances})
+    w = np.array([(weights or {}).get(a, 1.0) for a in agents])
+    info = np.array([[c.chances.get(a, 0.5) * (1 - c.chances.get(a, 0.5)) if a in c.chances else 0.0
+                      for a in agents] for c in candidates])  # (candidates, agents)
+    have = np.full(len(agents), PRIOR_INFORMATION)
+    left = np.ones(len(candidates), bool)
+    categories = np.array([c.category if balance else "" for c in candidates])
+    chosen: list[int] = []
+
+    def gains() -> np.ndarray:  # (candidates,) how much each would lower the weighted variances
+        return np.where(left, (w / have - w / (have + info)).sum(1), -np.inf)
+
     while len(chosen) < n:
-        heads = sorted((q for q in queues.values() if q), key=lambda q: (-q[0].information, q[0].scenario_id))
-        for q in heads[:n - len(chosen)]:
-            chosen.append(q.pop(0))
-    return chosen
+        g = gains()
+        order = sorted((cat for cat in set(categories) if np.any(left & (categories == cat))),
+                       key=lambda cat: -np.max(np.where(categories == cat, g, -np.inf)))
+        for cat in order[:n - len(chosen)]:  # one per category per round, the most useful category first
+            i = int(np.argmax(np.where(categories == cat, gains(), -np.inf)))
+            chosen.append(i)
+            left[i] = False
+            have = have + info[i]
+    return [candidates[i] for i in chosen]
 
 
 def pool_predictions(pool: Suite, predictions: str | os.PathLike | None = None) -> tuple[list[dict], str]:
@@ -179,7 +210,7 @@ def propose_version(pool_dir: str | os.PathLike, labels: list[str | os.PathLike]
     rows, how = pool_predictions(pool, predictions)
     rows = [r for r in rows if r["scenario_id"] not in old]
     candidates, abilities = fit_candidates(current, rows)
-    chosen = choose(candidates, n, balance)
+    chosen = choose(candidates, n, balance, pair_weights(abilities))
     version = version or next_version({r["version"] for r in current})
     result = {"pool": str(pool_dir), "labels": [str(p) for p in labels], "version": version, "n": n,
               "predicted_by": how, "balanced": balance, "candidates": len(candidates), "abilities": abilities,
@@ -241,5 +272,5 @@ def format_proposal(result: dict, limit: int = 30) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["PROPOSAL_FILE", "PROPOSED_TAG", "Candidate", "choose", "fit_candidates", "format_proposal",
-           "pool_predictions", "propose_version"]
+__all__ = ["PRIOR_INFORMATION", "PROPOSAL_FILE", "PROPOSED_TAG", "Candidate", "choose", "fit_candidates",
+           "format_proposal", "pair_weights", "pool_predictions", "propose_version"]
