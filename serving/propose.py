@@ -259,16 +259,15 @@ def format_proposal(result: dict, limit: int = 30) -> str:
              f"(difficulty predicted from {result['predicted_by']}; balanced over categories: {result['balanced']})",
              f"mean information about today's agents: chosen {result['chosen_mean_information']:.2f}, pool "
              f"{result['pool_mean_information']:.2f} (sum over agents of p(1-p))",
-             f"{'scenario':<10}{'category':<14}{'difficulty [95% interval]':<28}{'mean chance':>12}  per agent"]
+             f"{'scenario':<10}{'category':<14}{'difficulty [95% interval]':<28}{'mean chance':>12}  chance of "
+             + ", ".join(agents)]
     for c in result["chosen"][:limit]:
         chances = " ".join(f"{c['chances'][a]:.2f}" for a in agents if a in c["chances"])
         lines.append(f"{c['scenario_id']:<10}{c['category'][:13]:<14}{c['difficulty']:+6.2f} "
                      f"[{c['difficulty_ci'][0]:+.2f}, {c['difficulty_ci'][1]:+.2f}]{'':<5}{c['mean_chance']:>10.2f}  "
                      f"{chances}")
     if len(result["chosen"]) > limit:
-        lines.append(f"... and {len(result['chosen']) - limit} more (proposal.json)")
-    lines.append("per agent: " + ", ".join(a for a in agents if a in result["chosen"][0]["chances"])
-                 if result["chosen"] else "")
+        lines.append(f"... and {len(result['chosen']) - limit} more ({PROPOSAL_FILE})")
     return "\n".join(lines)
 
 

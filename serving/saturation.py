@@ -109,18 +109,22 @@ def saturation_figure(board: dict, path=None):
     versions = [v for v in board["versions"] if v in board.get("saturation", {})]
     figure = new_figure(4.2 * max(1, len(versions)), 4.2)
     axes = np.atleast_1d(figure.subplots(1, max(1, len(versions)), sharey=True))
+    colours = sorted({a for v in versions for a in board["saturation"][v]["abilities"]})
     for ax, v in zip(axes, versions):
         sat = board["saturation"][v]
         items = list(sat["scenario_difficulty"].values())
         x = np.arange(len(items))
         d = np.array([s["difficulty"] for s in items])
         lo, hi = np.array([s["difficulty_ci"][0] for s in items]), np.array([s["difficulty_ci"][1] for s in items])
-        colour = ["C2" if s["middle"] else "0.6" for s in items]
+        colour = ["k" if s["middle"] else "0.6" for s in items]
         ax.vlines(x, lo, hi, colors=colour, lw=0.8)
         ax.scatter(x, d, c=colour, s=8, zorder=3)
         for i, (agent, a) in enumerate(sorted(sat["abilities"].items(), key=lambda kv: -kv[1]["ability"])):
-            ax.axhline(a["ability"], color=f"C{i % 10}", ls="--", lw=0.8)
-            ax.text(len(items) - 0.5, a["ability"], agent, fontsize=7, ha="right", va="bottom", color=f"C{i % 10}")
+            colour = f"C{colours.index(agent) % 10}"  # one colour per agent in every panel
+            ax.axhline(a["ability"], color=colour, ls="--", lw=0.8)
+            left = i % 2 == 1  # alternate sides, so that agents of one ability stay readable
+            ax.text(-0.5 if left else len(items) - 0.5, a["ability"], agent, fontsize=7, color=colour,
+                    ha="left" if left else "right", va="bottom")
         share = "-" if sat["separating_share"] is None else f"{sat['separating_share']:.0%}"
         ax.set(title=f"{v}: {share} separate, {sat['middle']}/{sat['scenarios']} middle", xlabel="scenarios, easiest "
                "first")

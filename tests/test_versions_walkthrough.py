@@ -1,0 +1,92 @@
+"""docs/versions.md runs as written: every ``$ `` command of its ``console`` blocks, in order, in one folder, each
+exiting as the page says (0; ``suite diff`` 1: the versions differ) and printing the first and last lines the page
+shows (numbers aside).
+
+The default run makes the suites smaller (4 scenarios a version instead of 12, a pool of 8 instead of 24, a draft
+of 4); the ``slow`` test runs the page exactly. tests/test_suite_versions.py and tests/test_version_board.py hold the
+properties; this test holds the page to the product.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import torch
+
+from autorater import cli
+from model_suites import one_thread
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "versions.md"
+SMALLER = {"--scenarios 12": "--scenarios 4", "--scenarios 24": "--scenarios 8", "--n 8": "--n 4"}
+EXIT = {("suite", "diff"): 1}  # the exit code says the versions differ
+
+
+def doc_commands() -> list[tuple[str, list[str]]]:
+    """(command, the output lines shown under it) for each ``$ `` line of the page's console blocks."""
+    blocks = re.findall(r"```console\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.S)
+    commands = []
+    for block in blocks:
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                commands.append((line[2:], []))
+            elif commands:
+                commands[-1][1].append(line)
+    return commands
+
+
+def shape(line: str) -> str:
+    """A line with its numbers and run-dependent names left out: what a smaller or another run still prints."""
+    line = re.sub(r"autorater[@:][\w.-]+", "MODEL", line)
+    line = re.sub(r"\bs\d{4}\b", "SID", line)
+    return re.sub(r"\s+", " ", re.sub(r"[-+]?\d+(\.\d+)?%?", "#", line)).strip()
+
+
+def run(command: str, fast: bool) -> str:
+    if fast:
+        for big, small in SMALLER.items():
+            command = command.replace(big, small)
+    argv = shlex.split(command)
+    assert argv[0] == "autorater", f"the walkthrough runs only autorater: {command}"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main(argv[1:])
+    expected = EXIT.get(tuple(argv[1:3]), 0)
+    assert code == expected, f"{command} exited {code}, not {expected}:\n{out.getvalue()}"
+    return out.getvalue()
+
+
+def walk(tmp_path: Path, monkeypatch, fast: bool) -> None:
+    commands = doc_commands()
+    assert len(commands) >= 10 and any(c.startswith("autorater suite propose ") for c, _ in commands)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli.common, "threads", lambda: None)
+    before = one_thread()
+    try:
+        for command, shown in commands:
+            printed = [line for line in run(command, fast).splitlines() if line.strip()]
+            shown = [line for line in shown if line.strip()]
+            if not shown:
+                continue
+            assert printed, f"{command} printed nothing; the page shows {shown[0]!r}"
+            if shown[0] != "[...]":
+                assert shape(printed[0]) == shape(shown[0]), command
+            if shown[-1] != "[...]":
+                assert shape(printed[-1]) == shape(shown[-1]), command
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_versions_walkthrough_runs_as_written_on_smaller_suites(tmp_path, monkeypatch):
+    walk(tmp_path, monkeypatch, fast=True)
+    assert (tmp_path / "board" / "versions-saturation.png").is_file()
+    assert (tmp_path / "v3-draft" / "proposal.json").is_file()
+
+
+@pytest.mark.slow
+def test_the_versions_walkthrough_runs_exactly_as_written(tmp_path, monkeypatch):
+    walk(tmp_path, monkeypatch, fast=False)
