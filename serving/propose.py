@@ -140,12 +140,13 @@ def choose(candidates: list[Candidate], n: int, balance: bool = True,
     chosen: list[int] = []
 
     def gains() -> np.ndarray:  # (candidates,) how much each would lower the weighted variances
-        return np.where(left, (w / have - w / (have + info)).sum(1), -np.inf)
+        # rounded, so that candidates the fit cannot tell apart tie exactly (argmax: the first) on any machine
+        return np.where(left, np.round((w / have - w / (have + info)).sum(1), 6), -np.inf)
 
     while len(chosen) < n:
         g = gains()
         order = sorted((cat for cat in set(categories) if np.any(left & (categories == cat))),
-                       key=lambda cat: -np.max(np.where(categories == cat, g, -np.inf)))
+                       key=lambda cat: (-np.max(np.where(categories == cat, g, -np.inf)), cat))
         for cat in order[:n - len(chosen)]:  # one per category per round, the most useful category first
             i = int(np.argmax(np.where(categories == cat, gains(), -np.inf)))
             chosen.append(i)

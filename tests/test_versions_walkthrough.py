@@ -90,3 +90,24 @@ def test_the_versions_walkthrough_runs_as_written_on_smaller_suites(tmp_path, mo
 @pytest.mark.slow
 def test_the_versions_walkthrough_runs_exactly_as_written(tmp_path, monkeypatch):
     walk(tmp_path, monkeypatch, fast=False)
+
+
+@pytest.mark.slow
+def test_the_version_commands_run_end_to_end_on_meta_world(tmp_path, monkeypatch, capsys):
+    """Two Meta-World versions: grown, diffed, tagged, scored across versions with saturation, and a proposed third
+    version from a grown pool (the suites' own annotations as the labels)."""
+    monkeypatch.chdir(tmp_path)
+    world = ["--world", "metaworld", "--tasks", "drawer-open-v3,reach-v3", "--continuations-per-scenario", "3",
+             "--image-size", "64", "--workers", "1", "--quiet"]
+    assert cli.main(["suite", "generate", "--out", "v1", "--scenarios", "4", "--seed", "1", *world]) == 0
+    assert cli.main(["suite", "generate", "--out", "v2", "--version", "v2", "--grow", "v1", "--scenarios", "4",
+                     "--seed", "2", *world]) == 0
+    assert cli.main(["suite", "diff", "v1", "v2"]) == 1
+    assert cli.main(["suite", "tag", "v2", "--tag", "drawer", "--where", "instruction contains drawer"]) == 0
+    assert cli.main(["leaderboard", "--suite", "v2", "--by-tag", "drawer", "--out", "board/v.html"]) == 0
+    out = capsys.readouterr().out
+    assert "rank agreement v1 vs v2" in out and "saturation v2" in out and "tag drawer:" in out
+    assert cli.main(["suite", "generate", "--out", "pool", "--version", "candidates", "--grow", "v2", "--scenarios",
+                     "6", "--seed", "3", *world]) == 0
+    assert cli.main(["suite", "propose", "--pool", "pool", "--labels", "v2", "--n", "2", "--out", "v3"]) == 0
+    assert cli.main(["suite", "validate", "v3"]) == 0
