@@ -109,19 +109,19 @@ class _Parser:
             self.fail(f"unexpected {self.peek()[1]!r} (join conditions with and / or)")
         return predicate
 
-    def or_(self) -> Predicate:
-        parts = [self.and_()]
-        while self.is_word("or"):
+    def joined(self, word: str, part, combine) -> Predicate:
+        """``part (word part)*``, the parts' results combined with ``any`` or ``all``."""
+        parts = [part()]
+        while self.is_word(word):
             self.take()
-            parts.append(self.and_())
-        return parts[0] if len(parts) == 1 else (lambda s, ps=tuple(parts): any(p(s) for p in ps))
+            parts.append(part())
+        return parts[0] if len(parts) == 1 else (lambda s, ps=tuple(parts): combine(p(s) for p in ps))
+
+    def or_(self) -> Predicate:
+        return self.joined("or", self.and_, any)
 
     def and_(self) -> Predicate:
-        parts = [self.not_()]
-        while self.is_word("and"):
-            self.take()
-            parts.append(self.not_())
-        return parts[0] if len(parts) == 1 else (lambda s, ps=tuple(parts): all(p(s) for p in ps))
+        return self.joined("and", self.not_, all)
 
     def not_(self) -> Predicate:
         if self.is_word("not"):
