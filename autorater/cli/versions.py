@@ -41,9 +41,11 @@ def cmd_suite_propose(args) -> int:
 
 def across_versions(args) -> bool:
     """Whether ``leaderboard``'s arguments ask for the cross-version board: several sources, a suite, a tag, or one
-    labels folder whose scenarios came in several versions."""
+    labels folder whose scenarios came in several versions (unless ``--truth`` asks for its one-folder board)."""
     if args.versions or args.by_tag or args.suite or len(args.labels) != 1:
         return True
+    if args.truth:
+        return False
     from autorater.data.suite import Suite
     from autorater.data.versions import scenario_version
     from autorater.serving.folder import LabelsFolder
