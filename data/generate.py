@@ -18,13 +18,19 @@ Example:
     >>> generate_suite("suites/tiny", scenarios=4, continuations_per_scenario=2)   # doctest: +SKIP
     >>> generate_suite("suites/arm", world="metaworld", tasks=["drawer-open-v3"])  # doctest: +SKIP
     >>> swap_instructions("suites/tiny", "suites/tiny-swapped", seed=1)             # doctest: +SKIP
+    >>> generate_suite("suites/tiny-v2", scenarios=4, version="v2", grow="suites/tiny")  # doctest: +SKIP
+
+Every scenario carries the tag ``version:<version>`` of the version it came in (``autorater.data.versions``). With
+``grow``, the new suite is an earlier one plus new scenarios: the earlier suite's scenarios (their version tags
+kept), continuations, labels, references and truth are copied (videos hard-linked) and the new scenarios are numbered
+after them, so ``autorater suite diff`` of the two shows what was added.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
@@ -44,10 +50,11 @@ from autorater.data.suite import (
     load_truth,
     write_jsonl,
 )
+from autorater.data.versions import with_version_tag
 from autorater.data.worlds import WORLDS, ScenarioJob, SwapJob, load_world, world_of
 from autorater.data.worlds.babyai import AGENTS, DEFAULT_AGENTS, DEFAULT_TASKS, LEVELS
 
-__all__ = ["generate_suite", "swap_instructions", "simulate_truths", "load_truth", "LEVELS", "AGENTS",
+__all__ = ["generate_suite", "swap_instructions", "simulate_truths", "load_truth", "link_or_copy", "LEVELS", "AGENTS",
            "DEFAULT_LEVELS", "DEFAULT_AGENTS", "TRUTH_FILE", "WORLDS"]
 
 DEFAULT_LEVELS = DEFAULT_TASKS  # BabyAI's defaults, the generator's default world
@@ -210,7 +217,7 @@ def generate_suite(out: str | os.PathLike, levels: Sequence[str] | None = None, 
                    view: str = "ego", image_size: int | None = None, version: str = "v1", name: str | None = None,
                    progress: bool = True, world: str = "babyai", tasks: Sequence[str] | None = None,
                    camera: str | Sequence[str] | None = None, hold_out_camera: str | Sequence[str] | None = None,
-                   hold_out_degrees: float | None = None) -> Path:
+                   hold_out_degrees: float | None = None, grow: str | os.PathLike | None = None) -> Path:
     """Generate a synthetic STS-style suite in one world (see the module docstring).
 
     Args:
@@ -241,6 +248,7 @@ def generate_suite(out: str | os.PathLike, levels: Sequence[str] | None = None, 
         hold_out_camera: Meta-World, with ``camera="random"``: named camera(s) no drawn camera comes near
             (its optical axis stays ``hold_out_degrees`` away from theirs).
         hold_out_degrees: how far drawn cameras keep from the held-out ones (degrees; None: 30).
+        grow: an earlier suite this one grows (see the module docstring); its name is kept unless ``name`` is given.
 
     Returns:
         The suite folder. ``suite.json``'s ``source.agent_rule_balanced_accuracy`` says how well the agent's
@@ -258,15 +266,19 @@ def generate_suite(out: str | os.PathLike, levels: Sequence[str] | None = None, 
         raise ValueError(f"fps must be > 0, got {fps}")
     if not 1 <= annotators <= len(default_pool()):
         raise ValueError(f"annotators must be between 1 and {len(default_pool())}, got {annotators}")
+    base = Suite.load(grow) if grow is not None else None
+    first_s, first_c = _next_indices(base)
     _prepare_out(out)
 
     dealt = _deal_agents(agent_names, scenarios, continuations_per_scenario, seed)
-    jobs = [ScenarioJob(i, task_names[i % len(task_names)], dealt[i], i * continuations_per_scenario, seed, str(out),
-                        float(fps), version, options) for i in range(scenarios)]
+    jobs = [ScenarioJob(first_s + i, task_names[(first_s + i) % len(task_names)], dealt[i],
+                        first_c + i * continuations_per_scenario, seed, str(out), float(fps), version, options)
+            for i in range(scenarios)]
     results = _map(module.run_scenario, jobs, workers, progress, scenarios * continuations_per_scenario,
                    [continuations_per_scenario] * scenarios, "generating")
 
-    scenario_records = [Scenario(**r["scenario"]) for r in results]
+    scenario_records = [Scenario(**{**r["scenario"], "tags": with_version_tag(r["scenario"]["tags"], version)})
+                        for r in results]
     continuation_records = [Continuation(**c) for r in results for c in r["continuations"]]
     truths = [t for r in results for t in r["truths"]]
     references = _choose_references(truths, reference_share, seed)
@@ -276,8 +288,12 @@ def generate_suite(out: str | os.PathLike, levels: Sequence[str] | None = None, 
     text, source = module.describe(task_names, agent_names, options, common)
     source["truth_file"] = TRUTH_FILE
     source["agent_rule_balanced_accuracy"] = _agent_rule(truths)
+    if base is not None:
+        source["grown_from"] = {"suite": str(base.root), "version": base.info.version,
+                                "scenarios": len(base.scenarios)}
     info = SuiteInfo(
-        name=name or f"{module.NAME}-sts", version=version, created_at=_created_at(),
+        name=name or (base.info.name if base is not None else f"{module.NAME}-sts"), version=version,
+        created_at=_created_at(),
         description=(f"{text}: {scenarios} scenarios x {continuations_per_scenario} continuations by agents of "
                      f"graded skill; annotations by simulated annotators; references and {TRUTH_FILE} from the "
                      f"simulator."),
@@ -285,16 +301,44 @@ def generate_suite(out: str | os.PathLike, levels: Sequence[str] | None = None, 
     suite = Suite(out, info, scenario_records, continuation_records,
                   annotations=_annotate(truths, references, annotators, seed),
                   references=[_reference(t) for t in truths if t["continuation_id"] in references])
+    if base is not None:
+        suite, truths = _grown(base, suite, truths)
     suite.write(out)
     write_jsonl(out / TRUTH_FILE, truths)
     return out
+
+
+def _next_indices(base: Suite | None) -> tuple[int, int]:
+    """The first scenario and continuation numbers after those of ``base`` (0, 0 without one)."""
+    if base is None:
+        return 0, 0
+
+    def after(ids, prefix: str) -> int:
+        numbers = [int(i[1:]) for i in ids if i.startswith(prefix) and i[1:].isdigit()]
+        return max(numbers, default=-1) + 1
+    return (after(base.scenario_by_id, "s"), after(base.continuation_by_id, "c"))
+
+
+def _grown(base: Suite, new: Suite, truths: list[dict]) -> tuple[Suite, list[dict]]:
+    """``base`` followed by ``new``: records, labels and truth concatenated, the base's videos hard-linked."""
+    for c in base.continuations:
+        link_or_copy(base.root / c.video, new.root / c.video)
+    try:
+        base_truths = load_truth(base.root)
+    except FileNotFoundError:
+        base_truths = []
+    scenarios = [replace(s, tags=with_version_tag(s.tags, base.info.version)) for s in base.scenarios]
+    grown = Suite(new.root, new.info, scenarios + new.scenarios, base.continuations + new.continuations,
+                  base.annotations + new.annotations, base.references + new.references)
+    return grown, base_truths + truths
 
 
 # ----------------------------------------------------------------------------------------------
 # Instruction swaps
 
 
-def _link_or_copy(src: Path, dst: Path) -> None:
+def link_or_copy(src: Path, dst: Path) -> None:
+    """Hard-link ``src`` to ``dst`` (its folder made), or copy it where the file systems differ."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.link(src, dst)
@@ -375,7 +419,7 @@ def swap_instructions(suite_dir: str | os.PathLike, out_dir: str | os.PathLike, 
             continuations.append(Continuation(continuation_id=c.continuation_id, scenario_id=c.scenario_id,
                                               agent_id=c.agent_id, video=c.video, takeover_s=c.takeover_s,
                                               metadata=dict(c.metadata)))
-            _link_or_copy(src / c.video, out / c.video)
+            link_or_copy(src / c.video, out / c.video)
     swap = {"from": str(src), "seed": seed}
     if annotators is None:
         references, annotations = {t["continuation_id"] for t in truths}, []

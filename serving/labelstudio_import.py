@@ -54,7 +54,8 @@ _KEYS = {"instruction": ("instruction", "prompt", "text"), "agent": ("agent_id",
 
 def import_labelstudio(export: str | os.PathLike, media_root: str | os.PathLike, out: str | os.PathLike, *,
                        frame_rate: float | None = None, success_labels=(), failure_labels=(), link: bool = False,
-                       strict: bool = False, name: str | None = None, version: str | None = None) -> ImportReport:
+                       strict: bool = False, name: str | None = None, version: str | None = None,
+                       source: str | None = None) -> ImportReport:
     """Import a Label Studio JSON export into the suite folder ``out`` (created, or grown: a re-run adds only the new
     tasks and annotations, and takes an annotation changed since as an update).
 
@@ -64,6 +65,7 @@ def import_labelstudio(export: str | os.PathLike, media_root: str | os.PathLike,
         frame_rate: the ``<Video frameRate>`` of the project (default: each task's ``fps``, else 24).
         success_labels, failure_labels: your project's names of the outcomes, beside the known words.
         link, strict, name, version: as ``autorater.data.import_suite.import_rows``.
+        source: where the export came from, for a new suite's ``suite.json`` (default: the export's path).
     """
     export = Path(export)
     tasks = read_export(export)
@@ -73,8 +75,8 @@ def import_labelstudio(export: str | os.PathLike, media_root: str | os.PathLike,
     reader = _ExportReader(export.name, Path(media_root), frame_rate, words)
     for i, task in enumerate(tasks):
         reader.task(task, i)
-    report = import_rows(reader.rows, out, source=str(export), problems=reader.problems, warnings=reader.warnings,
-                         link=link, strict=strict, name=name, version=version)
+    report = import_rows(reader.rows, out, source=source or str(export), problems=reader.problems,
+                         warnings=reader.warnings, link=link, strict=strict, name=name, version=version)
     report.rows, report.unit = len(reader.rows) + len(reader.problems), "annotation(s) and unannotated task(s)"
     return report
 

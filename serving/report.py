@@ -63,7 +63,7 @@ def format_leaderboard(board: dict) -> str:
     return "\n".join(lines)
 
 
-def _png(figure) -> str:
+def png_base64(figure) -> str:
     buf = io.BytesIO()
     figure.savefig(buf, format="png", dpi=90)
     return base64.b64encode(buf.getvalue()).decode()
@@ -88,7 +88,7 @@ def leaderboard_figures(board: dict) -> dict[str, str]:
            title="Agent leaderboard")
     if "truth" in board:
         ax.legend(loc="lower right")
-    figs["leaderboard"] = _png(f)
+    figs["leaderboard"] = png_base64(f)
 
     f = new_figure(6, 4)
     ax = f.subplots()
@@ -100,7 +100,7 @@ def leaderboard_figures(board: dict) -> dict[str, str]:
     ax.set(xlabel="seconds after takeover", ylabel="share of continuations succeeded",
            title="Time to completion (CDF of success markers)", ylim=(0, 1))
     ax.legend(fontsize=8)
-    figs["time_to_completion"] = _png(f)
+    figs["time_to_completion"] = png_base64(f)
 
     f = new_figure(6, 4)
     ax = f.subplots()
@@ -110,7 +110,7 @@ def leaderboard_figures(board: dict) -> dict[str, str]:
         ax.legend(fontsize=8)
     ax.set(xlabel="share of an agent's continuations of one scenario that succeed", ylabel="scenarios",
            title="Consistency across continuations")
-    figs["consistency"] = _png(f)
+    figs["consistency"] = png_base64(f)
 
     f = new_figure(6, 0.5 * len(agents) + 1.5)
     ax = f.subplots()
@@ -122,7 +122,7 @@ def leaderboard_figures(board: dict) -> dict[str, str]:
     ax.axvline(0, color="grey", lw=0.5)
     ax.set(yticks=range(len(agents)), yticklabels=agents, xlabel="ability (log-odds of success on an average "
            "scenario, 95% interval)", title="Agent ability (item-response model)")
-    figs["ability"] = _png(f)
+    figs["ability"] = png_base64(f)
 
     f = new_figure(6, 4)
     ax = f.subplots()
@@ -142,14 +142,14 @@ def leaderboard_figures(board: dict) -> dict[str, str]:
     ax.set(xticks=range(len(cats)), xlabel="category", ylabel="difficulty (log-odds, 95% interval)",
            title="Scenario difficulty by category (black: category mean)")
     ax.set_xticklabels(cats, rotation=30, ha="right", fontsize=8)
-    figs["difficulty_by_category"] = _png(f)
+    figs["difficulty_by_category"] = png_base64(f)
 
     f = new_figure(6, 4)
     ax = f.subplots()
     rates = [s["success_rate"] for s in board["scenarios"].values() if s["success_rate"] is not None]
     ax.hist(rates, bins=np.linspace(0, 1, 11), color="C2")
     ax.set(xlabel="scenario success rate over all agents", ylabel="scenarios", title="Scenario difficulty")
-    figs["difficulty"] = _png(f)
+    figs["difficulty"] = png_base64(f)
     return figs
 
 
@@ -220,4 +220,4 @@ def _ci(ci) -> str:
     return "" if ci is None or ci[0] is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
-__all__ = ["format_leaderboard", "leaderboard_figures", "write_report"]
+__all__ = ["format_leaderboard", "leaderboard_figures", "png_base64", "write_report"]

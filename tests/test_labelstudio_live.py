@@ -11,7 +11,8 @@ serve`` as its ML backend (basic auth with the token as the password, as Label S
 local-files storage that serves the videos, and the tasks of ``autorater label``. It asks for predictions, checks
 that an annotation made through Label Studio's API, then corrected, reaches the pool suite (the correction
 replacing the first label, which is kept in the history file), that the project's JSON export imports with
-``autorater suite import --from-labelstudio`` with every annotation kept, and that deleting the annotation there
+``autorater suite import --from-labelstudio`` with every annotation kept (and the project itself, through its API, with
+``--from-labelstudio-project``), and that deleting the annotation there
 removes it from the suite.
 
 Label Studio refuses ML backends and webhooks on loopback and private networks by default (SSRF protection):
@@ -34,6 +35,7 @@ import pytest
 
 from autorater import cli
 from autorater.data.suite import Suite
+from autorater.data.versions import scenario_version
 from autorater.serving.label import label_suite
 from autorater.serving.labelstudio import label_interface, labeling_config, marker_region
 from hardening_env import make_hardening_env, suite_rows
@@ -183,6 +185,18 @@ def test_setup_then_predictions_annotations_and_an_export_round_trip(live, capsy
         {(cid, "success"), (other["data"]["continuation_id"], "failure")}
     assert [r.continuation_id for r in imported.references] == [other["data"]["continuation_id"]]
     assert len(imported.continuations) == len(export) == 2  # Label Studio exports the labelled tasks by default
+
+    # The same project straight through its API: every task, labelled or not, and every annotation.
+    via_api = live["root"] / "from-label-studio-project"
+    assert cli.main(["suite", "import", "--from-labelstudio-project", str(pid), "--url", live["ls"], "--token",
+                     LS_TOKEN, "--media-root", str(live["media"]), "--out", str(via_api), "--version", "v2"]) == 0
+    fetched = Suite.load(via_api)
+    assert len(fetched.continuations) == len(ls_tasks) and len(fetched.annotations) == 2
+    assert {(a.continuation_id, a.outcome) for a in fetched.annotations} == \
+        {(a.continuation_id, a.outcome) for a in imported.annotations}
+    assert [r.continuation_id for r in fetched.references] == [other["data"]["continuation_id"]]
+    assert all(scenario_version(s.tags) == "v2" for s in fetched.scenarios)
+    assert (via_api / "labelstudio" / f"project-{pid}-export.json").is_file()
 
     assert ls.delete(f"/api/annotations/{ann_id}").status_code == 204  # deleted there: it leaves the suite
     start = time.monotonic()

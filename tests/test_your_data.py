@@ -17,26 +17,12 @@ import shlex
 from pathlib import Path
 
 import pytest
-import torch
 
 from autorater import cli
 from autorater.data import example
-from model_suites import one_thread
+from doc_walk import check_shown, console_commands, in_page_folder
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "your-data.md"
-
-
-def doc_commands() -> list[tuple[str, list[str]]]:
-    """(command, the output lines shown under it) for each ``$ `` line of the page's console blocks."""
-    blocks = re.findall(r"```console\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.S)
-    commands = []
-    for block in blocks:
-        for line in block.splitlines():
-            if line.startswith("$ "):
-                commands.append((line[2:], []))
-            elif commands:
-                commands[-1][1].append(line)
-    return commands
 
 
 def shape(line: str) -> str:
@@ -67,25 +53,12 @@ def run(command: str, fast: bool, tmp_path: Path) -> tuple[str, bool]:
 
 
 def walk(tmp_path: Path, monkeypatch, fast: bool) -> None:
-    commands = doc_commands()
+    commands = console_commands(DOC)
     assert len(commands) >= 8 and any(c.startswith("autorater label ") for c, _ in commands)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli.common, "threads", lambda: None)
-    before = one_thread()
-    try:
+    with in_page_folder(tmp_path, monkeypatch):
         for command, shown in commands:
             output, swapped = run(command, fast, tmp_path)
-            printed = [line for line in output.splitlines() if line.strip()]
-            shown = [line for line in shown if line.strip()]
-            if not shown:
-                continue
-            assert printed, f"{command} printed nothing; the page shows {shown[0]!r}"
-            if shown[0] != "[...]" and not swapped:
-                assert shape(printed[0]) == shape(shown[0]), command
-            if shown[-1] != "[...]":
-                assert shape(printed[-1]) == shape(shown[-1]), command
-    finally:
-        torch.set_num_threads(before)
+            check_shown(command, output, shown, shape, first=not swapped)
 
 
 def test_the_walkthrough_runs_as_written_on_a_smaller_example(tmp_path, monkeypatch):

@@ -37,10 +37,14 @@ def cmd_ingest(args) -> int:
 
 
 def cmd_leaderboard(args) -> int:
+    from autorater.cli.versions import across_versions, cmd_version_leaderboard
     from autorater.serving.folder import LabelsFolder
     from autorater.serving.leaderboard import leaderboard
     from autorater.serving.report import format_leaderboard, write_report
 
+    if across_versions(args):
+        return cmd_version_leaderboard(args)
+    args.labels = args.labels[0]
     board = leaderboard(args.labels, seed=args.seed, with_truth=args.truth)
     print(format_leaderboard(board))
     out = Path(args.out) if args.out else LabelsFolder(args.labels).leaderboard
@@ -180,9 +184,21 @@ def add_commands(sub) -> None:
     p.add_argument("--strict", action="store_true", help="exit 1 when any label was refused")
     p.set_defaults(func=cmd_ingest)
 
-    p = sub.add_parser("leaderboard", help="per-agent success rates with 95%% intervals (PPI), JSON and HTML")
-    p.add_argument("--labels", required=True, help="labels folder (after ingest)")
-    p.add_argument("--out", help="HTML report (default: LABELS/leaderboard.html; the JSON goes next to it)")
+    p = sub.add_parser("leaderboard", help="per-agent success rates with 95%% intervals (PPI), JSON and HTML; across "
+                                           "suite versions and tags",
+                       description="One labels folder: its leaderboard. Several (one per version), suites (--suite), "
+                                   "a suite whose scenarios carry several version:V tags, --by-tag or --versions: "
+                                   "per agent the rate on each version and on their union, per category and tag, "
+                                   "the rank agreement between versions and each version's saturation "
+                                   "(docs/versions.md).")
+    p.add_argument("--labels", nargs="+", default=[], help="labels folder(s) (after ingest), oldest version first")
+    p.add_argument("--suite", action="append", default=[], help="a suite whose own annotations are the labels "
+                                                                "(repeatable)")
+    p.add_argument("--by-tag", action="append", default=[], metavar="TAG", help="also break the scores down by this "
+                                                                               "tag (repeatable)")
+    p.add_argument("--versions", action="store_true", help="the cross-version board even for one version")
+    p.add_argument("--out", help="HTML report (default: LABELS/leaderboard.html, or leaderboard-versions.html across "
+                                 "versions; the JSON goes next to it)")
     p.add_argument("--truth", action="store_true", help="compare with the simulator truth (synthetic suites)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.set_defaults(func=cmd_leaderboard)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -20,7 +21,7 @@ def cmd_suite_generate(args) -> int:
                          annotators=args.annotators, seed=args.seed, workers=args.workers, version=args.version,
                          view=args.view, image_size=args.image_size, camera=args.camera,
                          hold_out_camera=args.hold_out_camera, hold_out_degrees=args.hold_out_degrees,
-                         progress=not args.quiet)
+                         progress=not args.quiet, grow=args.grow)
     print(f"wrote suite {out}")
     _print_agent_rule(out)
     return 0
@@ -64,13 +65,19 @@ def cmd_suite_import(args) -> int:
     import contextlib
 
     from autorater.serving.folder import folder_lock
+    from autorater.serving.tags import LOCK_WHAT, stamp_version
 
-    if bool(args.from_labelstudio) == bool(args.table):
-        raise ValueError("pass --videos DIR --table FILE, or --from-labelstudio EXPORT.json --media-root DIR")
+    sources = [bool(args.table), bool(args.from_labelstudio), args.from_labelstudio_project is not None]
+    if sum(sources) != 1:
+        raise ValueError("pass one source: --videos DIR --table FILE, --from-labelstudio EXPORT.json --media-root DIR, "
+                         "or --from-labelstudio-project ID --url URL --token TOKEN --media-root DIR")
     out = Path(args.out)
     grown = (out / "suite.json").is_file()  # a suite `serve --suite` may be appending to: take its lock
-    with folder_lock(out, "suite import, ingest or webhook", wait=True) if grown else contextlib.nullcontext():
-        return _suite_import(args)
+    with folder_lock(out, LOCK_WHAT, wait=True) if grown else contextlib.nullcontext():
+        code = _suite_import(args)
+        if code == 0:  # the version each new scenario came in
+            stamp_version(out, args.version, lock=False)
+        return code
 
 
 def _suite_import(args) -> int:
@@ -84,13 +91,25 @@ def _suite_import(args) -> int:
         report = import_table(args.table, args.videos, args.out, columns=columns, link=args.link, strict=args.strict,
                               name=args.name, version=args.version)
     else:
-        from autorater.serving.labelstudio_import import import_labelstudio
-
         if not args.media_root:
-            raise ValueError("--from-labelstudio needs --media-root DIR, the folder the tasks' videos are under")
-        report = import_labelstudio(args.from_labelstudio, args.media_root, args.out, frame_rate=args.frame_rate,
-                                    success_labels=args.success_label, failure_labels=args.failure_label,
-                                    link=args.link, strict=args.strict, name=args.name, version=args.version)
+            raise ValueError("--from-labelstudio and --from-labelstudio-project need --media-root DIR, the folder the "
+                             "tasks' videos are under")
+        options = dict(frame_rate=args.frame_rate, success_labels=args.success_label,
+                       failure_labels=args.failure_label, link=args.link, strict=args.strict, name=args.name,
+                       version=args.version)
+        if args.from_labelstudio:
+            from autorater.serving.labelstudio_import import import_labelstudio
+
+            report = import_labelstudio(args.from_labelstudio, args.media_root, args.out, **options)
+        else:
+            from autorater.serving.labelstudio_project import import_labelstudio_project
+
+            token = args.token or os.environ.get("LABEL_STUDIO_API_KEY")
+            if not token:
+                raise ValueError("--from-labelstudio-project needs --token (Label Studio: Account & Settings > Access "
+                                 "Token) or LABEL_STUDIO_API_KEY")
+            report = import_labelstudio_project(args.from_labelstudio_project, args.url, token, args.media_root,
+                                                args.out, **options)
     print(format_report(report))
     return 1 if not report.ok or (args.strict and (report.problems or report.warnings)) else 0
 
@@ -109,7 +128,8 @@ def add_commands(sub) -> None:
     """The ``suite`` subcommands."""
     from autorater.data.worlds import WORLDS, load_world
 
-    suite = sub.add_parser("suite", help="generate, validate and describe suites").add_subparsers(
+    suite = sub.add_parser("suite", help="generate, validate, describe, diff, tag suites; propose the next version"
+                           ).add_subparsers(
         dest="suite_command", required=True)
     worlds = {name: load_world(name) for name in WORLDS}
     agents_help = "\n".join(f"  {name} agents (default {','.join(w.DEFAULT_AGENTS)}):\n"
@@ -131,7 +151,10 @@ def add_commands(sub) -> None:
     p.add_argument("--annotators", type=int, default=3, help="simulated annotators per continuation")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=2, help="processes")
-    p.add_argument("--version", default="v1", help="suite version written to suite.json")
+    p.add_argument("--version", default="v1", help="suite version written to suite.json (and the tag version:V of "
+                                                   "each new scenario)")
+    p.add_argument("--grow", metavar="SUITE", help="an earlier version this one grows: its scenarios, continuations "
+                                                   "and labels are kept and the new scenarios numbered after them")
     p.add_argument("--view", choices=["full", "ego"], default="ego",
                    help="the agent's first-person 7x7 view (default, as STS videos are) or the whole grid from above")
     p.add_argument("--image-size", type=int, default=None,
@@ -186,7 +209,13 @@ def add_commands(sub) -> None:
     p.add_argument("--videos", help="the folder the table's video paths are relative to")
     p.add_argument("--table", help="CSV / TSV, JSON Lines (.jsonl) or Parquet: one row per continuation or per label")
     p.add_argument("--from-labelstudio", metavar="EXPORT", help="a Label Studio JSON export of a video project")
-    p.add_argument("--media-root", help="with --from-labelstudio: the folder its tasks' videos are under (Label "
+    p.add_argument("--from-labelstudio-project", metavar="ID", type=int,
+                   help="a Label Studio project, fetched through its API (its JSON export of every task)")
+    p.add_argument("--url", default="http://localhost:8080", help="with --from-labelstudio-project: Label Studio's "
+                                                                  "address")
+    p.add_argument("--token", help="with --from-labelstudio-project: an access token (or set LABEL_STUDIO_API_KEY)")
+    p.add_argument("--media-root", help="with --from-labelstudio(-project): the folder its tasks' videos are under "
+                                        "(Label "
                                         "Studio's local-files document root, or its media folder for uploads)")
     p.add_argument("--frame-rate", type=float, help="with --from-labelstudio: the frameRate of the project's <Video> "
                                                     "(default: the task's fps, else 24, Label Studio's default)")
@@ -197,7 +226,8 @@ def add_commands(sub) -> None:
     p.add_argument("--strict", action="store_true", help="any problem or warning fails the import (exit 1, "
                                                          "nothing written)")
     p.add_argument("--name", help="suite name for a new suite (default: the folder's name)")
-    p.add_argument("--version", help="suite version for a new suite (default v1)")
+    p.add_argument("--version", help="suite version for a new suite (default v1); every scenario new to the suite is "
+                                     "tagged version:V (default: the suite's version)")
     for field, column in COLUMNS.items():
         p.add_argument(f"--{field.replace('_', '-')}-column", metavar="NAME",
                        help=f"the column of {field} (default {column}{'; required' if field in REQUIRED else ''})")
@@ -207,3 +237,7 @@ def add_commands(sub) -> None:
     p.add_argument("dir")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(func=cmd_suite_stats)
+
+    from autorater.cli.versions import add_suite_commands
+
+    add_suite_commands(suite)
