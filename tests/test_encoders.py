@@ -26,12 +26,12 @@ def test_the_stage_map_gives_each_cut_its_stride_and_channels():
     assert spec.input_size == 224 and spec.weights
     frames = torch.zeros(1, 1, 64, 64, 3, dtype=torch.uint8)
     for stage in spec.stages:
-        for trainable in (0, stage.blocks):
+        for trainable in (0, stage.blocks, stage.blocks + 1):
             enc = create_frame_encoder(PRESETS["general"], stage=stage.index, trainable_blocks=trainable,
                                        pixel_cells=0)
             assert enc(frames).shape[2:] == (stage.channels, 64 // stage.stride, 64 // stage.stride)
-    with pytest.raises(ValueError, match="between 0 and 5 for efficientnet_lite0 stage 3"):
-        create_frame_encoder(PRESETS["general"], stage=3, trainable_blocks=6, pixel_cells=0)
+    with pytest.raises(ValueError, match="between 0 and 6 for efficientnet_lite0 stage 3"):  # 6: the stem too
+        create_frame_encoder(PRESETS["general"], stage=3, trainable_blocks=7, pixel_cells=0)
     with pytest.raises(ValueError, match="no feature stage 9; its stages: 0 .stride 2"):
         create_frame_encoder(PRESETS["general"], stage=9)
     with pytest.raises(ValueError, match="no pretrained blocks to fine-tune"):

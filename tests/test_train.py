@@ -153,16 +153,19 @@ def test_a_missing_video_is_reported_and_left_out_of_training(tmp_path):
     assert len(data.clips.features) == len(data.marker_index) == len(data.failure_index) == 3
 
 
-def test_reference_episodes_are_never_trained_on(tmp_path, monkeypatch):
-    suite = learnable_suite(tmp_path / "suite", n_scenarios=3, per_scenario=2, n_references=3)
+def test_reference_episodes_and_their_scenarios_are_never_trained_on(tmp_path, monkeypatch):
+    """The references measure the model on unseen scenarios: training leaves out every scenario that holds one."""
+    suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2, n_references=3)
     refs = {r.continuation_id for r in suite.references}
     assert len(refs) == 3 and refs <= {a.continuation_id for a in suite.annotations}  # annotated too
+    held = {suite.get(c).scenario_id for c in refs}
+    unseen = {c.continuation_id for c in suite.continuations if c.scenario_id in held}
+    assert unseen > refs  # a reference's scenario mates are held out with it
     ex = build_examples([suite])
-    assert not refs & set(ex.continuation_ids)
-    assert set(ex.continuation_ids) == set(suite.continuation_ids()) - refs
+    assert set(ex.continuation_ids) == set(suite.continuation_ids()) - unseen
     assert refs <= set(build_examples([suite], exclude_references=False).continuation_ids)
 
-    # What train() learns from: the references' videos are not even decoded.
+    # What train() learns from: those videos are not even decoded.
     requested = []
     load = FeatureCache.load
 
@@ -173,8 +176,8 @@ def test_reference_episodes_are_never_trained_on(tmp_path, monkeypatch):
     monkeypatch.setattr(FeatureCache, "load", spy)
     result = train([suite], PRESETS["tiny"], TrainConfig(epochs=1, aggregation="majority",
                                                           cache_dir=str(tmp_path / "cache")))
-    assert result.n_train + result.n_val == len(suite.continuations) - len(refs)
-    assert not {str(suite.video_path(c)) for c in refs} & set(requested)
+    assert result.n_train + result.n_val == len(suite.continuations) - len(unseen)
+    assert not {str(suite.video_path(c)) for c in unseen} & set(requested)
 
 
 def test_the_validation_split_never_shares_a_scenario(tmp_path, monkeypatch):

@@ -236,7 +236,8 @@ def make_batch(data: TrainingData, rows: np.ndarray, tc: TrainConfig, rng: np.ra
                       marker_index=marker_index, failure_mode=data.failure_index[idx], match=match,
                       weights=(tc.success_weight, tc.marker_weight, tc.failure_weight, tc.match_weight,
                                tc.counterfactual_weight), balanced=tc.balance_classes,
-                      row_weight=torch.tensor([tc.swap_weight if ex.swapped[i] else 1.0 for i in idx.tolist()]),
+                      row_weight=torch.tensor([tc.swap_weight if ex.swapped and ex.swapped[i] else 1.0
+                                               for i in idx.tolist()]),
                       outcome_weights=(tc.outcome_weight, tc.outcome_negatives))
     inputs = {"times_s": times, "takeover_s": torch.tensor([ex.takeover_s[i] for i in idx.tolist()]),
               "instructions": instructions, ("frames" if clips.is_frames else "features"): feats}
