@@ -56,7 +56,7 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai", device: str 
     from autorater.serving.simulate import simulate_queue_export
     from autorater.training.baselines import predict_cached, predict_majority, train_majority
     from autorater.training.evaluate import evaluate, format_report
-    from autorater.training.recipe import TrainConfig
+    from autorater.training.recipe import recipe_for
     from autorater.training.tracking import track_training
 
     torch.set_num_threads(2)
@@ -82,8 +82,8 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai", device: str 
 
     t = _step("2. train the autorater on the training suite's annotations (MLflow: "
               f"{default_tracking_uri(out / 'runs')})")
-    tc = TrainConfig(cache_dir=str(out / "cache"), device=device,
-                     **({"epochs": 4, "match_warmup_epochs": 3} if quick else {}))
+    tc = recipe_for(PRESETS[DEMO_PRESETS[world]], cache_dir=str(out / "cache"), device=device,
+                    **({"epochs": 4, "match_warmup_epochs": 3} if quick else {}))
     model_dir = out / "model"
     result, run_id, version = track_training(default_tracking_uri(out / "runs"), "autorater-demo", "demo",
                                              PRESETS[DEMO_PRESETS[world]], tc, [train_suite], out=model_dir,

@@ -358,20 +358,24 @@ class TimmFeatures(_FrameEncoder):
             return x
         b, t = x.shape[:2]
         keep = torch.ones(b, t, dtype=torch.bool, device=x.device) if keep is None else keep.to(x.device)
-        inner, colours = x[keep].to(self.mean.device), None
+        inner, colours = x if bool(keep.all()) else x[keep], None  # (b t or n kept, ...): no copy when all kept
+        inner = inner.flatten(0, 1) if inner.dim() == x.dim() else inner
         if self.bottom is None:  # uint8 frames (n, H, W, 3): the whole encoder, normalisation first
-            images = inner.permute(0, 3, 1, 2).float().div(255.0)
+            images = inner.to(self.mean.device).permute(0, 3, 1, 2).float().div(255.0)
             inner = (images - self.mean) / self.std
         elif self.pixel_cells:
             colours, inner = inner[:, -3 * self.pixel_cells ** 2:].float(), inner[:, :-3 * self.pixel_cells ** 2]
-        inner = inner.float()  # (n kept, c, h, w)
+        # one copy: to the device, float32, channels-last (the fastest layout for these convolutions on a CPU)
+        inner = inner.to(self.mean.device, torch.float32, memory_format=torch.channels_last)
         # bfloat16 on a GPU; on this CPU (2 cores) it measured no faster than float32 once the norms were folded
         with torch.autocast(inner.device.type, dtype=torch.bfloat16, enabled=inner.device.type == "cuda"):
-            y = self.top(inner.contiguous(memory_format=torch.channels_last)).float()
+            y = self.top(inner).float()
         if self.pixel_cells:
             colours = self._colours(images, y.shape[-2:]) if colours is None else \
-                F.adaptive_avg_pool2d(colours, y.shape[-2:])
+                F.adaptive_avg_pool2d(colours.to(y.device), y.shape[-2:])
             y = torch.cat([y, colours], 1)
+        if bool(keep.all()):
+            return y.reshape(b, t, *y.shape[1:]).contiguous()
         out = y.new_zeros(b, t, *y.shape[1:])
         out[keep] = y
         return out.contiguous()

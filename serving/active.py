@@ -238,7 +238,7 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
     from autorater.serving.model_calibration import calibrate_model
     from autorater.training.baselines import predict_cached
     from autorater.training.evaluate import evaluate, gold_table
-    from autorater.training.recipe import TrainConfig
+    from autorater.training.recipe import TrainConfig, recipe_for
     from autorater.training.tracking import log_evaluation, track_training
     from autorater.training.train import train
 
@@ -256,7 +256,7 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
                          f"references (pass --references)")
     champion = Rater.load(champion_dir, device, allow_unverified=allow_unverified)
     if train_config is None:
-        train_config = TrainConfig(lr=3e-4, warmup_steps=10, epochs=10) if finetune else TrainConfig()
+        train_config = TrainConfig(lr=3e-4, warmup_steps=10, epochs=10) if finetune else recipe_for(champion.config)
     tc = dataclasses.replace(train_config, cache_dir=cache_dir, seed=seed, epochs=epochs or train_config.epochs,
                              device=device)
     challenger_dir = out / "challenger"

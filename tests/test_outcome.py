@@ -119,3 +119,29 @@ def test_the_cache_holds_real_frames_only_and_one_entry_per_video(tmp_path):
     assert cache.misses == 2 and len(list((tmp_path / "cache").rglob("*.safetensors"))) == 2
     assert clips.outcome.shape[:2] == (3, TINY.outcome_frames) and torch.equal(clips.outcome[0], clips.outcome[2])
     assert clips.features.shape[1] == N_FRAMES  # not padded to clip_frames
+
+
+def test_the_whole_encoder_trains_from_augmented_pixels_when_asked(tmp_path):
+    """``outcome_blocks`` = the stage's block groups + 1: the stem trains too, the cache holds the outcome frames
+    (uint8) and each batch sees them cropped and recoloured (the GPU recipe; here on the CPU, tiny)."""
+    from autorater.training.recipe import TrainConfig
+    from autorater.training.train import train
+    from model_suites import camera_suite, one_thread
+
+    suite = camera_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
+    config = TINY.replace(outcome_blocks=6)
+    before = one_thread()
+    try:
+        result = train([suite], config, TrainConfig(epochs=1, match_warmup_epochs=0, val_share=0.25,
+                                                     cache_dir=str(tmp_path / "cache")))
+    finally:
+        torch.set_num_threads(before)
+    model = result.model
+    assert model.outcome_encoder.caches_frames and model.outcome_encoder.bottom is None
+    fresh = AutoModel.from_config(model.config)
+    stem = "outcome_encoder.top.0.0.weight"
+    assert not torch.equal(model.state_dict()[stem], fresh.state_dict()[stem])  # the stem learned
+    from safetensors.torch import load_file
+
+    (entry,) = [p for p in (tmp_path / "cache").rglob("*.safetensors")][:1]
+    assert load_file(str(entry))["outcome"].dtype == torch.uint8

