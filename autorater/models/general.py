@@ -67,8 +67,9 @@ class GeneralConfig(FrameEncoderConfig):
     #                          P(success), as folders before it)
     outcome_size: int = 224  # px, letterboxed; clips are decoded at this size, the stream resized to image_size
     outcome_stage: int = 3  # the encoder stage it reads (lite0 3: stride 16, 112 channels)
-    outcome_blocks: int = 2  # block groups below that stage that learn (lite0 stage 3: 2 = blocks 3-4, from a cached
-    #                          stride-8 map; 0 frozen; 6 = the whole encoder, the stem too, from pixels: a GPU's)
+    outcome_blocks: int = 1  # block groups below that stage that learn (lite0 stage 3: 1 = block 4 from a cached
+    #                          14 x 14 x 80 map, what fits 30 min on 2 cores; 2 = blocks 3-4 from 28 x 28 x 40;
+    #                          0 frozen; 6 = the whole encoder, the stem too, from pixels: a GPU's)
     outcome_dim: int = 256
     outcome_queries: int = 4  # instruction queries attending over each frame's positions
     outcome_layers: int = 2  # transformer layers over the frames
