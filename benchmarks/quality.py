@@ -155,8 +155,8 @@ def run_plan(args, plan: str, out: Path) -> int:
                     **({"epochs": args.epochs or 3, "match_warmup_epochs": 2} if args.quick else {}), **train_changes)
     uri = default_tracking_uri(out / "runs")
 
-    variant = args.set + args.train_set + ([f"train_scenarios={train_scenarios}"] if args.train_scenarios
-                                           else []) + (["without_swaps"] if args.without_swaps else [])
+    variant = (args.set + args.train_set + ([f"train_scenarios={train_scenarios}"] if args.train_scenarios else [])
+               + (["without_swaps"] if args.without_swaps else []) + ([f"epochs={args.epochs}"] if args.epochs else []))
     run_name = "default-recipe" if not variant else "variant " + " ".join(variant)
     slug = "" if not variant else "-" + variant_slug(variant)
     result = {"world": plan, "preset": args.config, "config": config.to_dict(), "train_config": tc.to_dict(),
