@@ -1,7 +1,7 @@
 """What the general model's outcome path costs per cut of the encoder (issue 41): encoding, a training step, rating.
 
     python -m benchmarks.outcome_cost [--suite DIR] [--blocks 0,1,2] [--steps 12] [--batch 16] [--device auto]
-                                      [--threads 2] [--out bench-out/outcome_cost]
+                                      [--config general] [--threads 2] [--out bench-out/outcome_cost]
 
 For each ``outcome_blocks`` (0 frozen, 1 block group 4, 2 blocks 3-4, 6 the whole encoder from pixels: a GPU's), on
 one suite (default: a small Meta-World suite from the `corner` camera at 224 px, generated once under ``--out``):
@@ -48,7 +48,7 @@ def measure(suite, blocks: int, args, cache: Path) -> dict:
     from autorater.training.train import trainable_parameters
 
     device = resolve_device(args.device)
-    config = PRESETS["general"].replace(outcome_blocks=blocks)
+    config = PRESETS[args.config].replace(outcome_blocks=blocks)
     tc = recipe_for(config, cache_dir=str(cache), batch_size=args.batch, device=str(device))
     shutil.rmtree(cache, ignore_errors=True)
     start = time.perf_counter()
@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--rate", type=int, default=48, help="videos rated end to end per cut")
+    p.add_argument("--config", default="general", help="the preset whose outcome path is measured")
     p.add_argument("--device", default="auto")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--out", default="bench-out/outcome_cost")

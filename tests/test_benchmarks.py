@@ -349,3 +349,22 @@ def test_a_resumed_active_benchmark_refuses_progress_from_other_settings(tmp_pat
     with pytest.raises(SystemExit, match="start set"):
         _resume(progress, {"seed": 0, "budget": 250}, {"a", "c"})
     assert _resume(tmp_path / "none.json", {}, set()) == {}
+
+
+def test_outcome_cost_measures_each_cut_and_the_trained_top_adds_parameters(tmp_path):
+    """One row per ``outcome_blocks`` with a positive step time, encoding and rating rate and cache size; a cut whose
+    top learns trains more parameters than the frozen one."""
+    import json
+
+    from benchmarks.outcome_cost import main
+    from model_suites import make_tiny_suite
+
+    suite = make_tiny_suite(tmp_path / "suite", n_scenarios=3, per_scenario=2)
+    main(["--suite", str(suite.root), "--config", "tiny-general", "--blocks", "0,1", "--steps", "1", "--batch", "4",
+          "--rate", "2", "--threads", "1", "--device", "cpu", "--out", str(tmp_path / "out")])
+    rows = json.loads((tmp_path / "out" / "outcome_cost.json").read_text())["rows"]
+    assert [r["outcome_blocks"] for r in rows] == [0, 1]
+    for r in rows:
+        assert r["step_s"] > 0 and r["encode_videos_per_s"] > 0 and r["rate_videos_per_s"] > 0
+        assert r["cache_mb_per_video"] > 0 and r["videos"] == 6
+    assert rows[1]["trainable_parameters"] > rows[0]["trainable_parameters"]
