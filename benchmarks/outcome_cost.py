@@ -8,7 +8,7 @@ one suite (default: a small Meta-World suite from the `corner` camera at 224 px,
 the first encoding into an empty feature cache (videos/s: decode once at 224 px, the stream resized to 128 px, the
 frozen bottoms), the cache's size per video, the median training step of the default recipe (forward, backward,
 AdamW; one batch of ``--batch`` clips: the four outcome frames through the trainable top, the event head over
-every frame), and rating end to end through ``Rater`` (videos/s). Steps are timed after two warm-up steps.
+every frame), and rating end to end through ``Rater`` (videos/s). Steps are timed after five warm-up steps.
 
 Prints a table and writes ``outcome_cost.json``.
 """
@@ -60,7 +60,7 @@ def measure(suite, blocks: int, args, cache: Path) -> dict:
     opt = torch.optim.AdamW(trainable_parameters(model, tc.train_only), lr=tc.lr)
     rng = np.random.default_rng(0)
     times = []
-    for step in range(args.steps + 2):
+    for step in range(args.steps + 5):
         rows = rng.choice(n, size=min(args.batch, n), replace=False)
         if device.type == "cuda":
             torch.cuda.synchronize()
@@ -73,7 +73,7 @@ def measure(suite, blocks: int, args, cache: Path) -> dict:
         opt.step()
         if device.type == "cuda":
             torch.cuda.synchronize()
-        if step >= 2:
+        if step >= 5:
             times.append(time.perf_counter() - t0)
     model.eval()
     ids = suite.continuation_ids()[:args.rate]
