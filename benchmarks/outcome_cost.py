@@ -43,9 +43,9 @@ def measure(suite, blocks: int, args, cache: Path) -> dict:
     from autorater.device import resolve_device
     from autorater.models import PRESETS
     from autorater.rater import Rater
-    from autorater.training.batches import make_batch, prepare
+    from autorater.training.batches import prepare
     from autorater.training.recipe import recipe_for
-    from autorater.training.train import trainable_parameters
+    from autorater.training.train import train_step, trainable_parameters
 
     device = resolve_device(args.device)
     config = PRESETS[args.config].replace(outcome_blocks=blocks)
@@ -65,12 +65,7 @@ def measure(suite, blocks: int, args, cache: Path) -> dict:
         if device.type == "cuda":
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        inputs, targets = make_batch(data, rows, tc, rng)
-        out = model(**inputs, targets=targets)
-        opt.zero_grad(set_to_none=True)
-        out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        train_step(model, data, rows, tc, opt, rng)
         if device.type == "cuda":
             torch.cuda.synchronize()
         if step >= 5:

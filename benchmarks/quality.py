@@ -151,8 +151,9 @@ def run_plan(args, plan: str, out: Path) -> int:
     swaps = suites.pop("train_swaps", None)
     kept = {s.scenario_id for s in train_suite.scenarios}
     train_suites = [train_suite] + ([first_scenarios(swaps, None, kept)] if swaps and not args.without_swaps else [])
-    tc = recipe_for(config, cache_dir=str(out / "cache"), **({"epochs": args.epochs} if args.epochs else {}),
-                    **({"epochs": args.epochs or 3, "match_warmup_epochs": 2} if args.quick else {}), **train_changes)
+    short = {"epochs": 3, "match_warmup_epochs": 2} if args.quick else {}
+    tc = recipe_for(config, cache_dir=str(out / "cache"),
+                    **{**short, **({"epochs": args.epochs} if args.epochs else {}), **train_changes})
     uri = default_tracking_uri(out / "runs")
 
     variant = (args.set + args.train_set + ([f"train_scenarios={train_scenarios}"] if args.train_scenarios else [])

@@ -92,6 +92,19 @@ class WeightAverage:
                     p.copy_(v)
 
 
+def train_step(model: Autorater, data: TrainingData, rows: np.ndarray, tc: TrainConfig, opt,
+               rng: np.random.Generator):
+    """One optimiser step on ``rows``: the batch, forward, backward, gradients clipped to norm 1, the step; the
+    model's output."""
+    inputs, targets = make_batch(data, rows, tc, rng)
+    out = model(**inputs, targets=targets)
+    opt.zero_grad(set_to_none=True)
+    out.loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return out
+
+
 def run_epoch(model: Autorater, data: TrainingData, rows: np.ndarray, tc: TrainConfig, opt, sched,
               rng: np.random.Generator, average: WeightAverage | None = None) -> dict:
     """One pass over ``rows``; the mean losses and ``train_balanced_accuracy``: the live model's outcome on each
@@ -104,12 +117,7 @@ def run_epoch(model: Autorater, data: TrainingData, rows: np.ndarray, tc: TrainC
     said, truth = [], []
     for start in range(0, len(order), tc.batch_size):
         batch = order[start:start + tc.batch_size]
-        inputs, targets = make_batch(data, batch, tc, rng)
-        out = model(**inputs, targets=targets)
-        opt.zero_grad(set_to_none=True)
-        out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        out = train_step(model, data, batch, tc, opt, rng)
         sched.step()
         if average is not None:
             average.update()
@@ -347,4 +355,4 @@ def load_init_state(folder: str | Path, config: AutoraterConfig) -> dict[str, to
 
 
 __all__ = ["TrainConfig", "TrainResult", "WeightAverage", "load_config_file", "load_init_state", "predict_rows",
-           "run_epoch", "seeded", "train", "trainable_parameters", "validate", "warm_up_match"]
+           "run_epoch", "seeded", "train", "train_step", "trainable_parameters", "validate", "warm_up_match"]
