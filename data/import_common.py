@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autorater.data.paths import printable
 from autorater.data.suite import Problem
 
 DEFAULT_ANNOTATOR = "imported"
@@ -51,6 +52,7 @@ class SourceRow:
     gold: Label | None = None
     metadata: dict = field(default_factory=dict)
     where: str = ""  # more of the place ("task 12, annotation 345"), put before each message
+    root: Path | None = None  # the folder the video must be inside (symlinks resolved); None: not checked
 
 
 @dataclass
@@ -89,7 +91,13 @@ class ImportReport:
 
 
 def format_report(report: ImportReport, limit: int = 50) -> str:
-    """The report as the CLI prints it: problems (with their lines and fixes), warnings, counts, the validation."""
+    """The report as the CLI prints it: problems (with their lines and fixes), warnings, counts, the validation.
+
+    Values from the source (ids, paths, text) are printed with their control characters escaped."""
+    return "\n".join(printable(line) for line in _report_lines(report, limit).split("\n"))
+
+
+def _report_lines(report: ImportReport, limit: int) -> str:
     lines = [f"read {report.rows} {report.unit} of {report.source}"]
     if report.columns:
         lines[0] += "; columns read: " + ", ".join(f if f == c else f"{f} <- {c!r}" for f, c in report.columns.items())

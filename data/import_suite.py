@@ -5,23 +5,31 @@ Every video is probed once (it must open and decode; its frame count, frame rate
 far its frame times stray from ``i / fps``), rows are grouped into continuations and scenarios whose ids derive from
 the row's content (the video as written, the agent, the scenario), so that a re-run on a grown source adds only what
 is new; each row is checked against the rows before it and against the suite already there before anything of it is
-taken. The new videos are copied (or hard-linked) into ``SUITE/videos/``, then the suite is written and validated.
+taken. The new videos are copied (or hard-linked) into ``SUITE/videos/`` and the suite's files written, all in one
+change (``autorater.data.files.FolderChange``: a crash leaves the suite as it was, or with the whole import), then the
+suite is validated.
+
+Nothing of a row reaches a path before it is checked: a continuation id is a name (``autorater.data.paths``: letters,
+digits, ``-_.``; ``../../x`` is a listed problem), a video is a regular file inside its folder (the videos folder, the
+media root; a symlink leading out is refused), and the row's text must be writable as UTF-8 (a lone surrogate is a
+listed problem for its row; the rest imports).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
-import shutil
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from autorater.data.files import commit, temp_path
-from autorater.data.import_common import ImportReport, SourceRow
+from autorater.data.files import FolderChange, recover_folder
+from autorater.data.import_common import ImportReport, Label, SourceRow
+from autorater.data.paths import PathError, encodable, is_name, printable, resolve_under
 from autorater.data.suite import (
     SUITE_FILE,
     Annotation,
@@ -34,6 +42,7 @@ from autorater.data.suite import (
     SuiteInfo,
     validate_suite,
 )
+from autorater.data.versions import with_version_tag
 from autorater.data.video import VideoError, VideoInfo, read_video, video_info
 
 DEFAULT_CATEGORY = "all"
@@ -102,10 +111,16 @@ class _Pending:
 
 def import_rows(rows: Iterable[SourceRow], out: str | os.PathLike, *, source: str,
                 problems: list[Problem] | None = None, warnings: list[Problem] | None = None, link: bool = False,
-                strict: bool = False, name: str | None = None, version: str | None = None) -> ImportReport:
+                strict: bool = False, name: str | None = None, version: str | None = None, stamp: bool = False,
+                extra_files: dict[str, Path] | None = None) -> ImportReport:
     """Check ``rows`` (probing each video once), merge them into the suite at ``out`` and validate it.
 
     ``problems`` and ``warnings`` found while reading the source are carried into the report.
+
+    Args:
+        stamp: tag every scenario without a ``version:`` tag with ``version:<version>`` (default: the suite's
+            version), in the same change (what ``autorater suite import`` does).
+        extra_files: more files written into the suite in the same change (path inside the suite -> the file).
     """
     start = time.monotonic()
     out = Path(out)
@@ -119,7 +134,7 @@ def import_rows(rows: Iterable[SourceRow], out: str | os.PathLike, *, source: st
     for items in (report.problems, report.warnings):
         items.sort(key=lambda p: (p.file, p.line or 0))  # in the source's order (stable: tasks keep theirs)
     if not (strict and (report.problems or report.warnings)) and (report.imported or existing is not None):
-        builder.write(out, link, name, version, source)
+        builder.write(out, link, name, version, source, stamp, extra_files or {})
         report.written = True
         report.validation = validate_suite(out, check_videos=True)
     report.seconds = time.monotonic() - start
@@ -131,8 +146,9 @@ def _existing_suite(out: Path) -> Suite | None:
         return None
     if not out.is_dir():
         raise ValueError(f"{out} is a file (fix: pass a folder for the suite)")
+    recover_folder(out)  # a change a crash interrupted is finished, the temps of one that never happened removed
     if not (out / SUITE_FILE).exists():
-        if any(out.iterdir()):
+        if any(p.name != ".lock" for p in out.iterdir()):
             raise ValueError(f"{out} is a folder with files but no {SUITE_FILE} (fix: pass a new folder, or the "
                              f"suite an earlier import wrote)")
         return None
@@ -161,7 +177,8 @@ class _Builder:
         self.references: dict[str, tuple[Reference, SourceRow | None]] = {r.continuation_id: (r, None)
                                                                            for r in old.references}
         self.new_references: list[Reference] = []
-        self.probes: dict[Path, VideoProbe | VideoError] = {}
+        self.probes: dict[Path, VideoProbe | VideoError | PathError] = {}
+        self.resolved: dict[Path, Path] = {}  # a row's video -> the regular file inside its root that was probed
         self.warned: set = set()
 
     def problem(self, row: SourceRow, message: str, fix: str, warning: bool = False) -> None:
@@ -173,12 +190,24 @@ class _Builder:
         path = row.video
         if path not in self.probes:
             try:
-                if not path.is_file():
+                if row.root is not None:  # a regular file inside the root: no symlink out, no FIFO or device
+                    resolved = resolve_under(row.root, path if path.is_absolute() else
+                                             str(path.relative_to(row.root)) if _within(path, row.root) else str(path),
+                                             what="video")
+                elif not path.is_file():
                     raise VideoError(f"video not found: {path}")
-                self.probes[path] = probe_video(path)
+                else:
+                    resolved = path
+                self.resolved[path] = resolved
+                self.probes[path] = probe_video(resolved)
+            except PathError as err:
+                self.probes[path] = err if err.kind != "missing" else VideoError(f"video not found: {path}")
             except VideoError as err:
                 self.probes[path] = err
         found = self.probes[path]
+        if isinstance(found, PathError):
+            self.problem(row, str(found), "")
+            return None
         if isinstance(found, VideoError):
             fix = "correct the path: it is relative to the videos folder" if "not found" in str(found) else \
                 "re-encode it as H.264 mp4 (ffmpeg -i IN -c:v libx264 -pix_fmt yuv420p OUT.mp4), or drop the row"
@@ -201,8 +230,8 @@ class _Builder:
                 return
         scenario_id = self.scenario_id(row)
         cid = row.continuation_id or _continuation_id(row)
-        error = self.check_scenario(row, scenario_id) or self.check_continuation(row, cid, scenario_id) or \
-            self.check_labels(row, cid)
+        error = _text_problem(row) or self.check_name(cid) or self.check_scenario(row, scenario_id) or \
+            self.check_continuation(row, cid, scenario_id) or self.check_labels(row, cid)
         if error:
             self.problem(row, *error)
             return
@@ -223,6 +252,14 @@ class _Builder:
         if row.context:
             return "s-" + _digest(row.instruction, row.context)
         return "s-" + (row.continuation_id or _continuation_id(row))
+
+    def check_name(self, cid: str) -> tuple[str, str] | None:
+        """A new continuation's id names its video file: it must be a name, never a path."""
+        if is_name(cid) or (self.existing is not None and cid in self.existing.continuation_by_id):
+            return None
+        shown = printable(cid)[:80]
+        return (f"continuation_id {shown!r} is not a name: it becomes the video's file name, so it must be 1 to 128 "
+                f"letters, digits, '-', '_' or '.', not starting with '.'", "rename it (no '/', no '..', no spaces)")
 
     def check_scenario(self, row: SourceRow, scenario_id: str) -> tuple[str, str] | None:
         seen = self.scenarios.get(scenario_id)
@@ -283,13 +320,14 @@ class _Builder:
             old = self.existing.continuation_by_id.get(cid) if self.existing else None
             if old is None:
                 info = probe.info
-                metadata = {"source_video": row.video_name, "fps": round(info.fps, 6), "frames": info.num_frames,
-                            "width": info.width, "height": info.height, **row.metadata}
+                probed = {"source_video": row.video_name, "fps": round(info.fps, 6), "frames": info.num_frames,
+                          "width": info.width, "height": info.height}  # what the video says wins over the source
+                metadata = {**{k: v for k, v in row.metadata.items() if k not in probed}, **probed}
                 old = Continuation(cid, scenario_id, row.agent_id, f"videos/{cid}{_suffix(row.video)}",
                                    takeover_s=row.takeover_s, metadata=metadata)
                 self.report.continuations += 1
                 changed = True
-            self.pending[cid] = _Pending(old, row.video, row, new=changed)
+            self.pending[cid] = _Pending(old, self.resolved.get(row.video, row.video), row, new=changed)
         if row.label is not None:
             changed |= self.take_label(row, cid)
         if row.gold is not None and cid not in self.references:
@@ -323,29 +361,44 @@ class _Builder:
         self.report.annotations += 1
         return True
 
-    def write(self, out: Path, link: bool, name: str | None, version: str | None, source: str) -> None:
-        """Place the new videos, then write the suite's files (a failure to place a video writes no file)."""
-        out.mkdir(parents=True, exist_ok=True)
+    def write(self, out: Path, link: bool, name: str | None, version: str | None, source: str, stamp: bool,
+              extra_files: dict[str, Path]) -> None:
+        """Place the new videos and write the suite's files in one change: all of it lands, or nothing does."""
         new = [p for p in self.pending.values() if p.new]
-        for p in new:
-            try:
-                self.report.videos_bytes += _place_video(p.source, out / p.record.video, link)
-            except OSError as err:
-                raise ValueError(f"cannot place {p.source} into {out / p.record.video}: {err.strerror} (fix: check "
-                                 f"the disk space and permissions; the suite's files were not changed, and a re-run "
-                                 f"reuses the videos already placed)") from None
-            scenario = self.scenarios[p.record.scenario_id][0]
-            if p.record.takeover_s is None or p.record.takeover_s == scenario.takeover_s:
-                p.record.takeover_s = None  # the scenario's (its first row's) takeover holds
-        old = self.existing
-        info = old.info if old else SuiteInfo(
-            name=name or out.name, version=version or "v1",
-            description=f"imported by `autorater suite import` from {Path(source).name}",
-            created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), source={"imported_from": source})
-        suite = Suite(out, info, [s for s, _ in self.scenarios.values()],
-                      (old.continuations if old else []) + [p.record for p in new], self.annotations,
-                      (old.references if old else []) + self.new_references)
-        suite.write(out)
+        change = FolderChange(out)
+        try:
+            for p in new:
+                resolve_under(out, p.record.video, regular=False, must_exist=False, what="video")  # videos/ inside
+                target = out / p.record.video
+                size = p.source.stat().st_size
+                if not (target.is_file() and not target.is_symlink() and target.stat().st_size == size):
+                    change.place_file(p.record.video, p.source, link)
+                    self.report.videos_bytes += size
+                scenario = self.scenarios[p.record.scenario_id][0]
+                if p.record.takeover_s is None or p.record.takeover_s == scenario.takeover_s:
+                    p.record.takeover_s = None  # the scenario's (its first row's) takeover holds
+            old = self.existing
+            info = old.info if old else SuiteInfo(
+                name=name or out.name, version=version or "v1",
+                description=f"imported by `autorater suite import` from {Path(source).name}",
+                created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), source={"imported_from": source})
+            scenarios = [s for s, _ in self.scenarios.values()]
+            if stamp:
+                for s in scenarios:
+                    s.tags = with_version_tag(s.tags, version or info.version)
+            suite = Suite(out, info, scenarios, (old.continuations if old else []) + [p.record for p in new],
+                          self.annotations, (old.references if old else []) + self.new_references)
+            suite.write(out, change=change)
+            for rel, path in extra_files.items():
+                change.place_file(rel, path)
+            change.commit()
+        except OSError as err:
+            change.abort()
+            raise ValueError(f"cannot write the import into {out}: {err.strerror or err} (fix: check the disk space "
+                             f"and permissions; the suite was not changed)") from None
+        except BaseException:
+            change.abort()
+            raise
 
 
 def _label_key(cid: str, annotator_id: str, label_id: Any) -> tuple:
@@ -375,24 +428,33 @@ def _suffix(path: Path) -> str:
     return suffix if re.fullmatch(r"\.[a-z0-9]{1,8}", suffix) else ".video"
 
 
-def _place_video(source: Path, target: Path, link: bool) -> int:
-    """Copy (or hard-link) ``source`` to ``target`` atomically; an existing target of the same size is kept."""
-    size = source.stat().st_size
-    if target.is_file() and target.stat().st_size == size:
-        return 0
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path(target)
-    tmp.unlink(missing_ok=True)
-    if link:
+def _within(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+def _text_problem(row: SourceRow) -> tuple[str, str] | None:
+    """A field of the row that UTF-8 cannot hold (a lone surrogate from a JSON source): the row is a problem, never a
+    half-written suite."""
+    fields = {"video": row.video_name, "instruction": row.instruction, "agent_id": row.agent_id,
+              "scenario_id": row.scenario, "continuation_id": row.continuation_id, "category": row.category,
+              "tags": row.tags, "metadata": row.metadata}
+    for which, label in (("label", row.label), ("gold label", row.gold)):
+        if isinstance(label, Label):
+            fields.update({f"{which} annotator_id": label.annotator_id, f"{which} failure_mode": label.failure_mode,
+                           f"{which} label id": label.label_id, f"{which} extra": label.extra})
+    for name, value in fields.items():
         try:
-            os.link(source, tmp)
-            os.replace(tmp, target)
-            return size
-        except OSError:
-            tmp.unlink(missing_ok=True)  # another file system, or no links there: copy
-    shutil.copyfile(source, tmp)
-    commit(tmp, target)
-    return size
+            text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
+        except (TypeError, ValueError):
+            return f"{name} holds a value JSON cannot hold (NaN or infinity)", "write finite numbers"
+        if not encodable(text):
+            return (f"{name} holds text UTF-8 cannot hold (a lone surrogate such as \\ud800): "
+                    f"{printable(text)[:80]}", "correct the text in the source")
+    return None
 
 
 __all__ = ["DEFAULT_CATEGORY", "VideoProbe", "import_rows", "probe_video"]

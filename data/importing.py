@@ -12,7 +12,7 @@ The table, one row per continuation or one per label (several annotators of one 
 =================  =========================================================================================
 column (default)   meaning
 =================  =========================================================================================
-``video``          the video file, relative to the videos folder (or absolute); required
+``video``          the video file, relative to the videos folder (or an absolute path inside it); required
 ``instruction``    what the agent was asked to do; required
 ``agent``          which agent acted (``agent_id`` is read too); required
 ``scenario``       the scenario id (``scenario_id`` too); without it, rows sharing an instruction and a
@@ -293,7 +293,7 @@ def _source_row(file: str, line: int, raw: dict, mapping: dict[str, str], left: 
                      text["instruction"], text["agent"], scenario=text.get("scenario"),
                      context=text.get("context_video"), continuation_id=text.get("continuation_id"),
                      takeover_s=numbers.get("takeover_s"), category=text.get("category"), tags=tags, label=label,
-                     gold=gold, metadata=metadata)
+                     gold=gold, metadata=metadata, root=videos)
 
 
 def _json_safe(value: Any) -> Any:
@@ -342,7 +342,7 @@ def _tags(value: Any) -> list[str] | None:
 
 def import_table(table: str | os.PathLike, videos: str | os.PathLike, out: str | os.PathLike, *,
                  columns: dict[str, str] | None = None, link: bool = False, strict: bool = False,
-                 name: str | None = None, version: str | None = None) -> ImportReport:
+                 name: str | None = None, version: str | None = None, stamp: bool = False) -> ImportReport:
     """Import ``table`` (its videos under ``videos``) into the suite folder ``out`` (created, or grown).
 
     Args:
@@ -350,11 +350,12 @@ def import_table(table: str | os.PathLike, videos: str | os.PathLike, out: str |
         link: hard-link the videos instead of copying them (a copy where the file systems differ).
         strict: write nothing when any row has a problem or a warning.
         name, version: of a new suite (``suite.json``); default the folder's name and ``v1``.
+        stamp: tag every scenario without a ``version:`` tag with the version (``import_rows``).
     """
     start = time.monotonic()
     read = rows_from_table(table, videos, columns)
     report = import_rows(read.rows, out, source=str(table), problems=read.problems, warnings=read.warnings,
-                         link=link, strict=strict, name=name, version=version)
+                         link=link, strict=strict, name=name, version=version, stamp=stamp)
     report.columns, report.kept_columns, report.rows = read.columns, read.kept, read.size
     report.seconds = time.monotonic() - start
     return report

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Iterator
 
-from autorater.data.files import commit, json_text, temp_path, write_text_atomic
+from autorater.data.files import FolderChange, commit, json_text, open_new, pending_files, recover_if_free, temp_path
 
 FORMAT = "autorater-suite"
 FORMAT_VERSION = 1
@@ -228,13 +228,30 @@ def write_jsonl(path: str | os.PathLike, records: Iterable) -> None:
 
     A non-finite number (NaN, infinity) is refused with ValueError before the file is replaced."""
     path = Path(path)
+    data = jsonl_bytes(records)  # every record checked (NaN, a lone surrogate) before the file is touched
     tmp = temp_path(path)
-    with open(tmp, "w", encoding="utf-8") as f:
-        for r in records:
-            obj = r if isinstance(r, dict) else record_to_dict(r)
-            obj = {k: v for k, v in obj.items() if not k.startswith("_")}
-            f.write(json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n")
-    commit(tmp, path)
+    try:
+        with open_new(tmp) as f:
+            f.write(data)
+        commit(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def jsonl_bytes(records: Iterable) -> bytes:
+    """Records (dataclasses or dicts; keys starting with ``_`` left out) as UTF-8 JSON Lines.
+
+    Raises:
+        ValueError: a non-finite number; UnicodeEncodeError (a ValueError): text UTF-8 cannot hold (a lone
+            surrogate).
+    """
+    lines = []
+    for r in records:
+        obj = r if isinstance(r, dict) else record_to_dict(r)
+        obj = {k: v for k, v in obj.items() if not k.startswith("_")}
+        lines.append(json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n")
+    return "".join(lines).encode("utf-8")
 
 
 def annotation_problems(obj: Any, file: str = ANNOTATIONS_FILE, line: int | None = None,
@@ -337,19 +354,37 @@ class Suite:
                            f"(it is not in {CONTINUATIONS_FILE})") from None
 
     # -- writing ------------------------------------------------------------------------------
-    def write(self, root: str | os.PathLike | None = None) -> Path:
-        """Write the JSON files of the suite to ``root`` (default: its own root). Videos are not copied."""
+    def write(self, root: str | os.PathLike | None = None, change: FolderChange | None = None) -> Path:
+        """Write the JSON files of the suite to ``root`` (default: its own root), all at once: after a crash the
+        folder holds the old files or the new ones (``autorater.data.files.FolderChange``). Videos are not copied.
+
+        Every file is encoded first: a value JSON or UTF-8 cannot hold (NaN, a lone surrogate) is a ValueError
+        before anything is written.
+
+        Args:
+            root: the folder (created if needed).
+            change: stage the files into this change (committed by its owner, with the videos and other files of
+                the same change) instead of a change of their own.
+        """
         root = Path(root) if root is not None else self.root
-        root.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(root / SUITE_FILE, json_text(record_to_dict(self.info)))
-        write_jsonl(root / SCENARIOS_FILE, self.scenarios)
-        write_jsonl(root / CONTINUATIONS_FILE, self.continuations)
+        files = {SUITE_FILE: json_text(record_to_dict(self.info)).encode("utf-8"),
+                 SCENARIOS_FILE: jsonl_bytes(self.scenarios), CONTINUATIONS_FILE: jsonl_bytes(self.continuations)}
         for name, records in ((ANNOTATIONS_FILE, self.annotations), (REFERENCES_FILE, self.references)):
-            if records:
-                write_jsonl(root / name, records)
-            else:  # optional files: none left over from an earlier write of this folder
-                (root / name).unlink(missing_ok=True)
+            files[name] = jsonl_bytes(records) if records else None  # optional: none left from an earlier write
+        if change is not None:
+            _stage(change, files)
+            return root
+        with FolderChange(root) as own:
+            _stage(own, files)
         return root
+
+
+def _stage(change: FolderChange, files: dict[str, bytes | None]) -> None:
+    for name, data in files.items():
+        if data is None:
+            change.remove(name)
+        else:
+            change.write_bytes(name, data)
 
 
 def iter_problems(root: str | os.PathLike, check_videos: bool = True) -> Iterator[Problem]:
@@ -373,15 +408,25 @@ def _load(root: Path, check_videos: bool, progress: bool = False) -> tuple[Suite
     problems: list[Problem] = []
     if not root.is_dir():
         return None, [Problem(str(root), None, "suite folder does not exist", "pass the folder that holds suite.json")]
-    info = _read_info(root / SUITE_FILE, problems)
-    scenarios = _unique(read_jsonl(root / SCENARIOS_FILE, Scenario, problems), "scenario_id",
-                        SCENARIOS_FILE, problems)
-    continuations = _unique(read_jsonl(root / CONTINUATIONS_FILE, Continuation, problems),
-                            "continuation_id", CONTINUATIONS_FILE, problems)
-    annotations = read_jsonl(root / ANNOTATIONS_FILE, Annotation, problems) \
-        if (root / ANNOTATIONS_FILE).exists() else []
-    references = _unique(read_jsonl(root / REFERENCES_FILE, Reference, problems), "continuation_id",
-                         REFERENCES_FILE, problems) if (root / REFERENCES_FILE).exists() else []
+    recover_if_free(root)  # a change of several files that a crash interrupted is finished (or read through)
+    pending = pending_files(root)
+
+    def path(name: str) -> Path | None:
+        return pending[name] if name in pending else root / name
+
+    def optional(name: str) -> Path | None:
+        p = path(name)
+        return p if p is not None and p.exists() else None
+
+    info = _read_info(path(SUITE_FILE) or root / SUITE_FILE, problems)
+    scenarios = _unique(read_jsonl(path(SCENARIOS_FILE) or root / SCENARIOS_FILE, Scenario, problems,
+                                   SCENARIOS_FILE), "scenario_id", SCENARIOS_FILE, problems)
+    continuations = _unique(read_jsonl(path(CONTINUATIONS_FILE) or root / CONTINUATIONS_FILE, Continuation, problems,
+                                       CONTINUATIONS_FILE), "continuation_id", CONTINUATIONS_FILE, problems)
+    annotations = read_jsonl(optional(ANNOTATIONS_FILE), Annotation, problems, ANNOTATIONS_FILE) \
+        if optional(ANNOTATIONS_FILE) else []
+    references = _unique(read_jsonl(optional(REFERENCES_FILE), Reference, problems, REFERENCES_FILE),
+                         "continuation_id", REFERENCES_FILE, problems) if optional(REFERENCES_FILE) else []
 
     for s in scenarios:
         line = s.extra.get("_line")

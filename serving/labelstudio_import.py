@@ -40,8 +40,10 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 from autorater.data.import_common import ImportReport, Label, SourceRow
 from autorater.data.import_suite import import_rows
+from autorater.data.paths import printable
 from autorater.data.suite import Problem
 from autorater.serving.labelstudio import annotator_id, checked_fps, frame_to_seconds, read_export
+from autorater.serving.labelstudio_http import public_url
 
 SUCCESS_WORDS = ("success", "successful", "succeeded", "pass", "passed", "yes", "true", "done", "completed")
 FAILURE_WORDS = ("failure", "failed", "fail", "no", "false", "not done", "incomplete")
@@ -55,7 +57,8 @@ _KEYS = {"instruction": ("instruction", "prompt", "text"), "agent": ("agent_id",
 def import_labelstudio(export: str | os.PathLike, media_root: str | os.PathLike, out: str | os.PathLike, *,
                        frame_rate: float | None = None, success_labels=(), failure_labels=(), link: bool = False,
                        strict: bool = False, name: str | None = None, version: str | None = None,
-                       source: str | None = None) -> ImportReport:
+                       source: str | None = None, stamp: bool = False,
+                       extra_files: dict[str, Path] | None = None) -> ImportReport:
     """Import a Label Studio JSON export into the suite folder ``out`` (created, or grown: a re-run adds only the new
     tasks and annotations, and takes an annotation changed since as an update).
 
@@ -66,8 +69,15 @@ def import_labelstudio(export: str | os.PathLike, media_root: str | os.PathLike,
         success_labels, failure_labels: your project's names of the outcomes, beside the known words.
         link, strict, name, version: as ``autorater.data.import_suite.import_rows``.
         source: where the export came from, for a new suite's ``suite.json`` (default: the export's path).
+        stamp, extra_files: as ``autorater.data.import_suite.import_rows``.
+
+    Raises:
+        ValueError: the export cannot be read, or ``frame_rate`` is not a frame rate (0.1..1000).
     """
     export = Path(export)
+    if frame_rate is not None and checked_fps(frame_rate) is None:
+        raise ValueError(f"--frame-rate {printable(str(frame_rate))[:40]} is not a frame rate (fix: pass the "
+                         f"<Video frameRate> of your project, a number from 0.1 to 1000; Label Studio's default is 24)")
     tasks = read_export(export)
     words = {**{w: "success" for w in SUCCESS_WORDS}, **{w: "failure" for w in FAILURE_WORDS},
              **{w.strip().lower(): "success" for w in success_labels},
@@ -75,8 +85,9 @@ def import_labelstudio(export: str | os.PathLike, media_root: str | os.PathLike,
     reader = _ExportReader(export.name, Path(media_root), frame_rate, words)
     for i, task in enumerate(tasks):
         reader.task(task, i)
-    report = import_rows(reader.rows, out, source=source or str(export), problems=reader.problems,
-                         warnings=reader.warnings, link=link, strict=strict, name=name, version=version)
+    report = import_rows(reader.rows, out, source=public_url(source) if source else str(export),
+                         problems=reader.problems, warnings=reader.warnings, link=link, strict=strict, name=name,
+                         version=version, stamp=stamp, extra_files=extra_files)
     report.rows, report.unit = len(reader.rows) + len(reader.problems), "annotation(s) and unannotated task(s)"
     return report
 
@@ -163,16 +174,21 @@ class _ExportReader:
         used = {video_key, *(k for keys in _KEYS.values() for k in keys)}
         metadata = {"ls_task_id": task_id, **{k: v for k, v in data.items() if k not in used}}
         scenario = found.get("scenario")
-        return SourceRow(self.file, None, path, str(value), instruction.strip(), str(agent),
+        return SourceRow(self.file, None, path, str(value), instruction.strip(), str(agent), root=self.media_root,
                          scenario=str(scenario) if isinstance(scenario, (str, int)) else None,
                          continuation_id=cid if isinstance(cid, str) and cid.strip() else f"ls-{_short(task_id)}",
                          takeover_s=takeover, category=found.get("category") if isinstance(found.get("category"), str)
                          else None, tags=tags, metadata=metadata, where=where)
 
     def find_video(self, value: str) -> Path | None:
+        """The first candidate path under the media root that exists (inside the root or not: the import refuses one
+        that leads out, naming it, rather than looking further)."""
         for relative in _candidates(value):
             path = self.media_root / relative
-            if relative and path.is_file():
+            try:
+                if relative and (path.is_file() or path.is_symlink() or (path.exists() and not path.is_dir())):
+                    return path
+            except OSError:  # a name too long, a loop of symlinks: the import names the problem
                 return path
         return None
 
@@ -253,7 +269,7 @@ def _finite(value) -> bool:
 
 
 def _short(value, limit: int = 60) -> str:
-    text = str(value)
+    text = printable(str(value))
     return text if len(text) <= limit else text[:limit] + "..."
 
 

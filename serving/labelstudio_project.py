@@ -9,7 +9,12 @@ kept in the suite as ``labelstudio/project-ID-export.json``. The project's ``<Vi
 is the frame rate of its timeline (``--frame-rate`` wins over it).
 
 Tokens: a legacy access token or a personal access token (Account & Settings); the SDK sends the first as
-``Authorization: Token ...`` and trades the second for an access token at ``/api/token/refresh``.
+``Authorization: Token ...`` and trades the second for an access token at ``/api/token/refresh``. The client sends
+nothing to an origin other than ``--url``'s (``labelstudio_http.sdk_client``: a redirect elsewhere is refused).
+
+Bounds: the export is streamed to a file (never held in memory whole), at most ``MAX_EXPORT_BYTES``, within
+``EXPORT_DEADLINE_S`` overall, and parsed once, nesting bounded (``[`` x 100,000 is a one-line error); the labelling
+config is parsed as XML, at most ``MAX_LABEL_CONFIG_BYTES`` (1 MB in a few milliseconds).
 
 Example:
     >>> report = import_labelstudio_project(7, "http://localhost:8080", "TOKEN", media_root="/data/videos",
@@ -20,18 +25,21 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from autorater.data.files import write_bytes_atomic
+from autorater.data.files import commit, open_new, temp_path
 from autorater.data.import_common import ImportReport
+from autorater.serving.labelstudio import read_export
+from autorater.serving.labelstudio_http import check_url, public_url, sdk_client
 from autorater.serving.labelstudio_import import import_labelstudio
 
 EXPORT_DIR = "labelstudio"
 MAX_EXPORT_BYTES = 2 << 30  # 2 GiB: a larger answer is not an export of a video project's labels
+EXPORT_DEADLINE_S = 1800.0  # the whole export (project and download), however slowly it trickles
+MAX_LABEL_CONFIG_BYTES = 4 << 20  # a labelling config is a few KB; a larger one is not read for its frame rate
 
 
 @dataclass
@@ -47,68 +55,107 @@ class ProjectExport:
 
 
 def video_frame_rate(label_config: str | None) -> float | None:
-    """The ``frameRate`` of the first ``<Video>`` of a labelling config when it is a number (not ``$fps``)."""
-    m = re.search(r"<Video\b[^>]*\bframeRate\s*=\s*[\"']([^\"']+)[\"']", label_config or "", flags=re.I)
-    try:
-        value = float(m.group(1)) if m else None
-    except ValueError:
+    """The ``frameRate`` of the first ``<Video>`` of a labelling config when it is a number (not ``$fps``).
+
+    The config is parsed as XML (linear in its size; no DTD or entity is expanded: a config that declares one is not
+    read), at most ``MAX_LABEL_CONFIG_BYTES``; anything else (not XML, too large, no number) gives None."""
+    import xml.etree.ElementTree as ET
+
+    if not isinstance(label_config, str) or len(label_config) > MAX_LABEL_CONFIG_BYTES or "<!" in label_config:
         return None
-    return value if value is not None and 0 < value < 1000 else None
+    try:
+        root = ET.fromstring(label_config)
+    except (ET.ParseError, ValueError, RecursionError):
+        return None
+    for element in root.iter():
+        if isinstance(element.tag, str) and element.tag.lower() == "video":
+            rate = next((v for k, v in element.attrib.items() if k.lower() == "framerate"), None)
+            try:
+                value = float(rate) if rate is not None else None
+            except ValueError:
+                return None
+            return value if value is not None and 0 < value < 1000 else None
+    return None
 
 
 def fetch_project_export(project_id: int, url: str, token: str, out_file: str | os.PathLike,
-                         client=None) -> ProjectExport:
+                         client=None, deadline_s: float = EXPORT_DEADLINE_S,
+                         max_bytes: int = MAX_EXPORT_BYTES) -> ProjectExport:
     """Download project ``project_id``'s JSON export (every task) from the Label Studio at ``url`` to ``out_file``.
+
+    The export is streamed to a temp file beside ``out_file`` (never held in memory), checked to be a list of tasks
+    and renamed into place.
 
     Args:
         project_id: the project's id (the number in its address, ``/projects/ID/``).
-        url: Label Studio's address.
+        url: Label Studio's address (http or https).
         token: an access token (legacy or personal).
         out_file: where the export is written.
-        client: a ``label_studio_sdk.LabelStudio`` (default: one for ``url`` and ``token``).
+        client: a ``label_studio_sdk.LabelStudio`` (default: ``labelstudio_http.sdk_client``, which sends nothing to
+            another origin).
+        deadline_s: the whole fetch must end within this many seconds.
+        max_bytes: the largest export taken.
 
     Raises:
-        ValueError: Label Studio cannot be reached, refuses the token, has no such project, or answers with
-            something that is not an export (each with the fix).
+        ValueError: Label Studio cannot be reached, refuses the token, has no such project, redirects elsewhere,
+            answers too much or too slowly, or with something that is not an export (each with the fix).
     """
-    from label_studio_sdk import LabelStudio
     from label_studio_sdk.core.api_error import ApiError
 
-    url = url.rstrip("/")
-    ls = client or LabelStudio(base_url=url, api_key=token)
-    try:
-        project = ls.projects.get(id=project_id)
-        chunks, size = [], 0
-        for chunk in ls.projects.exports.download_sync(project_id, export_type="JSON", download_all_tasks=True):
-            size += len(chunk)
-            if size > MAX_EXPORT_BYTES:
-                raise ValueError(f"project {project_id}'s export at {url} is larger than {MAX_EXPORT_BYTES >> 30} GiB "
-                                 f"(fix: export it from Label Studio to a file and import that with "
-                                 f"--from-labelstudio)")
-            chunks.append(chunk)
-    except ApiError as err:
-        raise ValueError(_refusal(err.status_code, err.body, url, project_id)) from None
-    except OSError as err:  # httpx's connection errors are OSErrors underneath
-        raise ValueError(f"cannot reach Label Studio at {url}: {err} (fix: start it, or pass its --url)") from None
-    except Exception as err:
-        if type(err).__module__.startswith("httpx"):
-            raise ValueError(f"cannot reach Label Studio at {url}: {err} (fix: start it, or pass its --url)") from None
-        raise
-    data = b"".join(chunks)
-    try:
-        tasks = json.loads(data)
-    except ValueError:
-        raise ValueError(f"Label Studio at {url} answered project {project_id}'s export with something that is not "
-                         f"JSON: {data[:120]!r} (fix: check --url: it is Label Studio's address, such as "
-                         f"http://localhost:8080)") from None
-    if not isinstance(tasks, list):
-        raise ValueError(f"project {project_id}'s export at {url} is not a list of tasks (fix: check --url and the "
-                         f"project id)")
+    url = check_url(url)
+    shown = public_url(url)
+    ls = client or sdk_client(url, token)
     out_file = Path(out_file)
     out_file.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(out_file, data)
+    tmp = temp_path(out_file)
+    start = time.monotonic()
+    try:
+        project = ls.projects.get(id=project_id)
+        size = 0
+        with open_new(tmp) as f:
+            for chunk in ls.projects.exports.download_sync(project_id, export_type="JSON", download_all_tasks=True):
+                size += len(chunk)
+                if size > max_bytes:
+                    raise ValueError(f"project {project_id}'s export at {shown} is larger than "
+                                     f"{max_bytes / 2 ** 20:g} MiB (fix: export it from Label Studio to a file and "
+                                     f"import that with --from-labelstudio)")
+                if time.monotonic() - start > deadline_s:
+                    raise ValueError(f"project {project_id}'s export at {shown} took longer than {deadline_s:g} s "
+                                     f"(fix: export it from Label Studio to a file and import that with "
+                                     f"--from-labelstudio)")
+                f.write(chunk)
+        tasks = _read_fetched(tmp, shown, project_id)
+        commit(tmp, out_file)
+    except ApiError as err:
+        raise ValueError(_refusal(err.status_code, err.body, shown, project_id)) from None
+    except OSError as err:  # httpx's connection errors are OSErrors underneath
+        raise ValueError(f"cannot reach Label Studio at {shown}: {err} (fix: start it, or pass its --url)") from None
+    except ValueError:
+        raise
+    except Exception as err:
+        if type(err).__module__.startswith("httpx"):
+            raise ValueError(f"cannot reach Label Studio at {shown}: {err} (fix: start it, or pass its --url)") \
+                from None
+        raise
+    finally:
+        tmp.unlink(missing_ok=True)
     return ProjectExport(out_file, int(project_id), str(getattr(project, "title", "") or ""),
-                         video_frame_rate(getattr(project, "label_config", None)), len(tasks), url)
+                         video_frame_rate(getattr(project, "label_config", None)), len(tasks), shown)
+
+
+def _read_fetched(path: Path, shown: str, project_id: int) -> list:
+    """The tasks of a fetched export; a ValueError that says what Label Studio answered otherwise."""
+    with open(path, "rb") as f:
+        head = f.read(120)
+    try:
+        return read_export(path)
+    except ValueError as err:
+        if "nested too deeply" in str(err) or "a list of tasks" in str(err):
+            raise ValueError(f"project {project_id}'s export at {shown} is not a list of tasks "
+                             f"({str(err).split(': ', 1)[-1][:120]}) (fix: check --url and the project id)") from None
+        raise ValueError(f"Label Studio at {shown} answered project {project_id}'s export with something that is "
+                         f"not JSON: {head!r} (fix: check --url: it is Label Studio's address, such as "
+                         f"http://localhost:8080)") from None
 
 
 def _refusal(status: int | None, body, url: str, project_id: int) -> str:
@@ -142,11 +189,10 @@ def import_labelstudio_project(project_id: int, url: str, token: str, media_root
         fetched = fetch_project_export(project_id, url, token, Path(tmp) / f"project-{int(project_id)}-export.json",
                                        client=client)
         report = import_labelstudio(fetched.path, media_root, out, frame_rate=frame_rate or fetched.frame_rate,
-                                    source=f"{fetched.url}/projects/{fetched.project_id}/", **options)
-        if report.written:
-            (out / EXPORT_DIR).mkdir(exist_ok=True)
-            shutil.copyfile(fetched.path, out / EXPORT_DIR / fetched.path.name)
-    report.source = f"Label Studio project {fetched.project_id} ({fetched.title!r}, {fetched.tasks} task(s)) at {url}"
+                                    source=f"{fetched.url}/projects/{fetched.project_id}/",
+                                    extra_files={f"{EXPORT_DIR}/{fetched.path.name}": fetched.path}, **options)
+    report.source = f"Label Studio project {fetched.project_id} ({fetched.title!r}, {fetched.tasks} task(s)) at " \
+                    f"{fetched.url}"
     return report
 
 

@@ -3,6 +3,8 @@ arguments several subcommands take."""
 
 from __future__ import annotations
 
+import argparse
+import math
 import os
 from pathlib import Path
 
@@ -16,6 +18,39 @@ def set_offline_env() -> None:
 
 def csv(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def int_in(low: int, high: int):
+    """An argparse ``type``: an integer from ``low`` to ``high`` (argparse prints the range and exits 2 otherwise)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not an integer (fix: pass a whole number from {low} "
+                                             f"to {high})") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is out of range (fix: pass a number from {low} to {high})")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def float_in(low: float, high: float):
+    """An argparse ``type``: a finite number from ``low`` to ``high`` (``--frame-rate -1`` is refused, so is nan)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number (fix: pass a number from {low:g} to "
+                                             f"{high:g})") from None
+        if not math.isfinite(value) or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text[:40]} is out of range (fix: pass a number from {low:g} to "
+                                             f"{high:g})")
+        return value
+
+    parse.__name__ = "number"
+    return parse
 
 
 def threads() -> None:
@@ -71,5 +106,6 @@ def model_and_suite(p, model_help="model folder, or models:/autorater@champion",
     p.add_argument("--suite", required=True, help=suite_help)
 
 
-__all__ = ["csv", "device_arg", "loading_args", "model_and_suite", "model_args", "model_folder", "rater",
+__all__ = ["csv", "device_arg", "float_in", "int_in",
+           "loading_args", "model_and_suite", "model_args", "model_folder", "rater",
            "set_offline_env", "threads", "unverified_arg"]

@@ -65,7 +65,7 @@ def cmd_suite_import(args) -> int:
     import contextlib
 
     from autorater.serving.folder import folder_lock
-    from autorater.serving.tags import LOCK_WHAT, stamp_version
+    from autorater.serving.tags import LOCK_WHAT
 
     sources = [bool(args.table), bool(args.from_labelstudio), args.from_labelstudio_project is not None]
     if sum(sources) != 1:
@@ -74,10 +74,7 @@ def cmd_suite_import(args) -> int:
     out = Path(args.out)
     grown = (out / "suite.json").is_file()  # a suite `serve --suite` may be appending to: take its lock
     with folder_lock(out, LOCK_WHAT, wait=True) if grown else contextlib.nullcontext():
-        code = _suite_import(args)
-        if code == 0:  # the version each new scenario came in
-            stamp_version(out, args.version, lock=False)
-        return code
+        return _suite_import(args)  # new scenarios tagged with the version they came in, in the import's one change
 
 
 def _suite_import(args) -> int:
@@ -89,25 +86,27 @@ def _suite_import(args) -> int:
             raise ValueError("--table needs --videos DIR, the folder its video paths are relative to")
         columns = {f: getattr(args, f"{f}_column") for f in COLUMNS if getattr(args, f"{f}_column") is not None}
         report = import_table(args.table, args.videos, args.out, columns=columns, link=args.link, strict=args.strict,
-                              name=args.name, version=args.version)
+                              name=args.name, version=args.version, stamp=True)
     else:
         if not args.media_root:
             raise ValueError("--from-labelstudio and --from-labelstudio-project need --media-root DIR, the folder the "
                              "tasks' videos are under")
         options = dict(frame_rate=args.frame_rate, success_labels=args.success_label,
                        failure_labels=args.failure_label, link=args.link, strict=args.strict, name=args.name,
-                       version=args.version)
+                       version=args.version, stamp=True)
         if args.from_labelstudio:
             from autorater.serving.labelstudio_import import import_labelstudio
 
             report = import_labelstudio(args.from_labelstudio, args.media_root, args.out, **options)
         else:
+            from autorater.serving.labelstudio_http import TOKEN_ENV, read_token
             from autorater.serving.labelstudio_project import import_labelstudio_project
 
-            token = args.token or os.environ.get("LABEL_STUDIO_API_KEY")
+            token = read_token(args.token, args.token_file, os.environ, TOKEN_ENV)
             if not token:
-                raise ValueError("--from-labelstudio-project needs --token (Label Studio: Account & Settings > Access "
-                                 "Token) or LABEL_STUDIO_API_KEY")
+                raise ValueError(f"--from-labelstudio-project needs a token (Label Studio: Account & Settings > Access "
+                                 f"Token): set {TOKEN_ENV}, or pass --token-file FILE (or --token, which other users "
+                                 f"of this machine can see in ps)")
             report = import_labelstudio_project(args.from_labelstudio_project, args.url, token, args.media_root,
                                                 args.out, **options)
     print(format_report(report))
@@ -146,18 +145,18 @@ def add_commands(sub) -> None:
     p.add_argument("--levels", type=common.csv, default=None, help="BabyAI ids or short names (the same as --tasks)")
     p.add_argument("--agents", type=common.csv, default=None,
                    help="agent names, comma-separated (default: the world's)")
-    p.add_argument("--scenarios", type=int, default=40)
-    p.add_argument("--continuations-per-scenario", type=int, default=2)
-    p.add_argument("--annotators", type=int, default=3, help="simulated annotators per continuation")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workers", type=int, default=2, help="processes")
+    p.add_argument("--scenarios", type=common.int_in(1, 1_000_000), default=40)
+    p.add_argument("--continuations-per-scenario", type=common.int_in(1, 10_000), default=2)
+    p.add_argument("--annotators", type=common.int_in(0, 1000), default=3, help="simulated annotators per continuation")
+    p.add_argument("--seed", type=common.int_in(0, 2 ** 32 - 1), default=0)
+    p.add_argument("--workers", type=common.int_in(1, 256), default=2, help="processes")
     p.add_argument("--version", default="v1", help="suite version written to suite.json (and the tag version:V of "
                                                    "each new scenario)")
     p.add_argument("--grow", metavar="SUITE", help="an earlier version this one grows: its scenarios, continuations "
                                                    "and labels are kept and the new scenarios numbered after them")
     p.add_argument("--view", choices=["full", "ego"], default="ego",
                    help="the agent's first-person 7x7 view (default, as STS videos are) or the whole grid from above")
-    p.add_argument("--image-size", type=int, default=None,
+    p.add_argument("--image-size", type=common.int_in(16, 1024), default=None,
                    help="frame size in pixels (BabyAI 112: 16-pixel tiles; Meta-World 128)")
     p.add_argument("--camera", type=common.csv, default=None,
                    help="Meta-World camera(s), comma-separated: one drawn per scenario (default corner); random: a "
@@ -165,7 +164,8 @@ def add_commands(sub) -> None:
     p.add_argument("--hold-out-camera", type=common.csv, default=None,
                    help="with --camera random: named camera(s) no drawn camera comes near (its optical axis stays "
                         "--hold-out-degrees away from theirs), e.g. corner2 for an unseen-camera test")
-    p.add_argument("--hold-out-degrees", type=float, default=None, help="see --hold-out-camera (default 30)")
+    p.add_argument("--hold-out-degrees", type=common.float_in(0, 180), default=None,
+                   help="see --hold-out-camera (default 30)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_suite_generate)
 
@@ -177,19 +177,20 @@ def add_commands(sub) -> None:
                                      "annotators label the new truth (a training suite).")
     p.add_argument("--suite", required=True, help="a suite written by `autorater suite generate`")
     p.add_argument("--out", required=True, help="output suite folder")
-    p.add_argument("--annotators", type=int, default=None,
+    p.add_argument("--annotators", type=common.int_in(1, 1000), default=None,
                    help="simulated annotators per non-reference continuation (default: none, all references)")
-    p.add_argument("--reference-share", type=float, default=0.15, help="with --annotators: share of references")
+    p.add_argument("--reference-share", type=common.float_in(0, 1), default=0.15,
+                   help="with --annotators: share of references")
     p.add_argument("--cross-task", action="store_true",
                    help="Meta-World: also swap between reach, push and pick-place where the simulator can judge it")
     p.add_argument("--shared-only", action="store_true",
                    help="Meta-World: only the judged swaps of shared scenes (with --cross-task, of reach/push/"
                         "pick-place too), never an object the scene lacks: swaps that can succeed")
-    p.add_argument("--min-success-share", type=float, default=0.0,
+    p.add_argument("--min-success-share", type=common.float_in(0, 1), default=0.0,
                    help="drop swapped failures at random until successes are at least this share (a held-out "
                         "test that 'always failure' cannot pass)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workers", type=int, default=1, help="processes")
+    p.add_argument("--seed", type=common.int_in(0, 2 ** 32 - 1), default=0)
+    p.add_argument("--workers", type=common.int_in(1, 256), default=1, help="processes")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_suite_swap)
 
@@ -213,11 +214,14 @@ def add_commands(sub) -> None:
                    help="a Label Studio project, fetched through its API (its JSON export of every task)")
     p.add_argument("--url", default="http://localhost:8080", help="with --from-labelstudio-project: Label Studio's "
                                                                   "address")
-    p.add_argument("--token", help="with --from-labelstudio-project: an access token (or set LABEL_STUDIO_API_KEY)")
+    p.add_argument("--token", help="with --from-labelstudio-project: an access token (visible in ps: prefer "
+                                   "LABEL_STUDIO_API_KEY or --token-file)")
+    p.add_argument("--token-file", metavar="FILE", help="a file whose first line is the access token")
     p.add_argument("--media-root", help="with --from-labelstudio(-project): the folder its tasks' videos are under "
                                         "(Label "
                                         "Studio's local-files document root, or its media folder for uploads)")
-    p.add_argument("--frame-rate", type=float, help="with --from-labelstudio: the frameRate of the project's <Video> "
+    p.add_argument("--frame-rate", type=common.float_in(0.1, 1000),
+                   help="with --from-labelstudio: the frameRate of the project's <Video> "
                                                     "(default: the task's fps, else 24, Label Studio's default)")
     p.add_argument("--success-label", action="append", default=[], help="a choice or label that means success "
                                                                         "(repeatable; success, pass, yes... are known)")
