@@ -2,7 +2,8 @@
 
 Scenarios are matched by ``scenario_id`` and continuations by ``continuation_id``. A scenario present in both is
 *changed* when its instruction, category, tags or takeover differ, or when the videos of its continuations do (by
-content: the SHA-1 of each file, so a re-encoded or re-recorded video counts and a moved one does not). A
+content: the SHA-1 of each file, so a re-encoded or re-recorded video counts and a moved one does not; only regular
+files inside the suite are read, never a symlink that leads out, a FIFO or a device). A
 continuation present in both is changed when its agent, scenario, takeover or video content differ. Labels are
 compared per continuation present in both: the annotations as a multiset of (annotator, outcome, marker, failure
 mode), and the gold reference. Every count is also given per category and per tag (a scenario counts under the
@@ -17,11 +18,11 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
-from autorater.data.files import content_sha1
+from autorater.data.paths import PathError, open_regular, printable, resolve_under
 from autorater.data.suite import Suite
 
 KINDS = ("scenarios_added", "scenarios_removed", "scenarios_changed", "continuations_added",
@@ -56,15 +57,23 @@ class SuiteDiff:
 
 
 def _video_ids(suite: Suite, by_content: bool) -> dict[str, str]:
-    """continuation id -> the video's SHA-1 (or its path; a missing file is named as such)."""
+    """continuation id -> the video's SHA-1 (or its path; a missing file is named as such).
+
+    Only a regular file inside the suite is read: a symlink that leads out, a FIFO or a device (``/dev/zero``) is
+    named (``outside:``, ``not_file:``), never hashed."""
     out = {}
     for c in suite.continuations:
-        path = Path(suite.root) / c.video
         if not by_content:
             out[c.continuation_id] = c.video
             continue
         try:
-            out[c.continuation_id] = content_sha1(path)
+            with open_regular(resolve_under(suite.root, c.video, what="video")) as f:
+                h = hashlib.sha1()
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+            out[c.continuation_id] = h.hexdigest()
+        except PathError as err:
+            out[c.continuation_id] = f"{err.kind}:{c.video}"
         except OSError:
             out[c.continuation_id] = f"missing:{c.video}"
     return out
@@ -247,7 +256,7 @@ def format_diff(diff: SuiteDiff, limit: int = 20) -> str:
         lines.append(f"... and {len(diff.scenarios_changed) - limit} more changed scenarios (see --json)")
     lines += _table("category", diff.by_category) + _table("tag", diff.by_tag)
     lines.append("the suites differ" if diff.differ else "the suites are the same")
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)  # ids and instructions are the suites' text
 
 
 def _change_text(name: str, change: dict) -> str:

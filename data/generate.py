@@ -38,6 +38,7 @@ from typing import Sequence
 import numpy as np
 
 from autorater.data.annotators import default_pool, simulate_annotations
+from autorater.data.files import FolderChange
 from autorater.data.stats import agent_rule_balanced_accuracy
 from autorater.data.suite import (
     SWAP_TAG,
@@ -47,8 +48,8 @@ from autorater.data.suite import (
     Scenario,
     Suite,
     SuiteInfo,
+    jsonl_bytes,
     load_truth,
-    write_jsonl,
 )
 from autorater.data.versions import with_version_tag
 from autorater.data.worlds import WORLDS, ScenarioJob, SwapJob, load_world, world_of
@@ -303,9 +304,15 @@ def generate_suite(out: str | os.PathLike, levels: Sequence[str] | None = None, 
                   references=[_reference(t) for t in truths if t["continuation_id"] in references])
     if base is not None:
         suite, truths = _grown(base, suite, truths)
-    suite.write(out)
-    write_jsonl(out / TRUTH_FILE, truths)
+    _write_with_truth(suite, out, truths)
     return out
+
+
+def _write_with_truth(suite: Suite, out: Path, truths: list[dict]) -> None:
+    """The suite's files and its simulator truth in one change: all of them land, or none (a crash included)."""
+    with FolderChange(out) as change:
+        suite.write(out, change=change)
+        change.write_bytes(TRUTH_FILE, jsonl_bytes(truths))
 
 
 def _next_indices(base: Suite | None) -> tuple[int, int]:
@@ -438,9 +445,9 @@ def swap_instructions(suite_dir: str | os.PathLike, out_dir: str | os.PathLike, 
                                  f"scenario; truth recomputed by replay against the new instruction"
                                  + ("." if annotators is None else f"; {annotators} simulated annotators each."),
                      source=source)
-    Suite(out, info, scenarios, continuations, annotations=annotations,
-          references=[_reference(t) for t in truths if t["continuation_id"] in references]).write(out)
-    write_jsonl(out / TRUTH_FILE, truths)
+    _write_with_truth(Suite(out, info, scenarios, continuations, annotations=annotations,
+                            references=[_reference(t) for t in truths if t["continuation_id"] in references]),
+                      out, truths)
     return out
 
 

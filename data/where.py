@@ -16,7 +16,8 @@ expression                             true for a scenario when
 =====================================  ===============================================================
 
 Values are quoted (``"..."`` or ``'...'``, a backslash escapes the quote) or bare words of letters, digits and
-``_ : . - /`` (``category == go_to``). A broken expression is a :class:`WhereError` that points at the place.
+``_ : . - /`` (``category == go_to``). A broken expression is a :class:`WhereError` that points at the place; so is
+one longer than ``MAX_LENGTH`` characters or nested (parentheses, ``not``) deeper than ``MAX_DEPTH``.
 
 Example:
     >>> match = parse_where('tags has "version:v2" and not category in [go_to, open]')
@@ -34,6 +35,7 @@ STRING_FIELDS = ("category", "instruction", "scenario_id")
 OPERATORS = ("==", "!=", "in", "contains", "startswith", "has")
 KEYWORDS = ("and", "or", "not", "in", "contains", "startswith", "has")
 MAX_LENGTH = 2000
+MAX_DEPTH = 32  # parentheses and ``not`` nested deeper than this are refused (a parser that recursed on them crashed)
 
 Predicate = Callable[[Mapping[str, Any]], bool]
 
@@ -46,8 +48,12 @@ class WhereError(ValueError):
 
     def __init__(self, expression: str, position: int, message: str):
         self.expression, self.position = expression, position
-        super().__init__(f"--where {expression!r}: {message} at column {position + 1}\n  {expression}\n  "
-                         f"{' ' * position}^ (fix: write e.g. category == \"go_to\" and tags has \"version:v2\"; "
+        start = max(0, min(position - 40, len(expression) - 80))
+        shown = ("..." if start else "") + expression[start:start + 80] + ("..." if start + 80 < len(expression) else "")
+        caret = position - start + (3 if start else 0)
+        quoted = expression if len(expression) <= 80 else shown
+        super().__init__(f"--where {quoted!r}: {message} at column {position + 1}\n  {shown}\n  "
+                         f"{' ' * caret}^ (fix: write e.g. category == \"go_to\" and tags has \"version:v2\"; "
                          f"fields {', '.join(FIELDS)}; operators {', '.join(OPERATORS)}; and, or, not, parentheses)")
 
 
@@ -80,6 +86,12 @@ class _Parser:
         self.expression = expression
         self.tokens = _tokens(expression)
         self.i = 0
+        self.depth = 0
+
+    def deeper(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            self.fail(f"nested more than {MAX_DEPTH} deep (parentheses or not); write it flatter, e.g. A and B and C")
 
     def peek(self) -> tuple[str, str, int]:
         return self.tokens[self.i]
@@ -126,16 +138,20 @@ class _Parser:
     def not_(self) -> Predicate:
         if self.is_word("not"):
             self.take()
+            self.deeper()
             inner = self.not_()
+            self.depth -= 1
             return lambda s: not inner(s)
         return self.atom()
 
     def atom(self) -> Predicate:
         kind, text, _ = self.peek()
         if kind == "op" and text == "(":
+            self.deeper()
             self.take()
             inner = self.or_()
             self.expect_op(")")
+            self.depth -= 1
             return inner
         after = self.tokens[self.i + 1][1] if kind != "end" else ""
         if kind == "word" and text not in FIELDS + KEYWORDS and after in ("==", "!=", "contains", "startswith", "has"):
@@ -223,4 +239,4 @@ def scenario_fields(scenario) -> dict:
             "tags": list(scenario.tags)}
 
 
-__all__ = ["FIELDS", "OPERATORS", "Predicate", "WhereError", "parse_where", "scenario_fields"]
+__all__ = ["FIELDS", "MAX_DEPTH", "OPERATORS", "Predicate", "WhereError", "parse_where", "scenario_fields"]

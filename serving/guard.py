@@ -39,13 +39,14 @@ import secrets
 import time
 import urllib.parse
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import h11
 from fastapi import HTTPException
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from autorater.data.paths import PathError, relative_parts, resolve_under
 from autorater.serving.fields import loads, shown
 
 _LOG = logging.getLogger("autorater.serve")
@@ -347,26 +348,20 @@ def resolve_media(media_root: Path, value: str) -> Path:
     """
     if value.startswith("/data/local-files/"):
         value = urllib.parse.parse_qs(urllib.parse.urlparse(value).query).get("d", [""])[0]
-    p = PurePosixPath(value)
     shown_path = value[:200]
-    if not value or p.is_absolute() or ".." in p.parts or "\\" in value or "\x00" in value or ":" in value:
+    if relative_parts(value) is None or ":" in value:
         raise HTTPException(400, f"video path {shown_path!r} must be relative to the media root, without '..' "
                                  f"(fix: send e.g. 'suite-v3/videos/c000001.mp4')")
-    try:
-        root = media_root.resolve()
-        path = (root / p).resolve()  # follows symlinks: one that points out of the root is caught below
-        outside = root != path and root not in path.parents
-        found = not outside and path.is_file()
-    except (OSError, ValueError, RuntimeError) as err:  # a name too long, a loop of symlinks (RuntimeError), ...
-        why = "a loop of symbolic links" if isinstance(err, RuntimeError) or getattr(err, "errno", None) == 40 \
-            else getattr(err, "strerror", None) or err.__class__.__name__
+    try:  # the one resolution the imports, propose and diff use too (autorater.data.paths)
+        return resolve_under(media_root, value, what="video path")
+    except PathError as err:
+        if err.kind == "outside":
+            raise HTTPException(400, f"video path {shown_path!r} leads outside the media root") from None
+        if err.kind in ("missing", "not_file"):
+            raise HTTPException(404, f"no video at {shown_path!r} under the media root") from None
+        why = str(err).split("cannot be opened: ", 1)[-1].split(" (fix:", 1)[0]
         raise HTTPException(400, f"video path {shown_path!r} cannot be opened: {why} (fix: send the path of a video "
                                  f"file under the media root)") from None
-    if outside:
-        raise HTTPException(400, f"video path {shown_path!r} leads outside the media root")
-    if not found:
-        raise HTTPException(404, f"no video at {shown_path!r} under the media root")
-    return path
 
 
 async def _send_json(send, status: int, detail: str, headers: list | None = None) -> None:

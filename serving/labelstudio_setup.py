@@ -14,6 +14,10 @@ Through ``label-studio-sdk`` (2.x), against a running Label Studio:
 
 Each step finds what is already there before it creates anything: a second run changes nothing and says so.
 
+Both addresses must be http(s); neither client sends a credential to another origin (a redirect of ``/health`` or of
+an API call to another host is refused, ``autorater.serving.labelstudio_http``), and addresses are shown without a
+``user:password@``.
+
 Label Studio refuses ML backends and webhooks on loopback and private addresses unless it was started with
 ``ML_BLOCK_LOCAL_IP=false`` and ``USE_DEFAULT_BANNED_SUBNETS=false``; local files need
 ``LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED=true`` and ``LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT``.
@@ -36,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autorater.serving.labelstudio import labeling_config
+from autorater.serving.labelstudio_http import RedirectRefused, check_url, open_url, public_url, sdk_client
 
 WEBHOOK_ACTIONS = ("ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_DELETED")
 BASIC_AUTH_USER = "label-studio"
@@ -74,12 +79,12 @@ def setup_labelstudio(url: str, token: str, serve_url: str, *, project: str = "a
         ValueError: the service or Label Studio cannot be reached, or Label Studio refused a step (its answer is
             quoted, with the fix).
     """
-    from label_studio_sdk import LabelStudio
     from label_studio_sdk.core.api_error import ApiError
 
-    serve_url = serve_url.rstrip("/")
+    url, serve_url = check_url(url), check_url(serve_url, "--serve-url")
     _check_service(serve_url, serve_token)
-    ls = client or LabelStudio(base_url=url.rstrip("/"), api_key=token)
+    ls = client or sdk_client(url, token)
+    url = public_url(url)
     try:
         steps = [_project(ls, project)]
         pid = steps[0].id
@@ -114,18 +119,21 @@ def _check_service(serve_url: str, serve_token: str | None) -> None:
     if serve_token:
         credentials = base64.b64encode(f"{BASIC_AUTH_USER}:{serve_token}".encode()).decode()
         request.add_header("Authorization", f"Basic {credentials}")
+    shown = public_url(serve_url)
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            status = json.loads(response.read() or b"{}").get("status")
+        with open_url(request, timeout_s=10) as response:
+            status = json.loads(response.read(1 << 16) or b"{}").get("status")
+    except RedirectRefused:
+        raise
     except urllib.error.HTTPError as err:
         fix = "pass its token with --serve-token" if err.code == 401 else "check --serve-url"
-        raise ValueError(f"autorater serve at {serve_url} answered {err.code} to /health (fix: {fix})") from None
-    except (OSError, ValueError) as err:
-        raise ValueError(f"autorater serve does not answer at {serve_url} ({err}) (fix: start it: autorater serve "
+        raise ValueError(f"autorater serve at {shown} answered {err.code} to /health (fix: {fix})") from None
+    except (OSError, ValueError, AttributeError, RecursionError) as err:
+        raise ValueError(f"autorater serve does not answer at {shown} ({err}) (fix: start it: autorater serve "
                          f"--model MODEL --media-root DIR --suite POOL, and pass its address as --serve-url)") from None
     if status != "UP":
-        raise ValueError(f"{serve_url}/health answered {status!r}, not 'UP': is it autorater serve? (fix: check "
-                         f"--serve-url)")
+        raise ValueError(f"{shown}/health answered {str(status)[:40]!r}, not 'UP': is it autorater serve? (fix: "
+                         f"check --serve-url)")
 
 
 def _project(ls, title: str) -> Step:

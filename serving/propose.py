@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,8 +34,9 @@ from pathlib import Path
 import numpy as np
 from scipy import special
 
-from autorater.data.files import json_text, write_text_atomic
-from autorater.data.suite import TRUTH_FILE, Suite, write_jsonl
+from autorater.data.files import FolderChange, json_text
+from autorater.data.paths import open_regular, printable, resolve_under
+from autorater.data.suite import TRUTH_FILE, Suite, jsonl_bytes
 from autorater.data.versions import VERSION_PREFIX, next_version, scenario_version, version_tag
 
 PROPOSAL_FILE = "proposal.json"
@@ -163,10 +165,7 @@ def pool_predictions(pool: Suite, predictions: str | os.PathLike | None = None) 
     from autorater.data.labels import label_table, majority_vote
 
     if predictions is not None:
-        from autorater.serving.folder import read_jsonl_rows
-
-        p = {r["continuation_id"]: r["p_success"] for r in read_jsonl_rows(Path(predictions))
-             if isinstance(r.get("p_success"), (int, float))}
+        p = read_predictions(predictions)
         how = f"the model's p_success ({Path(predictions).name})"
     elif pool.annotations:
         p = majority_vote(label_table(pool.annotations))["p_success"].to_dict()
@@ -179,6 +178,75 @@ def pool_predictions(pool: Suite, predictions: str | os.PathLike | None = None) 
              "category": pool.scenario_by_id[c.scenario_id].category, "p_success": float(p[c.continuation_id])}
             for c in pool.continuations if c.continuation_id in p]
     return rows, how
+
+
+MAX_PREDICTIONS_BYTES = 1 << 30
+
+
+def read_predictions(path: str | os.PathLike) -> dict[str, float]:
+    """continuation id -> ``p_success`` of ``autorater predict``'s JSON Lines.
+
+    Raises:
+        ValueError: naming the line, for a line that is not a JSON object, a ``continuation_id`` that is not a
+            string, or a ``p_success`` that is not a number in [0, 1] (``1e400``, ``NaN``, ``-0.5``, ``"0.3"``);
+            or a file that cannot be read (not a regular file, too large, not UTF-8).
+    """
+    path = Path(path)
+    try:
+        with open_regular(path) as f:
+            raw = f.read(MAX_PREDICTIONS_BYTES + 1)
+    except OSError as err:
+        raise ValueError(f"cannot read the predictions {path}: {err.strerror or err} (fix: pass the JSON Lines file "
+                         f"autorater predict wrote)") from None
+    if len(raw) > MAX_PREDICTIONS_BYTES:
+        raise ValueError(f"the predictions {path} are larger than {MAX_PREDICTIONS_BYTES >> 30} GiB (fix: pass the "
+                         f"JSON Lines file autorater predict wrote on the pool)")
+    out: dict[str, float] = {}
+    for number, line in enumerate(raw.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        where = f"{path.name}:{number}"
+        try:
+            row = json.loads(line.decode("utf-8"), parse_constant=_no_constant)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            raise ValueError(f"{where}: not a JSON line (fix: one JSON object per line, as autorater predict "
+                             f"writes)") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{where}: expected a JSON object, got {type(row).__name__} (fix: one JSON object per "
+                             f"line, as autorater predict writes)")
+        cid, value = row.get("continuation_id"), row.get("p_success")
+        if not isinstance(cid, str):
+            raise ValueError(f"{where}: no string 'continuation_id' (fix: one object per continuation, as autorater "
+                             f"predict writes)")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                (isinstance(value, float) and not math.isfinite(value)) or not 0 <= value <= 1:
+            shown = printable(json.dumps(value)[:40]) if not isinstance(value, float) else repr(value)
+            raise ValueError(f"{where}: p_success {shown} is not a probability (fix: a number from 0 to 1; rerun "
+                             f"autorater predict)")
+        out[cid] = float(value)
+    return out
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _truth_lines(path: Path) -> list[dict]:
+    """The objects of a pool's ``simulator_truth.jsonl``; a ValueError naming the line that is not one."""
+    out = []
+    with open_regular(path) as f:
+        text = f.read().decode("utf-8", "replace")
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line, parse_constant=_no_constant)
+        except (ValueError, RecursionError):
+            obj = None
+        if not isinstance(obj, dict):
+            raise ValueError(f"{path}:{number}: not a JSON object (fix: repair the pool's {TRUTH_FILE}, or remove it)")
+        out.append(obj)
+    return out
 
 
 def propose_version(pool_dir: str | os.PathLike, labels: list[str | os.PathLike], out: str | os.PathLike, n: int, *,
@@ -223,9 +291,8 @@ def propose_version(pool_dir: str | os.PathLike, labels: list[str | os.PathLike]
 
 
 def _write_draft(pool: Suite, chosen: list[Candidate], out: Path, version: str, result: dict) -> None:
-    from autorater.data.generate import link_or_copy
-
-    if out.exists() and any(out.iterdir()):
+    """The draft suite, in one change (videos, suite files, truth, proposal): all of it, or nothing, lands."""
+    if out.exists() and any(p.name != ".lock" for p in out.iterdir()):
         raise FileExistsError(f"output folder {out} is not empty; pass a new or empty folder")
     by_id = {c.scenario_id: c for c in chosen}
     scenarios = []
@@ -239,18 +306,23 @@ def _write_draft(pool: Suite, chosen: list[Candidate], out: Path, version: str, 
         scenarios.append(dataclasses.replace(s, tags=tags, metadata=metadata))
     continuations = [c for c in pool.continuations if c.scenario_id in by_id]
     ids = {c.continuation_id for c in continuations}
-    for c in continuations:
-        link_or_copy(pool.root / c.video, out / c.video)
+    # every video a regular file inside the pool (a symlink that leads out, a FIFO or a device is refused)
+    sources = {c.video: resolve_under(pool.root, c.video, what=f"the pool's video of {c.continuation_id}")
+               for c in continuations}
     info = dataclasses.replace(pool.info, version=version, description=f"draft of {version}: {len(chosen)} scenarios "
                                f"proposed from {pool.root} by `autorater suite propose` ({result['predicted_by']})",
                                source={**pool.info.source, "proposed_from": str(pool.root)})
-    Suite(out, info, scenarios, continuations, [a for a in pool.annotations if a.continuation_id in ids],
-          [r for r in pool.references if r.continuation_id in ids]).write(out)
     truth = pool.root / TRUTH_FILE
-    if truth.is_file():
-        lines = [json.loads(line) for line in truth.read_text(encoding="utf-8").splitlines() if line.strip()]
-        write_jsonl(out / TRUTH_FILE, [t for t in lines if t.get("continuation_id") in ids])
-    write_text_atomic(out / PROPOSAL_FILE, json_text(result))
+    truths = [t for t in _truth_lines(resolve_under(pool.root, TRUTH_FILE, what=TRUTH_FILE))
+              if t.get("continuation_id") in ids] if truth.exists() or truth.is_symlink() else None
+    with FolderChange(out) as change:
+        for video, source in sources.items():
+            change.place_file(video, source, link=True)
+        Suite(out, info, scenarios, continuations, [a for a in pool.annotations if a.continuation_id in ids],
+              [r for r in pool.references if r.continuation_id in ids]).write(out, change=change)
+        if truths is not None:
+            change.write_bytes(TRUTH_FILE, jsonl_bytes(truths))
+        change.write_text(PROPOSAL_FILE, json_text(result))
 
 
 def format_proposal(result: dict, limit: int = 30) -> str:
@@ -272,5 +344,6 @@ def format_proposal(result: dict, limit: int = 30) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["PRIOR_INFORMATION", "PROPOSAL_FILE", "PROPOSED_TAG", "Candidate", "choose", "fit_candidates",
-           "format_proposal", "pair_weights", "pool_predictions", "propose_version"]
+__all__ = ["MAX_PREDICTIONS_BYTES", "PRIOR_INFORMATION", "PROPOSAL_FILE", "PROPOSED_TAG", "Candidate", "choose",
+           "fit_candidates", "format_proposal", "pair_weights", "pool_predictions", "propose_version",
+           "read_predictions"]

@@ -33,8 +33,21 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except (ValueError, FileNotFoundError, KeyError) as err:  # our errors say what to fix
         msg = err.args[0] if isinstance(err, KeyError) and err.args else err
-        print(f"error: {msg}", file=sys.stderr)
+        print(f"error: {_printable(str(msg))}", file=sys.stderr)
         return 2
+    except (OSError, RecursionError, ArithmeticError) as err:  # input that reached the OS or a parser: no traceback
+        what = getattr(err, "strerror", None) or str(err) or type(err).__name__
+        where = getattr(err, "filename", None)
+        print(f"error: {_printable(str(what))}{f': {where}' if where else ''} ({type(err).__name__}; fix: check the "
+              f"paths and values passed, and the permissions and free space of the folders)", file=sys.stderr)
+        return 2
+
+
+def _printable(text: str) -> str:
+    """A message as the terminal may show it: control characters (but line breaks) and lone surrogates escaped."""
+    from autorater.data.paths import printable
+
+    return "\n".join(printable(line) for line in text.split("\n"))
 
 
 __all__ = ["build_parser", "main"]
