@@ -232,19 +232,27 @@ class Rater:
                            [modes[m] if m >= 0 else None for m in raw["failure_mode"]], raw["p_match"],
                            np.asarray(durations_s, dtype=np.float64))
 
-    def rows(self, decoded: Decoded, duration: bool = False) -> list[dict]:
-        """One row per id of the batch, in order: its prediction, or an ``error`` row when it did not decode."""
+    def rows(self, decoded: Decoded, duration: bool = False, signature: bool = False) -> list[dict]:
+        """One row per id of the batch, in order: its prediction, or an ``error`` row when it did not decode. With
+        ``signature``, each rated row carries ``inputs``: what its frames and instruction look like
+        (``autorater.signature``, for the input drift check)."""
         good = [cid for cid in decoded.ids if cid in decoded.clips]
         rated = {}
         if good:
             rated = {r["continuation_id"]: r for r in
                      self.rate_clips(good, [decoded.clips[c] for c in good]).records(self.name, duration)}
+            if signature:
+                from autorater.signature import input_signature
+
+                for cid in good:
+                    clip = decoded.clips[cid]
+                    rated[cid]["inputs"] = input_signature(clip.frames, clip.instruction)
         return [rated.get(cid) or {"continuation_id": cid, "error": decoded.errors[cid], "model": self.name}
                 for cid in decoded.ids]
 
     def rate_suite(self, suite: Suite, ids: Iterable[str] | None = None, batch_size: int = 16,
-                   progress: bool = False) -> Iterator[dict]:
-        """One row per continuation (all, or ``ids``), in order, batch by batch."""
+                   progress: bool = False, signature: bool = False) -> Iterator[dict]:
+        """One row per continuation (all, or ``ids``), in order, batch by batch (``signature``: see :meth:`rows`)."""
         ids = list(ids) if ids is not None else suite.continuation_ids()
         bar = None
         if progress:
@@ -252,7 +260,7 @@ class Rater:
             bar = tqdm(total=len(ids), desc="rating", unit="video")
         for start in range(0, len(ids), batch_size):
             chunk = ids[start:start + batch_size]
-            yield from self.rows(self.decode(suite, chunk))
+            yield from self.rows(self.decode(suite, chunk), signature=signature)
             if bar is not None:
                 bar.update(len(chunk))
         if bar is not None:

@@ -6,8 +6,9 @@ never on the project's other packages, so any of them can import it.
 """
 
 from .agreement import agreement_report, format_agreement_table
+from .audit import audit_size, audits_needed, certify_stratum, consistency_pvalue
 from .compare import paired_comparison
-from .drift import drift_check
+from .drift import drift_check, mmd_test
 from .irt import ItemResponseModel
 from .marker import MarkerOffset
 from .metrics import (
@@ -32,7 +33,7 @@ from .rates import (
     wilson_interval,
 )
 from .report import CalibrationRecord, read_calibration_json
-from .selective import InsufficientReferencesError, SelectivePolicy
+from .selective import InsufficientReferencesError, SelectivePolicy, agreement_lower_bound, certifying_size
 from .split import SplitCalibrator, cross_validated_calibration
 from .temperature import TemperatureScaler
 
@@ -52,6 +53,13 @@ __all__ = [
     "corrected_time_to_success",
     "cross_validated_calibration",
     "drift_check",
+    "mmd_test",
+    "certify_stratum",
+    "consistency_pvalue",
+    "audit_size",
+    "audits_needed",
+    "agreement_lower_bound",
+    "certifying_size",
     "expected_calibration_error",
     "failure_mode_metrics",
     "format_agreement_table",

@@ -63,3 +63,54 @@ def _bin_shares(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """Share of x in each of the len(edges) + 1 bins, floored at _EPS."""
     counts = np.bincount(np.searchsorted(edges, x, side="right"), minlength=len(edges) + 1)
     return np.maximum(counts / x.size, _EPS)
+
+
+def mmd_test(reference, new, permutations: int = 500, seed: int = 0) -> dict:
+    """Kernel two-sample test (MMD with a Gaussian kernel) between two samples of input embeddings.
+
+    The statistic is the unbiased squared MMD with the median-distance bandwidth of the pooled sample; its
+    p-value comes from ``permutations`` random relabellings of the pooled rows (exact under exchangeability:
+    ``(1 + #{MMD_perm >= MMD}) / (1 + permutations)``).
+
+    Args:
+        reference: (n_ref, d) embeddings of the calibration references.
+        new: (n_new, d) embeddings of the episodes about to be labelled.
+        permutations: random relabellings for the p-value.
+        seed: their seed.
+
+    Returns:
+        ``mmd2`` (the statistic), ``pvalue``, ``n_reference``, ``n_new``. With fewer than 2 rows on a side the test
+        cannot run: ``pvalue`` is None.
+
+    Example:
+        >>> rng = np.random.default_rng(0)
+        >>> same = mmd_test(rng.normal(size=(60, 8)), rng.normal(size=(40, 8)))["pvalue"]
+        >>> moved = mmd_test(rng.normal(size=(60, 8)), rng.normal(1.0, 1.0, size=(40, 8)))["pvalue"]
+        >>> same > 0.05, moved < 0.01
+        (True, True)
+    """
+    a, b = np.asarray(reference, dtype=float), np.asarray(new, dtype=float)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
+        raise ValueError(f"mmd_test needs two (rows, dim) arrays of one width, got {a.shape} and {b.shape}")
+    out = {"mmd2": None, "pvalue": None, "n_reference": len(a), "n_new": len(b)}
+    if len(a) < 2 or len(b) < 2:
+        return out
+    x = np.concatenate([a, b])
+    sq = np.maximum(np.sum(x * x, 1)[:, None] + np.sum(x * x, 1)[None, :] - 2 * x @ x.T, 0.0)
+    positive = sq[np.triu_indices(len(x), 1)]
+    positive = positive[positive > 0]
+    bandwidth = float(np.median(positive)) if positive.size else 1.0
+    kernel = np.exp(-sq / bandwidth)
+    np.fill_diagonal(kernel, 0.0)
+    n_a = len(a)
+
+    def statistic(order: np.ndarray) -> float:
+        k = kernel[np.ix_(order, order)]
+        ka, kb, kab = k[:n_a, :n_a], k[n_a:, n_a:], k[:n_a, n_a:]
+        m = len(order) - n_a
+        return float(ka.sum() / (n_a * (n_a - 1)) + kb.sum() / (m * (m - 1)) - 2 * kab.mean())
+
+    rng = np.random.default_rng(seed)
+    observed = statistic(np.arange(len(x)))
+    beaten = sum(statistic(rng.permutation(len(x))) >= observed for _ in range(permutations))
+    return {**out, "mmd2": observed, "pvalue": (1 + beaten) / (1 + permutations)}

@@ -129,6 +129,18 @@ class CalibrationRecord:
     n_folds: int = 0
     ece_threshold_part: float | None = None  # the deployed scaler on the references it never saw
     brier_threshold_part: float | None = None
+    # What the references' inputs look like (``autorater.signature``) with their stratum fields (category, camera,
+    # agent, tags), for the input drift check of a new version (``serving.certify``); empty in older records.
+    input_sample: list[dict] = dataclasses.field(default_factory=list)
+
+    def reference_evidence(self) -> tuple[int, int] | None:
+        """``(k, errors)``: the certifying references auto-labelled at the operating point and how many of them were
+        wrong (None when no point was certified)."""
+        n = self.n_threshold or self.n_references  # the policy's own references (the threshold part, when split)
+        if not self.feasible or self.empirical_agreement is None or not n:
+            return None
+        k = int(round(self.expected_coverage * n))
+        return k, int(round(k * (1 - self.empirical_agreement)))
 
     @classmethod
     def from_fitted(

@@ -32,6 +32,21 @@ def _min_references(alpha: float, delta: float, errors: int = 0) -> int:
     return int(candidates[_cp_upper(errors, candidates, delta) <= alpha][0])
 
 
+def certifying_size(target_agreement: float, confidence: float, errors: int = 0) -> int:
+    """The smallest sample whose agreement bound can reach ``target_agreement`` at ``confidence`` with ``errors``
+    wrong in it (the exact one-sided binomial test the policy runs; 45 at 0.95 / 90% with no error)."""
+    if not (0 < target_agreement < 1 and 0 < confidence < 1) or errors < 0:
+        raise ValueError(f"target_agreement and confidence must lie in (0, 1) and errors >= 0, got "
+                         f"{target_agreement}, {confidence}, {errors}")
+    return _min_references(1 - float(target_agreement), 1 - float(confidence), int(errors))
+
+
+def agreement_lower_bound(errors: int, n: int, confidence: float) -> float:
+    """One-sided Clopper-Pearson lower bound, at ``confidence``, on the agreement of n labels with ``errors`` wrong
+    (0 when n = 0)."""
+    return float(1 - _cp_upper(errors, n, 1 - confidence))
+
+
 class SelectivePolicy:
     """Three-way decision: auto-success, auto-failure, or a human, with a stated agreement.
 

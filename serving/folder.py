@@ -51,7 +51,8 @@ HUMAN_FILE, HUMAN_HISTORY_FILE, PROBLEMS_FILE = (
 LABELSTUDIO_DIR, LEADERBOARD_FILE = "labelstudio", "leaderboard.html"
 PART_NAME = re.compile(r"part-(\d{5})\.jsonl")
 JOB_KEYS = ("suite", "suite_name", "suite_version", "continuations", "ids_sha1", "model", "model_name",
-            "weights_sha1", "calibration_sha1", "batch_size", "audit_share", "seed", "on_drift", "audit_hash")
+            "weights_sha1", "calibration_sha1", "batch_size", "audit_share", "seed", "on_drift", "audit_hash",
+            "certify", "strata")
 
 
 class LabelJobError(ValueError):
@@ -67,9 +68,11 @@ class LabelRow(TypedDict, total=False):
     failure_mode: str | None
     p_success: float | None  # calibrated; None for an undecodable video
     model: str  # ``name@version`` of the rater
-    decision: str  # "auto" | "human"
-    reason: str  # why a continuation went to humans: "uncertain", "uncalibrated", "drift", "video_error", ...
+    decision: str  # "provisional" (auto until the version's audit certifies it) | "auto" (certified) | "human"
+    reason: str  # why a continuation went to humans: "uncertain", "uncalibrated", "drift", "uncertified", ...
     audit: bool  # auto-labelled and drawn into the random audit slice (also sent to humans)
+    stratum: str  # the stratum it is certified in (serving.certify), e.g. "category=put_next|camera=corner"
+    certified_by: str | None  # after ``certify``: "pooled" (references and audit) or "audit" (the audit alone)
     error: str  # the video could not be decoded
     model_outcome: str
     model_marker_s: float
@@ -100,6 +103,16 @@ def folder_lock(folder: Path, what: str, wait: bool = False) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def uncertified_as_waiting(row: dict) -> dict:
+    """A ``labels.jsonl`` row as certified evidence: a provisional model label without a human one is no label yet
+    (``outcome`` None); a provisional row a human labelled counts as an audited auto-label (the human's label)."""
+    if row.get("decision") != "provisional":
+        return row
+    if row.get("label_source") == "human":
+        return {**row, "decision": "auto"}
+    return {**row, "outcome": None, "marker_s": None, "failure_mode": None, "label_source": None}
 
 
 def read_jsonl_rows(path: Path) -> list[dict]:
@@ -151,6 +164,13 @@ class LabelsFolder:
         """The job and its labels, once the job has finished."""
         self.check_finished(hint)
         return self.read_job(), read_jsonl_rows(self.labels)
+
+    def read_certified(self, hint: str = "") -> tuple[dict, list[LabelRow]]:
+        """The job and its labels as a leaderboard or an export may present them: a provisional auto-label (not yet
+        certified by the version's audit, ``autorater certify``) without a human label counts as waiting
+        (``outcome`` None)."""
+        job, rows = self.read_finished(hint)
+        return job, [uncertified_as_waiting(r) for r in rows]
 
     def read_labels(self) -> list[LabelRow]:
         """``labels.jsonl`` (FileNotFoundError unless the job has finished)."""
@@ -206,6 +226,35 @@ class LabelsFolder:
 
         return write_labelstudio_files(self.labelstudio, suite, labels, video_url_prefix=video_url_prefix)
 
+    def write_queue_round(self, suite, queue: list[dict], video_url_prefix: str | None = None) -> int:
+        """Make ``queue`` (the rows still waiting for a human label) the current ``labelstudio/tasks.json``; the
+        previous file is kept as ``tasks-round-K.json`` when it differs. Returns the round number (1: the
+        labelling job's own queue)."""
+        import shutil
+
+        rounds = sorted(int(m.group(1)) for f in self.labelstudio.glob("tasks-round-*.json")
+                        if (m := re.fullmatch(r"tasks-round-(\d+)\.json", f.name)))
+        current = rounds[-1] + 1 if rounds else 1
+        before = self.tasks_file.read_bytes() if self.tasks_file.is_file() else None
+        staged = self.labelstudio / ".next-round"
+        self.write_labelstudio_files(staged, suite, queue, video_url_prefix)
+        new = (staged / self.tasks_file.name).read_bytes()
+        if before is not None and before != new:
+            archived = self.labelstudio / f"tasks-round-{current}.json"
+            if not archived.exists():
+                write_text_atomic(archived, before.decode("utf-8"))
+            write_text_atomic(self.tasks_file, new.decode("utf-8"))
+            current += 1
+        elif before is None:
+            write_text_atomic(self.tasks_file, new.decode("utf-8"))
+        shutil.rmtree(staged, ignore_errors=True)
+        return current
+
+    def write_labelstudio_files(self, target: Path, suite, labels: list[dict], video_url_prefix: str | None) -> int:
+        from autorater.serving.labelstudio import write_labelstudio_files
+
+        return write_labelstudio_files(target, suite, labels, video_url_prefix=video_url_prefix)
+
     def done_parts(self, n_batches: int) -> set[int]:
         """The batches whose part file exists; any other file there is ignored with a warning."""
         done, stray = set(), []
@@ -230,6 +279,8 @@ class LabelsFolder:
             old = json.loads(self.job.read_text(encoding="utf-8"))
             if "audit_hash" not in old:  # written before the draw changed: the folder keeps its own
                 spec["audit_hash"] = old["audit_hash"] = "crc32"
+            if "certify" not in old:  # written before certification: it carried the references' promise
+                spec["certify"], spec["strata"] = old["certify"], old["strata"] = "references", spec["strata"]
             changed = [k for k in JOB_KEYS if old.get(k) != spec.get(k)]
             if changed:
                 raise LabelJobError(f"{self.root} holds another labelling job (different {', '.join(changed)}); "
@@ -247,4 +298,4 @@ class LabelsFolder:
 
 __all__ = ["ERRORS_FILE", "HUMAN_FILE", "HUMAN_HISTORY_FILE", "JOB_FILE", "JOB_KEYS", "LABELSTUDIO_DIR", "LABELS_FILE",
            "LEADERBOARD_FILE", "PARTS_DIR", "PROBLEMS_FILE", "SUMMARY_FILE", "LabelJobError", "LabelRow",
-           "LabelsFolder", "folder_lock", "read_jsonl_rows", "write_jsonl_rows"]
+           "LabelsFolder", "folder_lock", "read_jsonl_rows", "uncertified_as_waiting", "write_jsonl_rows"]

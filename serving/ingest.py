@@ -127,8 +127,9 @@ def merge_labels(labels: list[dict], human: list[dict]) -> list[dict]:
             marker = None if h["marker_s"] != h["marker_s"] else round(float(h["marker_s"]), 4)  # NaN -> None
             row.update(outcome=h["outcome"], marker_s=marker, human_outcome=h["outcome"], human_marker_s=marker,
                        human_n=int(h["n_labels"]), label_source="human")
-        elif row["decision"] == "auto":
-            row.update(outcome=row["model_outcome"], marker_s=row["model_marker_s"], label_source="model")
+        elif row["decision"] in ("auto", "provisional"):  # provisional: the model's, until `autorater certify`
+            row.update(outcome=row["model_outcome"], marker_s=row["model_marker_s"],
+                       label_source="model" if row["decision"] == "auto" else "provisional")
         else:
             row.update(outcome=None, marker_s=None, label_source=None)
         out.append(row)

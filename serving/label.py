@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import concurrent.futures as futures
+import functools
 import hashlib
 import json
 import os
@@ -37,6 +38,7 @@ from autorater.data.files import jsonl_text
 from autorater.data.suite import Suite
 from autorater.device import DEFAULT_DEVICE, ray_gpus
 from autorater.rater import Rater, folder_fingerprint, model_name, read_record
+from autorater.serving.certify import STRATA, counts, parse_strata, plan_audit, stratum_fields
 from autorater.serving.folder import JOB_FILE, LabelJobError, LabelsFolder
 
 
@@ -54,14 +56,16 @@ def audit_draw(continuation_id: str, seed: int, method: str = "blake2b") -> floa
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") / 2 ** 64
 
 
-def job_spec(model_dir: Path, suite: Suite, batch_size: int, audit_share: float, seed: int, on_drift: str) -> dict:
+def job_spec(model_dir: Path, suite: Suite, batch_size: int, audit_share: float, seed: int, on_drift: str,
+             certify: str = "audit", strata: tuple[str, ...] = STRATA) -> dict:
     """What identifies a labelling job: a folder is resumed only by the same spec."""
     ids = suite.continuation_ids()
     return {"suite": str(suite.root.resolve()), "suite_name": suite.info.name, "suite_version": suite.info.version,
             "continuations": len(ids), "ids_sha1": hashlib.sha1("\n".join(ids).encode()).hexdigest(),
             "model": str(model_dir.resolve()), "model_name": model_name(model_dir),
             **folder_fingerprint(model_dir), "batch_size": int(batch_size),
-            "audit_share": float(audit_share), "seed": int(seed), "on_drift": on_drift, "audit_hash": "blake2b"}
+            "audit_share": float(audit_share), "seed": int(seed), "on_drift": on_drift, "audit_hash": "blake2b",
+            "certify": certify, "strata": list(strata)}
 
 
 def _rate_batches(rater: Rater, suite: Suite, folder: LabelsFolder, batches: list[list[str]], todo: list[int],
@@ -74,7 +78,7 @@ def _rate_batches(rater: Rater, suite: Suite, folder: LabelsFolder, batches: lis
             if i + ahead < len(todo):
                 nxt = todo[i + ahead]
                 pending[nxt] = pool.submit(rater.decode, suite, batches[nxt])
-            rows = rater.rows(pending.pop(k).result(), duration=True)
+            rows = rater.rows(pending.pop(k).result(), duration=True, signature=True)
             folder.write_part(k, rows)
             if bar is not None:
                 bar.update(len(batches[k]))
@@ -93,7 +97,8 @@ class _RayRater:
         self.suite = Suite.load(suite_root)
 
     def __call__(self, batch: dict) -> dict:
-        texts = [jsonl_text(self.rater.rows(self.rater.decode(self.suite, json.loads(ids_json)), duration=True))
+        texts = [jsonl_text(self.rater.rows(self.rater.decode(self.suite, json.loads(ids_json)), duration=True,
+                                            signature=True))
                  for ids_json in batch["ids"]]
         return {"k": np.asarray(batch["k"]), "text": np.asarray(texts, dtype=object)}
 
@@ -125,8 +130,10 @@ def _rate_batches_ray(model_dir: Path, suite: Suite, folder: LabelsFolder, batch
             bar.update(len(batches[k]))
 
 
-def _decide(rows: list[dict], model_dir: Path, spec: dict) -> tuple[list[dict], dict]:
-    """Apply the stored calibration: each row gets ``decision``, ``audit`` and a ``reason`` when human."""
+def _decide(rows: list[dict], model_dir: Path, spec: dict, suite: Suite) -> tuple[list[dict], dict]:
+    """Apply the stored calibration: each row gets ``decision`` (``provisional`` until the version's audit certifies
+    it, ``auto`` with ``certify="references"``, or ``human``), ``audit``, its ``stratum`` and a ``reason`` when
+    human."""
     from autorater.serving.model_calibration import check_drift
 
     scored = [r for r in rows if "error" not in r]
@@ -145,6 +152,15 @@ def _decide(rows: list[dict], model_dir: Path, spec: dict) -> tuple[list[dict], 
         spread = np.array([r.get("marker_spread_s", np.nan) for r in scored], dtype=float)
         auto = record.policy().decide(p, marker_uncertainty=spread) == "auto"
     by_id = {r["continuation_id"]: bool(a) for r, a in zip(scored, auto)}
+    on_audit = spec["certify"] == "audit"
+    draw = functools.partial(audit_draw, seed=spec["seed"], method=spec["audit_hash"])
+    planned, plan = {}, {}
+    if on_audit and routed_by is None and scored:
+        fields = {r["continuation_id"]: stratum_fields(suite, r["continuation_id"]) for r in scored}
+        mine = [{"continuation_id": cid, "provisional": by_id[cid], "inputs": r.get("inputs")}
+                for r in scored for cid in [r["continuation_id"]]]
+        planned, plan = plan_audit(mine, fields, record, strata=spec["strata"], audit_share=spec["audit_share"],
+                                   draw=draw, on_drift=spec["on_drift"], seed=spec["seed"])
     out = []
     for r in rows:
         cid = r["continuation_id"]
@@ -152,33 +168,57 @@ def _decide(rows: list[dict], model_dir: Path, spec: dict) -> tuple[list[dict], 
         if "error" in r:
             row.update(p_success=None, outcome=None, marker_s=None, failure_mode=None, model=r["model"],
                        decision="human", audit=False, reason="video_error", error=r["error"])
-        else:
-            is_auto = by_id[cid]
-            row.update(p_success=r["p_success"], outcome=r["outcome"] if is_auto else None,
-                       marker_s=r["marker_s"] if is_auto else None,
-                       failure_mode=r["failure_mode"] if is_auto else None, model=r["model"],
-                       decision="auto" if is_auto else "human",
-                       audit=bool(is_auto and audit_draw(cid, spec["seed"], spec["audit_hash"]) < spec["audit_share"]))
-            if not is_auto:
-                row["reason"] = routed_by or "uncertain"
-            row.update(model_outcome=r["outcome"], model_marker_s=r["marker_s"],
-                       model_failure_mode=r["failure_mode"], logit=r["logit"],
-                       marker_spread_s=r["marker_spread_s"], duration_s=r["duration_s"])
+            out.append(row)
+            continue
+        this = planned.get(cid, {})
+        is_auto = by_id[cid] and not this.get("routed")
+        decision = ("provisional" if on_audit else "auto") if is_auto else "human"
+        audit = this.get("audit", False) if on_audit else bool(is_auto and draw(cid) < spec["audit_share"])
+        row.update(p_success=r["p_success"], outcome=r["outcome"] if is_auto else None,
+                   marker_s=r["marker_s"] if is_auto else None,
+                   failure_mode=r["failure_mode"] if is_auto else None, model=r["model"],
+                   decision=decision, audit=bool(audit))
+        if not is_auto:
+            row["reason"] = routed_by or this.get("routed") or "uncertain"
+        if "stratum" in this:
+            row["stratum"] = this["stratum"]
+        row.update(model_outcome=r["outcome"], model_marker_s=r["marker_s"],
+                   model_failure_mode=r["failure_mode"], logit=r["logit"],
+                   marker_spread_s=r["marker_spread_s"], duration_s=r["duration_s"])
         out.append(row)
+    operating_point = None if record is None else {
+        "t_success": record.t_success, "t_fail": record.t_fail, "target_agreement": record.target_agreement,
+        "confidence": record.confidence, "bound": record.bound, "expected_coverage": record.expected_coverage,
+        "feasible": record.feasible, "reference_evidence": record.reference_evidence(),
+        "calibration_suite": f"{record.reference_suite}@{record.reference_suite_version}"}
     info = {"calibrated": record is not None, "drift": drift, "routed_by": routed_by,
-            "operating_point": None if record is None else {
-                "t_success": record.t_success, "t_fail": record.t_fail, "target_agreement": record.target_agreement,
-                "confidence": record.confidence, "bound": record.bound, "expected_coverage": record.expected_coverage,
-                "feasible": record.feasible,
-                "calibration_suite": f"{record.reference_suite}@{record.reference_suite_version}"}}
+            "operating_point": operating_point,
+            "certification": _plan_summary(spec, plan, operating_point, record)}
     return out, info
+
+
+def _plan_summary(spec: dict, plan: dict, operating_point: dict | None, record) -> dict:
+    """The summary's ``certification`` before ``autorater certify``: what is provisional and why."""
+    if spec["certify"] != "audit":
+        return {"evidence": "references", "state": "carried",
+                "promise": "carried from the calibration references (--certify references): NOT checked on this "
+                           "version; it holds only if the version is drawn like those references"}
+    n_audit = sum(p["audit"] for p in plan.values())
+    unchecked = record is not None and not record.input_sample
+    return {"evidence": "audit", "state": "provisional", "strata_by": list(spec["strata"]),
+            "operating_point": operating_point, "strata": plan, "round": 1,
+            "promise": (f"provisional: the auto-labels are certified by nothing yet; answer the {n_audit} audit tasks "
+                        f"in labelstudio/tasks.json, `autorater ingest` them, then `autorater certify`"
+                        + (" (this model's calibration.json predates the input check: every stratum is certified on "
+                           "its audit alone; re-run `autorater calibrate` to let known strata use the references)"
+                           if unchecked else ""))}
 
 
 def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLike, *, resume: bool = False,
                 workers: int = 1, batch_size: int = 16, audit_share: float = 0.1, seed: int = 0,
                 on_drift: str = "warn", video_url_prefix: str | None = None, backend: str = "local",
                 ray_address: str | None = None, progress: bool = False, device: str = DEFAULT_DEVICE,
-                allow_unverified: bool = False) -> dict:
+                allow_unverified: bool = False, certify: str = "audit", strata: str | tuple[str, ...] = STRATA) -> dict:
     """Label every continuation of ``suite`` with the model folder ``model_dir``; returns the summary.
 
     Args:
@@ -188,10 +228,11 @@ def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLi
         resume: finish an interrupted job in ``out``.
         workers: decoding threads.
         batch_size: continuations per batch (and per part file).
-        audit_share: share of the auto-labelled continuations also sent to humans, at random.
+        audit_share: share of a known stratum's provisional auto-labels audited by humans, at random (a new or
+            drifted stratum gets the audit that can certify it alone: serving.certify).
         seed: the audit draw's seed.
-        on_drift: ``"warn"`` (say so in the summary) or ``"route"`` (send everything to humans) when the
-            suite's scores drifted from the calibration suite's.
+        on_drift: ``"warn"`` (say so in the summary; a drifted stratum gets a larger audit) or ``"route"`` (send a
+            drifted or new stratum, or everything when the scores drifted, to humans).
         video_url_prefix: how Label Studio reaches the videos (see serving.labelstudio.build_tasks).
         backend: ``"local"`` (this process, ``workers`` decoding threads) or ``"ray"`` (Ray Data, an actor pool
             of ``workers`` actors, each loading the model once; same batches, same part files, same result).
@@ -200,7 +241,14 @@ def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLi
         device: where the model rates ("auto": a GPU when present, else the CPU), on the local backend and in
             every Ray actor.
         allow_unverified: load weights without a checksum (``Autorater.from_pretrained``).
+        certify: ``"audit"`` (auto-labels stay ``provisional`` until the version's own audit certifies them:
+            ``autorater certify``) or ``"references"`` (the calibration references' promise is carried over
+            unchecked, as before certification existed; the summary says so).
+        strata: the fields that cut the version into strata for the audit (serving.certify.parse_strata).
     """
+    if certify not in ("audit", "references"):
+        raise ValueError(f"certify must be 'audit' or 'references', got {certify!r}")
+    strata = parse_strata(strata)
     if not 0.0 <= audit_share <= 1.0:
         raise ValueError(f"audit_share must be in [0, 1], got {audit_share}")
     if on_drift not in ("warn", "route"):
@@ -210,7 +258,7 @@ def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLi
     if backend not in ("local", "ray"):
         raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
     model_dir, out = Path(model_dir), Path(out)
-    spec = job_spec(model_dir, suite, batch_size, audit_share, seed, on_drift)
+    spec = job_spec(model_dir, suite, batch_size, audit_share, seed, on_drift, certify, strata)
     folder = LabelsFolder(out)
     if out.exists() and not folder.job.is_file() and any(p.name != ".lock" for p in out.iterdir()):
         raise LabelJobError(f"{out} exists and is not a labels folder (no {JOB_FILE}); choose an empty or new --out")
@@ -250,19 +298,14 @@ def _label_locked(model_dir: Path, suite: Suite, folder: LabelsFolder, spec: dic
     if [r["continuation_id"] for r in rows] != ids:  # cannot happen with whole part files; say so if it does
         raise LabelJobError(f"the part files in {folder.parts} do not cover the suite exactly once; "
                             f"delete {folder.root} and label again")
-    labels, info = _decide(rows, model_dir, spec)
+    labels, info = _decide(rows, model_dir, spec, suite)
     errors = [{"continuation_id": r["continuation_id"], "video": suite.get(r["continuation_id"]).video,
                "error": r["error"], "fix": "re-encode the video (H.264 mp4) or re-record it; it was sent to humans"}
               for r in labels if "error" in r]
     folder.write_errors(errors)
     tasks = folder.write_labelstudio(suite, labels, video_url_prefix)
-    n_auto = sum(r["decision"] == "auto" for r in labels)
     summary = {"suite": f"{suite.info.name}@{suite.info.version}", "model": spec["model_name"],
-               "continuations": len(labels), "auto": n_auto, "human": len(labels) - n_auto,
-               "audit": sum(r["audit"] for r in labels), "errors": len(errors),
-               "coverage": n_auto / max(len(labels), 1), "human_tasks": tasks,
-               "reasons": {k: sum(r.get("reason") == k for r in labels)
-                           for k in sorted({r["reason"] for r in labels if "reason" in r})},
+               "continuations": len(labels), **counts(labels), "errors": len(errors), "human_tasks": tasks,
                **info, "rated_this_run": sum(len(batches[k]) for k in todo),
                "wall_s_this_run": round(time.time() - started, 2)}
     folder.write_summary(summary, default=_json_default)
@@ -280,8 +323,10 @@ def _json_default(x):
 
 def format_summary(summary: dict) -> str:
     """A few lines for the terminal."""
+    provisional = summary.get("provisional", 0)
     lines = [f"labelled {summary['continuations']} continuations of {summary['suite']} with {summary['model']}: "
-             f"{summary['auto']} auto ({summary['coverage']:.1%}), {summary['human']} to humans, plus an audit "
+             + (f"{provisional} provisional auto-labels, " if provisional else "")
+             + f"{summary['auto']} auto ({summary['coverage']:.1%}), {summary['human']} to humans, plus an audit "
              f"slice of {summary['audit']} auto-labelled ones; {summary['errors']} undecodable videos"]
     op = summary.get("operating_point")
     if op and op["feasible"]:
@@ -299,6 +344,15 @@ def format_summary(summary: dict) -> str:
                      f"drift against calibration suite {drift['calibration_suite']}: {drift['message']}")
     if summary["reasons"]:
         lines.append("sent to humans because: " + ", ".join(f"{k} {v}" for k, v in summary["reasons"].items()))
+    cert = summary.get("certification")
+    if cert:
+        lines.append(f"promise: {cert['promise']}")
+        for key, plan in sorted((cert.get("strata") or {}).items()):
+            if plan["status"] != "known" or plan["routed"]:
+                drift = plan.get("drift") or {}
+                why = f" ({', '.join(drift['changed'])} moved)" if drift.get("changed") else ""
+                what = f"routed to humans ({plan['routed']})" if plan["routed"] else f"audit of {plan['audit']}"
+                lines.append(f"  {plan['status']} stratum {key}{why}: {plan['provisional']} provisional, {what}")
     return "\n".join(lines)
 
 

@@ -103,7 +103,7 @@ def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool =
         use_references: correct the labels with the suite's gold references (``rate_vs_gold``) where an
             agent has at least 2 labelled ones; otherwise, or when False, treat human labels as the truth.
     """
-    job, rows = LabelsFolder(labels_dir).read_finished()
+    job, rows = LabelsFolder(labels_dir).read_certified()  # provisional auto-labels wait for `autorater certify`
     suite = Suite.load(job["suite"])
     rng = np.random.default_rng(seed)
     gold = {r.continuation_id: r.outcome for r in suite.references} if use_references else None

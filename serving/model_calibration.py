@@ -44,6 +44,7 @@ from autorater.data.labels import label_table
 from autorater.data.suite import Suite
 from autorater.device import DEFAULT_DEVICE
 from autorater.rater import CALIBRATION_FILE, Rater, read_record
+from autorater.serving.certify import stratum_fields
 
 
 @dataclass
@@ -77,7 +78,8 @@ def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target
             if reference_ids is None or r.continuation_id in set(reference_ids)}
     if not refs:
         raise ValueError(f"none of the given reference_ids is a reference of {suite.root}")
-    rows = [r for r in rater.rate_suite(suite, ids=list(refs), progress=progress) if "error" not in r]
+    rows = [r for r in rater.rate_suite(suite, ids=list(refs), progress=progress, signature=True)
+            if "error" not in r]
     if not rows:
         raise ValueError(f"none of the reference videos of {suite.root} could be decoded")
     ids = [r["continuation_id"] for r in rows]
@@ -98,6 +100,7 @@ def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target
              "scaling_ids": [i for i, m in zip(ids, part) if m],
              "threshold_ids": [i for i, m in zip(ids, part) if not m]}
     record = CalibrationRecord.from_fitted(scaler, policy, logits, suite.info.name, suite.info.version, marker, split)
+    record.input_sample = [{**stratum_fields(suite, r["continuation_id"]), **r["inputs"]} for r in rows]
     record.to_json(model_dir / CALIBRATION_FILE)
 
     category = [suite.scenario_by_id[s].category for s in scenario]

@@ -66,7 +66,7 @@ def read_source(path: str | os.PathLike) -> Source:
     """A labels folder (it holds ``job.json``) or a suite folder (``suite.json``), with its rows."""
     path = Path(path)
     if (path / JOB_FILE).is_file():
-        job, rows = LabelsFolder(path).read_finished(hint=" (and `autorater ingest` the human labels)")
+        job, rows = LabelsFolder(path).read_certified(hint=" (and `autorater ingest` the human labels)")
         return Source(path, "labels", Suite.load(job["suite"]), [dict(r) for r in rows])
     if (path / "suite.json").is_file():
         suite = Suite.load(path)

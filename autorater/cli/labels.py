@@ -21,10 +21,23 @@ def cmd_label(args) -> int:
                           batch_size=args.batch_size, audit_share=args.audit_share, seed=args.seed,
                           on_drift=args.on_drift, video_url_prefix=args.video_url_prefix, backend=args.backend,
                           ray_address=args.address, progress=not args.quiet, device=args.device,
-                          allow_unverified=args.allow_unverified)
+                          allow_unverified=args.allow_unverified, certify=args.certify, strata=args.strata)
     print(format_summary(summary))
     print(f"written: {args.out}/labels.jsonl, errors.jsonl, summary.json, labelstudio/config.xml and tasks.json "
           f"({summary['human_tasks']} tasks for the annotators)")
+    return 0
+
+
+def cmd_certify(args) -> int:
+    from autorater.serving.certify import certify, format_certification
+    from autorater.serving.folder import LabelsFolder
+
+    cert = certify(args.labels, video_url_prefix=args.video_url_prefix)
+    print(format_certification(cert))
+    folder = LabelsFolder(args.labels)
+    summary = folder.read_summary()
+    print(f"{summary['auto']} auto-labelled ({summary['coverage']:.1%}), {summary['provisional']} provisional, "
+          f"{summary['human']} to humans; queue: {folder.tasks_file} (round {cert['round']})")
     return 0
 
 
@@ -168,10 +181,19 @@ def add_commands(sub) -> None:
     p.add_argument("--address", help="Ray cluster address for --backend ray (default: a local Ray)")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--audit-share", type=float, default=0.2,
-                   help="share of the auto-labelled continuations also sent to humans, at random (for unbiased rates)")
+                   help="share of a known stratum's provisional auto-labels audited by humans, at random (it certifies "
+                        "the version and keeps the rates unbiased); a new or drifted stratum gets the audit that can "
+                        "certify it alone")
     p.add_argument("--seed", type=int, default=0, help="seed of the audit draw")
     p.add_argument("--on-drift", choices=["warn", "route"], default="warn",
-                   help="when the suite drifted from the calibration suite: warn, or route everything to humans")
+                   help="a stratum whose inputs moved from the references' (or a new one): audit it more (warn), or "
+                        "route it to humans whole (route)")
+    p.add_argument("--certify", choices=["audit", "references"], default="audit",
+                   help="audit (default): auto-labels stay provisional until this version's own audit certifies them "
+                        "(`autorater certify`); references: carry the calibration references' promise unchecked")
+    p.add_argument("--strata", default="category,camera",
+                   help="what cuts the version into strata, each certified on its own: comma-separated category, "
+                        "camera, agent, tag:NAME (default: category,camera)")
     p.add_argument("--video-url-prefix", help="how Label Studio reaches the videos (default: its local-files "
                                               "storage, /data/local-files/?d=<suite folder name>/)")
     common.model_args(p)
@@ -183,6 +205,15 @@ def add_commands(sub) -> None:
     p.add_argument("--no-suite", action="store_true", help="do not append the labels to the suite's annotations.jsonl")
     p.add_argument("--strict", action="store_true", help="exit 1 when any label was refused")
     p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("certify", help="certify a labelled version on its own answered audit, stratum by stratum",
+                       description="After `autorater ingest` of the audit's answers: each stratum whose audit is "
+                                   "answered is certified (its provisional auto-labels become auto) or routed to "
+                                   "humans (a new Label Studio round); summary.json states the promise per stratum. "
+                                   "Idempotent: run it again after each ingest (docs/calibration.md).")
+    p.add_argument("labels", help="labels folder written by `autorater label` (after `autorater ingest`)")
+    p.add_argument("--video-url-prefix", help="how Label Studio reaches the videos of the new round (as for label)")
+    p.set_defaults(func=cmd_certify)
 
     p = sub.add_parser("leaderboard", help="per-agent success rates with 95%% intervals (PPI), JSON and HTML; across "
                                            "suite versions and tags",
