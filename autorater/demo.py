@@ -47,6 +47,7 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai", device: str 
     from autorater.mlflow_registry import default_tracking_uri, promote
     from autorater.models import PRESETS
     from autorater.rater import Rater
+    from autorater.serving.certify import certify, format_certification
     from autorater.serving.folder import LabelsFolder
     from autorater.serving.ingest import format_ingest, ingest
     from autorater.serving.label import format_summary, label_suite
@@ -99,24 +100,28 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai", device: str 
     print(format_calibration(calib, per_category=False))
     print(f"({time.time() - t:.0f} s)")
 
-    t = _step("4. label the new suite version: auto-labels where the calibrated policy allows, the rest (and a "
-              "random audit slice) to the annotators in Label Studio's format")
+    t = _step("4. label the new suite version: provisional auto-labels where the calibrated policy allows, the rest "
+              "and a random audit of each stratum to the annotators in Label Studio's format")
     labels_dir = out / "labels-v2"
     if labels_dir.exists():  # a labels folder belongs to one model: this run's model is new
         shutil.rmtree(labels_dir)
-    summary = label_suite(model_dir, new_suite, labels_dir, workers=2, progress=True, device=device)
+    summary = label_suite(model_dir, new_suite, labels_dir, workers=2, progress=True, device=device, audit_share=0.2)
     print(format_summary(summary))
     print(f"Label Studio: {LabelsFolder(labels_dir).tasks_file} ({summary['human_tasks']} tasks) "
           f"({time.time() - t:.0f} s)")
 
-    t = _step("5. the annotators answer the queue (simulated), Label Studio exports, autorater ingests")
-    export = out / "labelstudio-export.json"  # Label Studio's export lives outside the labels folder
-    simulate_queue_export(labels_dir, export, annotators=3, seed=3)
-    print(format_ingest(ingest(labels_dir, export), max_problems=5))
+    t = _step("5. the annotators answer the queue (simulated), Label Studio exports, autorater ingests, and the "
+              "version is certified on its own audit (autorater certify); a second round answers what it routed")
+    for round_no in (1, 2):
+        export = out / f"labelstudio-export-{round_no}.json"  # Label Studio's export lives outside the labels folder
+        if simulate_queue_export(labels_dir, export, annotators=3, seed=3 + round_no) == 0:
+            break
+        print(format_ingest(ingest(labels_dir, export), max_problems=5))
+        print(format_certification(certify(labels_dir)))
     print(f"({time.time() - t:.0f} s)")
 
-    t = _step("6. the agent leaderboard: model + human labels corrected by the gold references (pooled across agents "
-              "when they allow it, else each agent's own), 95% intervals")
+    t = _step("6. the agent leaderboard: certified model labels + human labels corrected by the gold references "
+              "(pooled across agents when they allow it, else each agent's own), 95% intervals")
     board = leaderboard(labels_dir, with_truth=True)
     print(format_leaderboard(board))
     report_path = write_report(board, out / "leaderboard.html")
@@ -129,6 +134,10 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai", device: str 
     majority = predict_majority(train_majority([train_suite], tc), new_suite)
     report = evaluate(new_suite, {"autorater": rows, "majority_baseline": majority}, gold="truth")
     print(format_report(report))
+    if quick:
+        print("NOTE: --quick is a smoke run of the pipeline: its model trains for seconds on a few dozen videos, so a "
+              "balanced accuracy near 0.5 (chance) is expected and says nothing of the autorater; run `autorater demo` "
+              "for a real model")
     write_text_atomic(out / "evaluation.json", json.dumps(report, indent=1, default=float) + "\n")
     print(f"({time.time() - t:.0f} s)")
 

@@ -109,7 +109,8 @@ def plan_audit(rows: list[dict], fields: dict[str, dict], record, *, strata: Seq
         fields: continuation id -> :func:`stratum_fields`.
         record: the model's ``CalibrationRecord`` (its operating point and the references' ``input_sample``).
         strata: the fields that cut the version (``STRATA``).
-        audit_share: the audited share of a known stratum's provisional auto-labels.
+        audit_share: the audited share of a known stratum's provisional auto-labels (raised where needed so that the
+            known strata's audit together holds at least ``audit_size(target, confidence)``).
         draw: continuation id -> a uniform number in [0, 1) fixed by the job's seed (the audit is the smallest).
         on_drift: ``"route"`` sends a new or drifted stratum to humans whole instead of auditing it.
         seed: the permutation tests' seed.
@@ -126,12 +127,17 @@ def plan_audit(rows: list[dict], fields: dict[str, dict], record, *, strata: Seq
     for r in rows:
         by_stratum.setdefault(stratum_key(fields[r["continuation_id"]], strata), []).append(r)
     decided, plan = {}, {}
+    alone = audit_size(target, confidence)
+    status = {key: _stratum_status(key, mine, references, everyone, seed) for key, mine in by_stratum.items()}
+    # the known strata are certified as one group: its audit is audit_share of their provisional labels, and at least
+    # the smallest audit that could certify the target on its own
+    known = sum(r["provisional"] for key, mine in by_stratum.items() if status[key][0] == "known" for r in mine)
+    share = max(audit_share, min(1.0, alone / known)) if known else audit_share
     for key, mine in sorted(by_stratum.items()):
-        status, drift = _stratum_status(key, mine, references, everyone, seed)
+        stratum_status, drift = status[key]
         provisional = sorted((r["continuation_id"] for r in mine if r["provisional"]), key=draw)
-        alone = audit_size(target, confidence)
-        if status == "known":
-            n_audit = min(len(provisional), math.ceil(audit_share * len(provisional)))
+        if stratum_status == "known":
+            n_audit = min(len(provisional), math.ceil(share * len(provisional)))
             routed = None
         elif on_drift == "route":
             n_audit, routed = 0, "drift"
@@ -144,8 +150,7 @@ def plan_audit(rows: list[dict], fields: dict[str, dict], record, *, strata: Seq
             cid = r["continuation_id"]
             decided[cid] = {"stratum": key, "audit": cid in audited, "routed": routed if r["provisional"] else None}
         plan[key] = {"continuations": len(mine), "provisional": len(provisional), "audit": n_audit,
-                     "status": status, "drift": drift, "routed": routed,
-                     "audit_alone": alone}
+                     "status": stratum_status, "drift": drift, "routed": routed, "audit_alone": alone}
     return decided, plan
 
 
@@ -259,6 +264,8 @@ def certify(labels_dir: str | os.PathLike, video_url_prefix: str | None = None) 
             raise LabelJobError(f"{folder.root} was labelled without an audit to certify (its labels "
                                 f"{'carry the references promise' if cert else 'predate certification'}); "
                                 f"label the version again with `autorater label` to certify it on its own audit")
+        if cert.get("state") == "none":  # nothing was auto-labelled: nothing to certify
+            return cert
         verdicts = decide_strata(rows, cert["strata"], cert["operating_point"])
         labelled = apply_certification(rows, verdicts)
         suite = Suite.load(job["suite"])

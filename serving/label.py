@@ -193,12 +193,16 @@ def _decide(rows: list[dict], model_dir: Path, spec: dict, suite: Suite) -> tupl
         "calibration_suite": f"{record.reference_suite}@{record.reference_suite_version}"}
     info = {"calibrated": record is not None, "drift": drift, "routed_by": routed_by,
             "operating_point": operating_point,
-            "certification": _plan_summary(spec, plan, operating_point, record)}
+            "certification": _plan_summary(spec, plan, operating_point, record, routed_by)}
     return out, info
 
 
-def _plan_summary(spec: dict, plan: dict, operating_point: dict | None, record) -> dict:
+def _plan_summary(spec: dict, plan: dict, operating_point: dict | None, record, routed_by: str | None) -> dict:
     """The summary's ``certification`` before ``autorater certify``: what is provisional and why."""
+    if routed_by is not None:
+        return {"evidence": "audit" if spec["certify"] == "audit" else "references", "state": "none",
+                "operating_point": operating_point, "strata": {}, "round": 1,
+                "promise": f"none: nothing is auto-labelled ({routed_by}); every continuation goes to humans"}
     if spec["certify"] != "audit":
         return {"evidence": "references", "state": "carried",
                 "promise": "carried from the calibration references (--certify references): NOT checked on this "
