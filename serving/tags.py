@@ -2,9 +2,9 @@
 
 The scenarios are chosen by a file of ids or by a ``--where`` expression (``autorater.data.where``). The write holds
 the suite's lock (the one ``suite import``, ``ingest`` and ``serve``'s webhook take), replaces ``scenarios.jsonl``
-whole (temp file, fsync, rename) and reloads the suite to check it; tagging twice changes nothing the second time.
-:func:`stamp_version` gives every scenario without a ``version:`` tag the one of the version it came in (the import
-calls it).
+whole (``autorater.data.files.FolderChange``: temp file, fsync, journal, rename) and reloads the suite to check it;
+tagging twice changes nothing the second time. :func:`stamp_version` gives every scenario without a ``version:`` tag
+the one of the version it came in (the import does it in its own change).
 
 Example:
     >>> result = tag_suite("my-suite", "hard-cases", where='category == "put_next"')   # doctest: +SKIP
@@ -20,7 +20,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autorater.data.suite import SCENARIOS_FILE, Suite, write_jsonl
+from autorater.data.files import FolderChange
+from autorater.data.suite import SCENARIOS_FILE, Suite, jsonl_bytes
 from autorater.data.versions import check_tag, with_version_tag
 from autorater.data.where import parse_where, scenario_fields
 from autorater.serving.folder import folder_lock
@@ -133,8 +134,10 @@ def _chosen_by_file(suite: Suite, path) -> list:
 
 
 def _write_scenarios(suite: Suite) -> None:
-    """Replace ``scenarios.jsonl`` whole, then check that the suite still loads."""
-    write_jsonl(suite.root / SCENARIOS_FILE, suite.scenarios)
+    """Replace ``scenarios.jsonl`` whole (a change of the folder: it also finishes one a crash cut short and removes
+    a killed writer's temps), then check that the suite still loads."""
+    with FolderChange(suite.root) as change:
+        change.write_bytes(SCENARIOS_FILE, jsonl_bytes(suite.scenarios))
     Suite.load(suite.root)
 
 
