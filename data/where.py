@@ -49,7 +49,8 @@ class WhereError(ValueError):
     def __init__(self, expression: str, position: int, message: str):
         self.expression, self.position = expression, position
         start = max(0, min(position - 40, len(expression) - 80))
-        shown = ("..." if start else "") + expression[start:start + 80] + ("..." if start + 80 < len(expression) else "")
+        more = "..." if start + 80 < len(expression) else ""
+        shown = ("..." if start else "") + expression[start:start + 80] + more
         caret = position - start + (3 if start else 0)
         quoted = expression if len(expression) <= 80 else shown
         super().__init__(f"--where {quoted!r}: {message} at column {position + 1}\n  {shown}\n  "

@@ -57,25 +57,40 @@ class ProjectExport:
 def video_frame_rate(label_config: str | None) -> float | None:
     """The ``frameRate`` of the first ``<Video>`` of a labelling config when it is a number (not ``$fps``).
 
-    The config is parsed as XML (linear in its size; no DTD or entity is expanded: a config that declares one is not
-    read), at most ``MAX_LABEL_CONFIG_BYTES``; anything else (not XML, too large, no number) gives None."""
-    import xml.etree.ElementTree as ET
+    The config is read as XML by expat up to its first ``<Video>`` (linear in its size, no tree built; no DTD or
+    entity is expanded: a config that declares one is not read), at most ``MAX_LABEL_CONFIG_BYTES``; anything else
+    (not XML up to the ``<Video>``, too large, no number) gives None."""
+    from xml.parsers import expat
 
     if not isinstance(label_config, str) or len(label_config) > MAX_LABEL_CONFIG_BYTES or "<!" in label_config:
         return None
+    found: list[dict] = []
+
+    def start(name: str, attrs: dict) -> None:
+        if name.lower() == "video":
+            found.append(attrs)
+            raise _FoundVideo  # the first <Video> is the one: stop reading
+
+    parser = expat.ParserCreate()
+    parser.StartElementHandler = start
     try:
-        root = ET.fromstring(label_config)
-    except (ET.ParseError, ValueError, RecursionError):
+        parser.Parse(label_config, True)
+    except _FoundVideo:
+        pass
+    except (expat.ExpatError, ValueError, RecursionError):
         return None
-    for element in root.iter():
-        if isinstance(element.tag, str) and element.tag.lower() == "video":
-            rate = next((v for k, v in element.attrib.items() if k.lower() == "framerate"), None)
-            try:
-                value = float(rate) if rate is not None else None
-            except ValueError:
-                return None
-            return value if value is not None and 0 < value < 1000 else None
-    return None
+    if not found:
+        return None
+    rate = next((v for k, v in found[0].items() if k.lower() == "framerate"), None)
+    try:
+        value = float(rate) if rate is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and 0 < value < 1000 else None
+
+
+class _FoundVideo(Exception):
+    pass
 
 
 def fetch_project_export(project_id: int, url: str, token: str, out_file: str | os.PathLike,
