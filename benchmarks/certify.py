@@ -25,10 +25,11 @@ import numpy as np
 
 
 def _calibrated_copy(model: Path, references, out: Path, target: float) -> Path:
+    from autorater.rater import CALIBRATION_FILE
     from autorater.serving.model_calibration import calibrate_model
 
     copy = out / f"model-{target:.2f}"
-    if not (copy / "calibration.json").is_file():
+    if not (copy / CALIBRATION_FILE).is_file():
         shutil.rmtree(copy, ignore_errors=True)
         shutil.copytree(model, copy)
         calibrate_model(copy, references, out / f"calibration-{target:.2f}", target_agreement=target,

@@ -505,3 +505,12 @@ def test_task_values_are_printed_with_control_characters_escaped(tmp_path):
                                                                       "fix \x1b]0;title\x07")])
     text = format_report(report)
     assert "\x1b" not in text and "\x07" not in text and "\\x1b[2J" in text
+
+
+def test_labelstudio_setup_reads_the_token_from_a_file_and_says_how_when_it_cannot(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("LABEL_STUDIO_API_KEY", raising=False)
+    base = ["labelstudio", "setup", "--url", "http://127.0.0.1:9", "--serve-url", "http://127.0.0.1:9"]
+    assert cli.main([*base, "--token-file", str(tmp_path / "missing")]) == 2
+    assert "cannot read the token file" in capsys.readouterr().err
+    assert cli.main(base) == 2
+    assert "LABEL_STUDIO_API_KEY" in capsys.readouterr().err

@@ -67,11 +67,13 @@ def cmd_leaderboard(args) -> int:
 
 
 def cmd_labelstudio_setup(args) -> int:
+    from autorater.serving.labelstudio_http import read_token
     from autorater.serving.labelstudio_setup import format_setup, setup_labelstudio
 
-    token = args.token or os.environ.get("LABEL_STUDIO_API_KEY")
+    token = read_token(args.token, args.token_file)  # the flag, else the file, else LABEL_STUDIO_API_KEY
     if not token:
-        raise ValueError("pass --token (Label Studio: Account & Settings > Access Token) or set LABEL_STUDIO_API_KEY")
+        raise ValueError("set LABEL_STUDIO_API_KEY or pass --token-file (Label Studio: Account & Settings > Access "
+                         "Token); --token works too but shows in the process list")
     steps = setup_labelstudio(args.url, token, args.serve_url, project=args.project,
                               serve_token=args.serve_token or os.environ.get("AUTORATER_TOKEN"),
                               local_files=args.local_files, tasks=args.tasks)
@@ -239,7 +241,9 @@ def add_commands(sub) -> None:
     p = ls.add_parser("setup", help="create or update the project, connect autorater serve as its ML backend and "
                                     "register its webhook (idempotent)")
     p.add_argument("--url", default="http://localhost:8080", help="Label Studio's address")
-    p.add_argument("--token", help="Label Studio access token (or set LABEL_STUDIO_API_KEY)")
+    p.add_argument("--token", help="Label Studio access token (visible in `ps`: prefer LABEL_STUDIO_API_KEY or "
+                                   "--token-file)")
+    p.add_argument("--token-file", help="a file holding the Label Studio access token on its first line")
     p.add_argument("--project", default="autorater", help="the project's title (found, else created)")
     p.add_argument("--serve-url", default="http://localhost:9090", help="how Label Studio reaches autorater serve")
     p.add_argument("--serve-token", help="autorater serve's --token (or set AUTORATER_TOKEN)")
