@@ -5,15 +5,19 @@ calibration references' (a new camera, new tasks or wordings) gets no help from 
 audit. The comparison (``calibration.mmd_test``) needs a small, fixed embedding of each continuation that does not
 depend on which model rates it, so that a model change does not look like a data change:
 
-- ``frames``: the first, middle and last decoded frames, each averaged over a 4 x 4 grid of cells (48 numbers a
-  frame, in [0, 1]): where things sit in the picture and their colours, which a new viewpoint moves;
+- ``frames``: the first decoded frame (the replayed context's start: the scene, before any agent acts) averaged over
+  a 4 x 4 grid of cells (48 numbers in [0, 1]): where things sit in the picture and their colours, which a new
+  viewpoint or a new task's objects move;
 - ``text``: the instruction's words and word pairs hashed into 64 buckets, unit length: new tasks bring new words.
+
+Both describe the *scenario*, not what an agent did in it (a new agent is not a new input distribution), so the drift
+check compares scenarios, one signature each.
 
 Example:
     >>> import numpy as np
     >>> sig = input_signature(np.zeros((8, 32, 32, 3), dtype=np.uint8), "open the drawer")
     >>> len(sig["frames"]), len(sig["text"])
-    (144, 64)
+    (48, 64)
 """
 
 from __future__ import annotations
@@ -28,13 +32,12 @@ _WORD = re.compile(r"[^\W\d_]+")
 
 
 def frame_signature(frames: np.ndarray) -> np.ndarray:
-    """(144,) the first, middle and last of ``frames`` (t, H, W, 3) averaged over a 4 x 4 grid, in [0, 1]."""
-    t, h, w, _ = frames.shape
+    """(48,) the first of ``frames`` (t, H, W, 3) averaged over a 4 x 4 grid of cells, in [0, 1]."""
+    _, h, w, _ = frames.shape
     if h < GRID or w < GRID:
         raise ValueError(f"frames of {h} x {w} pixels are too small for a {GRID} x {GRID} signature")
-    picked = frames[[0, t // 2, t - 1], : h - h % GRID, : w - w % GRID].astype(np.float32) / 255.0
-    cells = picked.reshape(3, GRID, h // GRID, GRID, w // GRID, 3).mean(axis=(2, 4))  # (3, GRID, GRID, 3)
-    return cells.reshape(-1)
+    first = frames[0, : h - h % GRID, : w - w % GRID].astype(np.float32) / 255.0
+    return first.reshape(GRID, h // GRID, GRID, w // GRID, 3).mean(axis=(1, 3)).reshape(-1)  # (GRID * GRID * 3,)
 
 
 def text_signature(instruction: str) -> np.ndarray:
@@ -48,7 +51,7 @@ def text_signature(instruction: str) -> np.ndarray:
 
 
 def input_signature(frames: np.ndarray, instruction: str) -> dict[str, list[float]]:
-    """``{"frames": 144 numbers, "text": 64 numbers}``, rounded to 4 decimals (it travels in JSON lines)."""
+    """``{"frames": 48 numbers, "text": 64 numbers}``, rounded to 4 decimals (it travels in JSON lines)."""
     return {"frames": np.round(frame_signature(frames), 4).tolist(),
             "text": np.round(text_signature(instruction), 4).tolist()}
 

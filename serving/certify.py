@@ -42,7 +42,7 @@ STRATA = ("category", "camera")  # the default cut of a version into strata
 STRATUM_FIELDS = ("category", "camera", "agent")  # and "tag:NAME": the value of the scenario's "NAME:value" tag
 DRIFT_ALPHA = 0.01  # a stratum whose inputs differ from the references' at this level counts as drifted
 CONSISTENCY_ALPHA = 0.2  # an audit that errs more than the references at this level contradicts them
-MIN_SAME_STRATUM_REFERENCES = 10  # fewer references of a stratum: its inputs are compared with all references'
+MIN_SAME_STRATUM_REFERENCES = 10  # fewer reference scenarios of a stratum: compared with all references'
 
 
 def parse_strata(text: str | Sequence[str]) -> tuple[str, ...]:
@@ -58,7 +58,8 @@ def parse_strata(text: str | Sequence[str]) -> tuple[str, ...]:
 
 def stratum_fields(suite: Suite, continuation_id: str) -> dict:
     """The fields a stratum is cut by: ``category``, ``camera`` (a ``camera:X`` tag, or ``camera`` in the scenario's
-    or continuation's metadata; None where the suite does not say), ``agent`` and ``tags``."""
+    or continuation's metadata; None where the suite does not say), ``agent`` and ``tags``; and its ``scenario`` (the
+    unit the input check compares)."""
     c = suite.get(continuation_id)
     s = suite.scenario_by_id[c.scenario_id]
     tags = list(s.tags or [])
@@ -66,7 +67,7 @@ def stratum_fields(suite: Suite, continuation_id: str) -> dict:
     for meta in (c.metadata, s.metadata):
         if camera is None and isinstance(meta, dict) and isinstance(meta.get("camera"), str):
             camera = meta["camera"]
-    return {"category": s.category, "camera": camera, "agent": c.agent_id, "tags": tags}
+    return {"category": s.category, "camera": camera, "agent": c.agent_id, "tags": tags, "scenario": c.scenario_id}
 
 
 def stratum_key(fields: dict, by: Sequence[str]) -> str:
@@ -154,17 +155,31 @@ def plan_audit(rows: list[dict], fields: dict[str, dict], record, *, strata: Seq
     return decided, plan
 
 
+def _by_scenario(rows: list[dict]) -> list[dict]:
+    """One input signature per scenario (its first continuation's, by id; a row without a scenario is its own unit):
+    the continuations of a scenario share its scene and instruction, so they are one draw, not several."""
+    units: dict = {}
+    for i, r in enumerate(sorted(rows, key=lambda r: str(r.get("continuation_id", "")))):
+        units.setdefault(r.get("scenario", f"#{i}"), {"frames": r["frames"], "text": r["text"]})
+    return list(units.values())
+
+
 def _stratum_status(key: str, mine: list[dict], references: dict, everyone: list, seed: int) -> tuple[str, dict | None]:
-    """"known", "new" (no reference of the stratum), "drifted" or "unchecked" (no reference inputs stored)."""
+    """"known", "new" (no reference of the stratum), "drifted" or "unchecked" (no reference inputs stored). The input
+    check compares scenarios (one signature each) with the references' scenarios of the same stratum (all of them
+    when the stratum has fewer than ``MIN_SAME_STRATUM_REFERENCES``)."""
     if not everyone:
         return "unchecked", None
     if key not in references:
         return "new", None
-    same = references[key] if len(references[key]) >= MIN_SAME_STRATUM_REFERENCES else everyone
-    scored = [r for r in mine if r.get("inputs")]
+    same = _by_scenario(references[key])
+    if len(same) < MIN_SAME_STRATUM_REFERENCES:
+        same = _by_scenario(everyone)
+    scored = _by_scenario([{**r["inputs"], "scenario": r.get("scenario"), "continuation_id": r["continuation_id"]}
+                           for r in mine if r.get("inputs")])
     if len(scored) < 2:
         return "known", None
-    drift = input_drift(same, [r["inputs"] for r in scored], seed=seed)
+    drift = input_drift(same, scored, seed=seed)
     return ("drifted" if drift["pvalue"] is not None and drift["pvalue"] < DRIFT_ALPHA else "known"), drift
 
 

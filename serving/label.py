@@ -157,8 +157,8 @@ def _decide(rows: list[dict], model_dir: Path, spec: dict, suite: Suite) -> tupl
     planned, plan = {}, {}
     if on_audit and routed_by is None and scored:
         fields = {r["continuation_id"]: stratum_fields(suite, r["continuation_id"]) for r in scored}
-        mine = [{"continuation_id": cid, "provisional": by_id[cid], "inputs": r.get("inputs")}
-                for r in scored for cid in [r["continuation_id"]]]
+        mine = [{"continuation_id": cid, "provisional": by_id[cid], "inputs": r.get("inputs"),
+                 "scenario": fields[cid]["scenario"]} for r in scored for cid in [r["continuation_id"]]]
         planned, plan = plan_audit(mine, fields, record, strata=spec["strata"], audit_share=spec["audit_share"],
                                    draw=draw, on_drift=spec["on_drift"], seed=spec["seed"])
     out = []

@@ -28,7 +28,10 @@ def simulate_queue_export(labels_dir: str | os.PathLike, out: str | os.PathLike,
     job, tasks = folder.read_job(), folder.read_tasks()
     wanted = {t["data"]["continuation_id"] for t in tasks}
     truths = [t for t in load_truth(job["suite"]) if t["continuation_id"] in wanted]
-    export = annotations_to_export(tasks, simulate_annotations(truths, n_per_item=annotators, seed=seed))
+    # Label Studio numbers annotations across its whole database: a later round's ids follow the labels already taken
+    taken = [r.get("ls_annotation_id") for r in folder.human_labels().rows()]
+    start = 1 + max((int(i) for i in taken if isinstance(i, int) or (isinstance(i, str) and i.isdigit())), default=0)
+    export = annotations_to_export(tasks, simulate_annotations(truths, n_per_item=annotators, seed=seed), start)
     write_text_atomic(out, json.dumps(export, indent=1) + "\n")
     return len(export)
 
