@@ -8,7 +8,9 @@ one suite (default: a small Meta-World suite from the `corner` camera at 224 px,
 the first encoding into an empty feature cache (videos/s: decode once at 224 px, the stream resized to 128 px, the
 frozen bottoms), the cache's size per video, the median training step of the default recipe (forward, backward,
 AdamW; one batch of ``--batch`` clips: the four outcome frames through the trainable top, the event head over
-every frame), and rating end to end through ``Rater`` (videos/s). Steps are timed after five warm-up steps.
+every frame; ``step_s``), for the frozen cut the step of one outcome head trained alone on the cached maps (the
+parts apart, ``head_step_s``), and rating end to end through ``Rater`` (videos/s). Steps are timed after five
+warm-up steps.
 
 Prints a table and writes ``outcome_cost.json``.
 """
@@ -70,6 +72,7 @@ def measure(suite, blocks: int, args, cache: Path) -> dict:
             torch.cuda.synchronize()
         if step >= 5:
             times.append(time.perf_counter() - t0)
+    head_step_s = _head_step_s(model, data, tc, args.steps) if model.outcome_encoder.frozen else None
     model.eval()
     ids = suite.continuation_ids()[:args.rate]
     start = time.perf_counter()
@@ -80,9 +83,37 @@ def measure(suite, blocks: int, args, cache: Path) -> dict:
     return {"outcome_blocks": blocks, "videos": n, "encode_videos_per_s": round(n / encode_s, 2),
             "cache_mb_per_video": round(cache_bytes / n / 2**20, 3), "step_s": round(step_s, 3),
             "clips_per_s": round(min(args.batch, n) / step_s, 1),
+            "head_step_s": None if head_step_s is None else round(head_step_s, 4),
             "outcome_images_per_s": round(min(args.batch, n) * config.outcome_frames / step_s, 1),
             "rate_videos_per_s": round(rate, 2),
             "trainable_parameters": sum(p.numel() for p in trainable_parameters(model, tc.train_only))}
+
+
+def _head_step_s(model, data, tc, steps: int) -> float:
+    """The median step of one outcome head trained alone on the cached maps (the parts apart; a frozen cut only), on
+    the CPU, after five warm-up steps."""
+    import copy
+
+    import numpy as np
+    import torch
+
+    from autorater.models.outcome import outcome_loss
+    from autorater.training.parts import outcome_inputs
+
+    inputs = outcome_inputs(model, data, tc)
+    head = copy.deepcopy(model.outcome_heads[0]).cpu().train()
+    opt = torch.optim.AdamW(head.parameters(), lr=tc.outcome_lr)
+    rng, n, times = np.random.default_rng(0), len(data.ex), []
+    for step in range(steps + 5):
+        rows = rng.choice(n, size=min(tc.batch_size, n), replace=False)
+        t0 = time.perf_counter()
+        loss = outcome_loss(inputs.logit(head, rows), inputs.target[rows], inputs.weight[rows])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if step >= 5:
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                           "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None},
               "batch": args.batch, "rows": rows}
     (out / "outcome_cost.json").write_text(json.dumps(result, indent=1) + "\n")
-    cols = ["outcome_blocks", "encode_videos_per_s", "cache_mb_per_video", "step_s", "clips_per_s",
+    cols = ["outcome_blocks", "encode_videos_per_s", "cache_mb_per_video", "step_s", "head_step_s", "clips_per_s",
             "outcome_images_per_s", "rate_videos_per_s", "trainable_parameters"]
     print(" | ".join(cols))
     for r in rows:

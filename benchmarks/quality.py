@@ -183,9 +183,10 @@ def run_plan(args, plan: str, out: Path) -> int:
             trained, run_id, _ = track_training(uri, "autorater-quality", f"{run_name} seed {seed}", config, seed_tc,
                                                 train_suites, out=out / f"model{seed_slug}", progress=True)
             train_record = {"wall_s": round(time.perf_counter() - start, 1), "best": trained.best,
-                            "history": trained.history,
+                            "history": trained.history, "verdict": trained.verdict,
                             "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)}
             model = trained.model
+            print(f"seed {seed} trained in {train_record['wall_s']:.0f} s: {trained.verdict}", flush=True)
         grid = None
         if (plan == "babyai" and args.config not in ("babyai-grid", "base") and not args.autorater_only
                 and seed == seeds[0]):
@@ -258,6 +259,7 @@ def _score_seed(model, grid, train_suite, suites: dict, tc, baselines: dict | No
         print("swap pairs (a success under its own instruction, a failure under the swap; both answers right): "
               + ", ".join(f"{k} {v['both_right'] or 0:.3f} of {v['n']}" for k, v in result["swap_pairs"].items()),
               flush=True)
+    _smaller_ensembles(model, suites, tc.cache_dir, predictions)
     draws = [n for n in ("unseen_scenarios", "unseen_scenarios_2") if n in scored]
     result["unseen_scenarios_pooled"] = pooled_outcome([(scored[n], suites[n]) for n in draws])
     result["unseen_scenarios_failure_modes"] = pooled_failure_modes([(scored[n], suites[n]) for n in draws])
@@ -265,6 +267,29 @@ def _score_seed(model, grid, train_suite, suites: dict, tc, baselines: dict | No
         result["unseen_scenarios_failure_modes_babyai_grid"] = pooled_failure_modes(
             [(scored_grid[n], suites[n]) for n in draws])
     return result
+
+
+def _smaller_ensembles(model, suites: dict, cache_dir: str, predictions: Path) -> None:
+    """A model of several outcome heads: the predictions of its first head alone and of its first three (the same
+    gate) on every held-out set, in ``<predictions>-heads<k>/``, and of all its heads with the gate at 0
+    (``-nogate``), so that ``benchmarks.paired`` compares them with the whole on the same videos (no training)."""
+    import torch
+
+    from autorater.data.suite import write_jsonl
+    from autorater.training import baselines as B
+
+    members = getattr(model.config, "outcome_members", 1)
+    smaller = {f"heads{k}": k for k in (1, 3) if k < members}
+    if members > 1 and float(model.outcome_gate.detach()):
+        smaller["nogate"] = members  # the same heads, the gate at 0: what the stream's correction adds
+    for tag, k in smaller.items():
+        small, folder = model.first_outcome_heads(k), predictions.with_name(f"{predictions.name}-{tag}")
+        if tag == "nogate":
+            with torch.no_grad():
+                small.outcome_gate.zero_()
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, suite in suites.items():
+            write_jsonl(folder / f"{name}.jsonl", B.predict_cached(small, suite, cache_dir))
 
 
 def _seed_summary(scored: dict) -> dict:
@@ -280,7 +305,7 @@ def _seed_summary(scored: dict) -> dict:
             "swap_pairs_both_right": scored.get("swap_pairs", {}).get("autorater", {}).get("both_right"),
             "coverage": {n: s["coverage"] for n, s in scored["selective"].items()},
             "agreement": {n: s["agreement"] for n, s in scored["selective"].items()},
-            "train": {k: scored["train"].get(k) for k in ("wall_s", "peak_rss_gib")}}
+            "train": {k: scored["train"].get(k) for k in ("wall_s", "peak_rss_gib", "verdict")}}
 
 
 def across_seeds(per_seed: dict) -> dict:

@@ -3,10 +3,13 @@ marker from every frame; the cache holds what each path needs; references never 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
 
+from autorater.model import read_safetensors_header
 from autorater.models import PRESETS, AutoConfig, AutoModel
 from autorater.models.outcome import OutcomeHead, augment_frames, outcome_frame_index, outcome_loss
 from autorater.predict import calibrate_outputs
@@ -70,7 +73,7 @@ def test_an_event_model_gives_its_success_and_failure_markers_consistent_with_it
 @pytest.fixture(scope="module")
 def two_rate():
     torch.manual_seed(0)
-    return AutoModel.from_config(TINY.replace(failure_modes=["timeout"])).eval()
+    return AutoModel.from_config(TINY.replace(failure_modes=["timeout"], outcome_blocks=1)).eval()  # block 4 learns
 
 
 def test_a_two_rate_model_rates_frames_and_its_cached_inputs_alike(two_rate):
@@ -145,3 +148,85 @@ def test_the_whole_encoder_trains_from_augmented_pixels_when_asked(tmp_path):
 
     (entry,) = [p for p in (tmp_path / "cache").rglob("*.safetensors")][:1]
     assert load_file(str(entry))["outcome"].dtype == torch.uint8
+
+
+def test_an_ensemble_rates_the_mean_probability_of_its_heads():
+    torch.manual_seed(0)
+    model = AutoModel.from_config(TINY.replace(failure_modes=["timeout"], outcome_members=3)).eval()
+    assert len(model.outcome_heads) == 3
+    maps = torch.randn(2, 4, model.outcome_encoder.out_channels, 4, 4)
+    times, takeover = torch.arange(8.0).repeat(2, 1) / 8, torch.zeros(2)
+    words = ["open it", "close it"]
+    with torch.no_grad():
+        heads = [AutoModel.from_config(TINY.replace(failure_modes=["timeout"], outcome_members=1)) for _ in range(3)]
+        for one, head in zip(heads, model.outcome_heads):
+            one.set_outcome_heads([head])
+        p = torch.stack([torch.sigmoid(one.outcome_logit(maps, times, takeover, words)) for one in heads]).mean(0)
+        assert torch.allclose(torch.sigmoid(model.outcome_logit(maps, times, takeover, words)), p, atol=1e-5)
+
+
+def test_a_folder_from_before_the_ensemble_loads_with_its_one_attention_head(tmp_path):
+    one = AutoModel.from_config(TINY.replace(failure_modes=["timeout"], outcome_members=1))
+    one.save_pretrained(tmp_path / "m")
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    del config["outcome_members"], config["outcome_pooling"]  # written before the fields existed
+    old = AutoConfig.from_dict(config)
+    assert old.outcome_members == 1 and old.outcome_pooling == "attention"
+    shapes, _ = read_safetensors_header(tmp_path / "m" / "model.safetensors")
+    assert "outcome.gate" in shapes and not any(k.startswith("outcome.0.") for k in shapes)
+
+
+def test_the_gate_is_kept_where_the_stream_adds_and_dropped_where_it_does_not():
+    from autorater.training.parts import fit_gate
+
+    rng = np.random.default_rng(0)
+    y = rng.random(400) < 0.5
+    groups = [f"s{i // 4}" for i in range(400)]
+    outcome = np.where(rng.random(400) < 0.7, 1.0, -1.0) * np.where(y, 1, -1)  # right 70% of the time
+    event = 3.0 * np.where(y, 1, -1) + rng.normal(0, 0.5, 400)  # the stream knows
+    gate, gain = fit_gate(outcome, event, y.astype(float), groups)
+    assert gate > 0 and gain > 0.1
+    gate, gain = fit_gate(outcome, rng.normal(0, 3, 400), y.astype(float), groups)  # the stream is noise
+    assert gate == 0.0 and gain <= 0
+
+
+def test_the_verdict_says_converged_or_still_rising():
+    from autorater.training.train import convergence_verdict
+
+    curve = [{"val_balanced_accuracy": v} for v in (0.6, 0.7, 0.8, 0.79, 0.78)]
+    assert convergence_verdict(curve, 10).startswith("converged at epoch 3")
+    assert convergence_verdict(curve[:3], 3).startswith("still rising at epoch 3 of 3")
+    assert "raise the budget" in convergence_verdict(curve[:3], 3)
+
+
+def test_the_parts_train_apart_each_to_its_best_epoch_and_the_folder_holds_the_ensemble(tmp_path):
+    """The outcome heads alone on the cached maps (each stopped early at its best validation epoch), then the stream
+    alone, then the gate; the saved folder holds every head in safetensors, loads, and rates as the trained model."""
+    from autorater.training.recipe import recipe_for
+    from autorater.training.train import train
+    from model_suites import camera_suite, one_thread
+
+    suite = camera_suite(tmp_path / "suite", n_scenarios=8, per_scenario=2)
+    config = TINY.replace(outcome_members=2)
+    tc = recipe_for(config, epochs=2, match_warmup_epochs=1, outcome_steps=40, val_share=0.25,
+                    cache_dir=str(tmp_path / "cache"))
+    assert tc.parts_apart
+    before = one_thread()
+    try:
+        result = train([suite], config, tc, out=tmp_path / "m")
+    finally:
+        torch.set_num_threads(before)
+    assert result.verdict.startswith("outcome heads: ") and "| stream: " in result.verdict
+    heads = [[h for h in result.history if h.get("part") == f"outcome{i}"] for i in range(2)]
+    for curve in heads:
+        best = max(h["val_balanced_accuracy"] for h in curve)
+        assert 1 <= len(curve) <= 20 and result.best["outcome_val_balanced_accuracy"].count(best) >= 1
+    shapes, _ = read_safetensors_header(tmp_path / "m" / "model.safetensors")
+    assert any(k.startswith("outcome.0.") for k in shapes) and any(k.startswith("outcome.1.") for k in shapes)
+    assert json.loads((tmp_path / "m" / "metadata.json").read_text())["verdict"] == result.verdict
+    loaded = AutoModel.from_pretrained(tmp_path / "m")
+    assert float(loaded.outcome_gate.detach()) == pytest.approx(result.best["gate"])
+    frames = torch.randint(0, 256, (1, 8, 64, 64, 3), dtype=torch.uint8)
+    x = dict(times_s=torch.arange(8.0)[None] / 8, takeover_s=torch.zeros(1), instructions=["open it"], frames=frames)
+    with torch.no_grad():
+        assert torch.allclose(result.model(**x).success_logit, loaded(**x).success_logit, atol=1e-5)

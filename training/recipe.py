@@ -85,6 +85,13 @@ class TrainConfig:
     ema: float = 0.995  # decay per step of an exponential moving average of the trainable weights (Polyak
     #                     averaging, ~2 epochs of 2,000 clips); validation, early stopping and the saved model use
     #                     the average. 0: off
+    parts_apart: bool = False  # a model with an outcome path on a frozen cache (the general model): its outcome heads
+    #                            train alone on the cached maps, then the event stream alone, then the gate on the
+    #                            held-out rows (training/parts.py); False: one joint step for every part
+    outcome_steps: int = 3000  # parts apart: each outcome head's budget of optimiser steps (whole epochs)
+    outcome_patience: int = 4  # parts apart: epochs without a better validation BA before a head stops
+    outcome_lr: float = 1e-3  # parts apart: the outcome heads' learning rate (AdamW, warm-up, cosine over the budget)
+    fit_gate: bool = True  # parts apart: fit the gate on held-out rows (kept only where it pays); False: 0
     init_from: str = ""  # a model folder whose weights start training (a second stage; fine-tuning)
     train_only: list[str] = field(default_factory=list)  # parameter-name prefixes to train ("verifier."); the
     #                       rest stays as initialised; empty: train everything. Two stages: train the default
@@ -104,10 +111,10 @@ class TrainConfig:
         return cls(**d)
 
 
-# An architecture's recipe where it differs from ``TrainConfig()``'s defaults. The general model's outcome path trains
-# Lite0's top blocks at every step, 0.9 s a batch of 16 on 2 cores: 10 epochs (the probe's) fit the 30-minute budget
-# where the event models' 22 would not.
-RECIPES: dict[str, dict] = {"general": {"epochs": 10, "patience": 4, "match_warmup_epochs": 10}}
+# An architecture's recipe where it differs from ``TrainConfig()``'s defaults. The general model trains its parts apart
+# (its outcome heads on the cached maps in minutes, then the stream; docs/results/2026-11-27-parts-apart.md); the
+# stream's 10 epochs and 10 of match warm-up are what fitted the CPU budget when every part trained in one step.
+RECIPES: dict[str, dict] = {"general": {"epochs": 10, "patience": 4, "match_warmup_epochs": 10, "parts_apart": True}}
 
 
 def recipe_for(model_config: AutoraterConfig, **changes) -> TrainConfig:

@@ -266,6 +266,8 @@ class TrainingRun:
         self.log_metrics({f"best_{k}": v for k, v in best.items()})
         self.log_metrics({"wall_s": getattr(result, "wall_s", float("nan")),
                           "epochs_run": len(getattr(result, "history", []) or [])})
+        if getattr(result, "verdict", ""):  # "converged at epoch k" or "still rising: raise the budget"
+            client.set_tag(run_id, "verdict", result.verdict[:5000])
         sizes = {"data.n_train": getattr(result, "n_train", None), "data.n_val": getattr(result, "n_val", None)}
         model = getattr(result, "model", None)
         if model is not None:

@@ -50,6 +50,7 @@ class TrainResult:
     wall_s: float = 0.0
     n_train: int = 0
     n_val: int = 0
+    verdict: str = ""  # whether training converged (``convergence_verdict``), for the log and the run
 
 
 class WeightAverage:
@@ -202,6 +203,21 @@ def validate(model: Autorater, data: TrainingData, rows: np.ndarray) -> dict:
             "val_marker_median_abs_error_s": mk["median_abs_error_s"]}
 
 
+def convergence_verdict(history: Sequence[dict], budget_epochs: int, key: str = "val_balanced_accuracy") -> str:
+    """One line on a curve (one dict per epoch, ``key`` higher is better): "converged at epoch k" when its best epoch
+    came before the last one (early stopping, or the budget ended after it), "still rising: raise the budget" when
+    the best is the budget's last epoch."""
+    if not history:
+        return "no epoch trained"
+    scores = [h[key] for h in history]
+    best, last = int(np.argmax(scores)) + 1, len(scores)
+    if best == last and last >= budget_epochs:
+        return f"still rising at epoch {last} of {budget_epochs} ({key} {scores[-1]:.3f}): raise the budget"
+    if last >= budget_epochs:
+        return f"converged at epoch {best} ({key} {scores[best - 1]:.3f}; the budget of {budget_epochs} ended after it)"
+    return f"converged at epoch {best} ({key} {scores[best - 1]:.3f}; no better for {last - best} epochs)"
+
+
 def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig | None = None,
           out: str | Path | None = None, log: Callable[[int, dict], None] | None = None,
           progress: bool = False, prepared: tuple[Autorater, TrainingData] | None = None,
@@ -222,6 +238,10 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
             with the same ``model_config``): fine-tuning a champion on new labels.
     """
     tc = tc or TrainConfig()
+    if tc.parts_apart and getattr(model_config, "outcome_frames", 0) and init_state is None and not tc.init_from:
+        from autorater.training.parts import train_parts  # a fine-tuning start trains its parts jointly
+
+        return train_parts(suites, model_config, tc, out, log, progress, prepared, should_stop)
     with seeded(tc.seed):
         return _train(suites, model_config, tc, out, log, progress, prepared, should_stop, init_state)
 
@@ -305,8 +325,10 @@ def _train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConf
     model.eval()
     result.best = dict(best)
     result.wall_s = time.time() - start
+    result.verdict = convergence_verdict(result.history, tc.epochs)
     if out is not None:
         model.save_pretrained(out, metadata={"train_config": tc.to_dict(), "best": result.best,
+                                             "verdict": result.verdict,
                                              "n_train": result.n_train, "n_val": result.n_val,
                                              "train_suites": [f"{s.info.name}@{s.info.version}" for s in suites],
                                              "wall_s": round(result.wall_s, 1)})
@@ -354,5 +376,6 @@ def load_init_state(folder: str | Path, config: AutoraterConfig) -> dict[str, to
     return start_model.trainable_state_dict()
 
 
-__all__ = ["TrainConfig", "TrainResult", "WeightAverage", "load_config_file", "load_init_state", "predict_rows",
+__all__ = ["TrainConfig", "TrainResult", "WeightAverage", "convergence_verdict", "load_config_file", "load_init_state",
+           "predict_rows",
            "run_epoch", "seeded", "train", "train_step", "trainable_parameters", "validate", "warm_up_match"]

@@ -34,8 +34,11 @@ def cmd_train(args) -> int:
                                                  out=args.out, progress=not args.quiet)
         print(f"MLflow run {run_id} ({uri}); registered model autorater version {version}")
     best = result.best
+    at = f"best epoch {best['epoch']}: " if best.get("epoch") is not None else ""
     print(f"trained on {result.n_train} continuations ({result.n_val} for validation) in {result.wall_s:.0f} s; "
-          f"best epoch {best.get('epoch')}: validation balanced accuracy {best.get('val_balanced_accuracy'):.3f}")
+          f"{at}validation balanced accuracy {best.get('val_balanced_accuracy'):.3f}")
+    if result.verdict:
+        print(f"training: {result.verdict}")
     print(f"model written to {args.out}")
     return 0
 

@@ -53,6 +53,7 @@ PRESETS: dict[str, AutoraterConfig] = {
     # Tiny models for tests and quick checks.
     "tiny": EventsConfig(image_size=32, grid_size=4, pixel_cells=2, clip_frames=8, places=2),
     "tiny-general": GeneralConfig(image_size=64, clip_frames=8, queries=2, hidden=32, outcome_size=64, outcome_dim=32,
+                                  outcome_members=2,
                                   outcome_queries=2, outcome_layers=1),
     "tiny_transformer": _TRANSFORMER.replace(encoder="tiny_cnn", image_size=32, clip_frames=8, text_encoder="bow",
                                              spatial_size=16, hidden_size=32, num_layers=1, num_heads=2, dropout=0.0),

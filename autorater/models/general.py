@@ -26,6 +26,7 @@ a tile, a palette or a pose.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -48,7 +49,7 @@ class GeneralConfig(FrameEncoderConfig):
     ranges = {**FrameEncoderConfig.ranges, "queries": (1, 64), "hidden": (1, 4096), "members": (1, 16),
               "max_text_tokens": (1, 512), "context_frames": (-1, 1024), "outcome_frames": (0, 64),
               "outcome_size": (16, 1024), "outcome_stage": (0, 16), "outcome_blocks": (0, 64), "outcome_dim": (1, 4096),
-              "outcome_queries": (1, 64), "outcome_layers": (1, 16)}
+              "outcome_queries": (1, 64), "outcome_layers": (1, 16), "outcome_members": (1, 16)}
     frame_fit = "pad"  # the aspect is kept: black bars, never a stretched picture
     image_size: int = 128
     clip_frames: int = 40  # sampled over the video; 5 s at 8 fps
@@ -67,18 +68,26 @@ class GeneralConfig(FrameEncoderConfig):
     #                          P(success), as folders before it)
     outcome_size: int = 224  # px, letterboxed; clips are decoded at this size, the stream resized to image_size
     outcome_stage: int = 3  # the encoder stage it reads (lite0 3: stride 16, 112 channels)
-    outcome_blocks: int = 1  # block groups below that stage that learn (lite0 stage 3: 1 = block 4 from a cached
-    #                          14 x 14 x 80 map, what fits 30 min on 2 cores; 2 = blocks 3-4 from 28 x 28 x 40;
-    #                          0 frozen; 6 = the whole encoder, the stem too, from pixels: a GPU's)
-    outcome_dim: int = 256
+    outcome_blocks: int = 0  # block groups below that stage that learn: 0 frozen (the stage-3 maps cached; the
+    #                          heads then train alone on them, TrainConfig.parts_apart); 1 = block 4 from a cached
+    #                          14 x 14 x 80 map; 2 = blocks 3-4 from 28 x 28 x 40; 6 = the whole encoder, the stem
+    #                          too, from pixels (a GPU's). Those train jointly with the stream (parts_apart off)
+    outcome_dim: int = 128  # 256 cost 3x the step of 128 on the CPU (every position of every frame goes through it)
     outcome_queries: int = 4  # instruction queries attending over each frame's positions
     outcome_layers: int = 2  # transformer layers over the frames
+    outcome_pooling: str = "max"  # a frame's positions: modulated by the words, mean and max ("max"); or attended by
+    #                               the words' queries ("attention", the folders before issue 49: it plateaued on
+    #                               frozen maps, docs/results/2026-11-27-parts-apart.md)
+    outcome_members: int = 5  # outcome heads, each trained alone from its own seed; P(success) is their mean
+    #                           probability, before calibration (docs/results/2026-11-27-parts-apart.md)
 
     @classmethod
     def upgrade(cls, d: dict) -> dict:
         """Folders from before the encoder could fine-tune: frozen, no reference frame, the whole video decoded; from
-        before the outcome path: none (the event head judged the outcome)."""
-        return {"trainable_blocks": 0, "reference_frame": False, "context_frames": -1, "outcome_frames": 0, **d}
+        before the outcome path: none (the event head judged the outcome); from before the ensemble: one outcome
+        head, its positions attended by queries."""
+        return {"trainable_blocks": 0, "reference_frame": False, "context_frames": -1, "outcome_frames": 0,
+                "outcome_members": 1, "outcome_pooling": "attention", **d}
 
     def search_space(self, trial) -> tuple[dict, dict]:
         """``queries`` 2 .. 8 (instruction queries over the positions), and the event models' loss weights and match
@@ -211,8 +220,56 @@ class GeneralModel(EventsModel):
         if config.outcome_frames:
             self.outcome_encoder = create_frame_encoder(config, stage=config.outcome_stage,
                                                         trainable_blocks=config.outcome_blocks)
-            self.outcome = OutcomeHead(self.outcome_encoder.out_channels, config.outcome_dim, config.outcome_queries,
-                                       config.outcome_layers, max_tokens=config.max_text_tokens)
+            heads = [self.make_outcome_head() for _ in range(config.outcome_members)]
+            self.outcome = heads[0] if len(heads) == 1 else nn.ModuleList(heads)  # one head: the weights' old names
+
+    def make_outcome_head(self) -> OutcomeHead:
+        """A fresh outcome head of this config (drawn from torch's default generator)."""
+        config = self.config
+        return OutcomeHead(self.outcome_encoder.out_channels, config.outcome_dim, config.outcome_queries,
+                           config.outcome_layers, max_tokens=config.max_text_tokens, pooling=config.outcome_pooling)
+
+    @property
+    def outcome_heads(self) -> list[OutcomeHead]:
+        """The outcome heads (one, or the members of the ensemble)."""
+        return list(self.outcome) if isinstance(self.outcome, nn.ModuleList) else [self.outcome]
+
+    def set_outcome_heads(self, heads: list[OutcomeHead]) -> None:
+        """Put ``heads`` in as the outcome heads (as many as ``outcome_members``; the first holds the gate)."""
+        if len(heads) != self.config.outcome_members:
+            raise ValueError(f"{len(heads)} outcome heads for outcome_members={self.config.outcome_members}")
+        self.outcome = heads[0] if len(heads) == 1 else nn.ModuleList(heads)
+
+    def first_outcome_heads(self, k: int) -> "GeneralModel":
+        """A copy of this model with its first ``k`` outcome heads only (the same gate): a smaller ensemble, or one
+        head, to compare with the whole on the same videos."""
+        small = type(self)(self.config.replace(outcome_members=k))
+        small.load_state_dict({n: v for n, v in self.state_dict().items() if not n.startswith("outcome.")},
+                              strict=False)
+        small.set_outcome_heads([copy.deepcopy(head) for head in self.outcome_heads[:k]])
+        with torch.no_grad():
+            small.outcome_gate.copy_(self.outcome_gate)
+        return small.to(self.device).eval()
+
+    @property
+    def outcome_gate(self) -> nn.Parameter:
+        """How much the event head's logit adds to the outcome heads' (the first head holds it; 0: nothing)."""
+        return self.outcome_heads[0].gate
+
+    def outcome_logit(self, maps: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor,
+                      instructions: list[str]) -> torch.Tensor:
+        """(b,) the outcome heads' logit from their finished maps (b, k, c, h, w): the log-odds of the members' mean
+        probability (one head: its logit)."""
+        index = outcome_frame_index(times_s, takeover_s, maps.shape[1])
+        share, since = outcome_times(times_s, takeover_s, index)
+        heads = self.outcome_heads
+        text = heads[0].sentences(instructions, self.config.use_instruction)
+        logits = [head(maps, share, since, text) for head in heads]
+        if len(logits) == 1:
+            return logits[0]
+        log_p = torch.stack([F.logsigmoid(z) for z in logits]).logsumexp(0) - math.log(len(logits))
+        log_q = torch.stack([F.logsigmoid(-z) for z in logits]).logsumexp(0) - math.log(len(logits))
+        return log_p - log_q
 
     def encode(self, frames: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor) -> dict:
         """The stream's cached features of every frame (resized to ``image_size``) and the outcome path's of the
@@ -232,12 +289,11 @@ class GeneralModel(EventsModel):
         if outcome is None:
             raise ValueError("this model judges the outcome from its outcome path: pass `outcome` (what encode "
                              "returns as 'outcome') beside the features, or pass the frames")
-        index = outcome_frame_index(times_s, takeover_s, outcome.shape[1])
-        share, since = outcome_times(times_s, takeover_s, index)
-        text = self.outcome.sentences(instructions, self.config.use_instruction)
         # the stream's evidence beside the few frames: an event the chosen frames miss (a success undone before
-        # the last frame) is still in the event head's P(success), weighed by a learned gate (0 at the start)
-        out.success_logit = self.outcome(outcome, share, since, text) + self.outcome.gate * out.success_logit.detach()
+        # the last frame) is still in the event head's P(success), weighed by a gate (learned from 0 when trained
+        # jointly; fitted on held-out rows, or left at 0, when the parts train apart)
+        out.success_logit = (self.outcome_logit(outcome, times_s, takeover_s, instructions)
+                             + self.outcome_gate * out.success_logit.detach())
         if targets is not None:
             own, others = targets.outcome_weights
             weight = torch.where(targets.match == 0, torch.full_like(targets.success, others),

@@ -6,9 +6,12 @@ takeover frame, the last frame and two evenly between (:func:`outcome_frame_inde
 through EfficientNet-Lite0 to stage 3 (stride 16, 112 channels), its block groups 3-4 trainable from a cached
 stride-8 map (on a CPU), or the whole encoder from pixels (on a GPU), then::
 
-    per frame: instruction --linear--> q queries; each attends over the positions by content (no learned place,
-               so a new camera needs none) and pools them --> one vector per query, and how well it fits what the
-               instruction wants there (a bilinear score per query) --MLP--> a frame vector
+    per frame, pooling "max" (the default since issue 49): each position scaled and shifted by the instruction
+               (FiLM), then the mean and the max over the positions --MLP--> a frame vector
+    per frame, pooling "attention" (folders before it): instruction --linear--> q queries; each attends over the
+               positions by content (no learned place, so a new camera needs none) and pools them --> one vector
+               per query, and how well it fits what the instruction wants there (a bilinear score) --MLP--> a frame
+               vector
     each frame vector minus half the takeover frame's (what changed since the agent took over)
     + where the frame lies in the continuation (its share of it, and seconds since the takeover)
     [the instruction token, the frame vectors] --transformer (2 layers)--> the instruction token --> one logit
@@ -33,6 +36,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from autorater.models.events.head import SentenceText
+
+POOLINGS = ("attention", "max")  # how a frame's positions become one vector (OutcomeHead)
 
 
 def outcome_frame_index(times_s: torch.Tensor, takeover_s: torch.Tensor, k: int) -> torch.Tensor:
@@ -66,15 +71,22 @@ class OutcomeHead(nn.Module):
     docstring). Any number of frames and any map size; no learned position."""
 
     def __init__(self, channels: int, dim: int = 256, queries: int = 4, layers: int = 2, heads: int = 4,
-                 dropout: float = 0.1, max_tokens: int = 32):
+                 dropout: float = 0.1, max_tokens: int = 32, pooling: str = "attention"):
         super().__init__()
+        if pooling not in POOLINGS:
+            raise ValueError(f"outcome pooling {pooling!r}: one of {', '.join(POOLINGS)}")
         self.words = SentenceText(max_tokens)
         self.text_dim = self.words.out_dim
+        self.pooling = pooling
         self.cell = nn.Sequential(nn.LayerNorm(channels), nn.Linear(channels, dim))
-        self.key, self.value = nn.Linear(dim, dim), nn.Linear(dim, dim)
-        self.look = nn.Linear(self.text_dim, queries * dim)  # what to look for
-        self.want = nn.Linear(self.text_dim, queries * dim)  # what the instruction wants there
-        self.frame = nn.Sequential(nn.Linear(queries * (dim + 1), dim), nn.GELU(), nn.Linear(dim, dim))
+        if pooling == "attention":
+            self.key, self.value = nn.Linear(dim, dim), nn.Linear(dim, dim)
+            self.look = nn.Linear(self.text_dim, queries * dim)  # what to look for
+            self.want = nn.Linear(self.text_dim, queries * dim)  # what the instruction wants there
+            self.frame = nn.Sequential(nn.Linear(queries * (dim + 1), dim), nn.GELU(), nn.Linear(dim, dim))
+        else:  # "max": every position modulated by the words (FiLM), then its mean and max over the positions
+            self.film = nn.Linear(self.text_dim, 2 * dim)
+            self.frame = nn.Sequential(nn.Linear(2 * dim, dim), nn.GELU(), nn.Linear(dim, dim))
         self.when = nn.Linear(2, dim)
         self.text = nn.Linear(self.text_dim, dim)
         layer = nn.TransformerEncoderLayer(dim, heads, 2 * dim, dropout, activation="gelu", batch_first=True,
@@ -89,17 +101,28 @@ class OutcomeHead(nn.Module):
                 text: torch.Tensor) -> torch.Tensor:
         """maps (b, k, c, h, w) (frame 0 the takeover frame), share and since_s (b, k), text (b, text_dim) ->
         logit (b,)."""
-        b, k = maps.shape[:2]
         cells = self.cell(maps.float().flatten(3).transpose(2, 3))  # (b, k, p, d)
-        look = self.look(text).view(b, 1, self.queries, self.dim)
-        where = torch.einsum("bkpd,bkqd->bkqp", self.key(cells), look.expand(-1, k, -1, -1)) / math.sqrt(self.dim)
-        pooled = torch.einsum("bkqp,bkpd->bkqd", where.softmax(-1), self.value(cells))  # (b, k, q, d)
-        fit = torch.einsum("bkqd,bqd->bkq", pooled, self.want(text).view(b, self.queries, self.dim))
-        frames = self.frame(torch.cat([pooled.flatten(2), fit / math.sqrt(self.dim)], -1))  # (b, k, d)
+        frames = self.frame(self.attend(cells, text) if self.pooling == "attention" else self.modulate(cells, text))
         frames = frames - 0.5 * frames[:, :1]  # what changed since the takeover frame
         frames = frames + self.when(torch.stack([share, since_s / 10.0], -1).to(frames))
         tokens = torch.cat([self.text(text)[:, None], frames], 1)
         return self.out(self.norm(self.mix(tokens)[:, 0])).squeeze(-1)
+
+    def attend(self, cells: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+        """cells (b, k, p, d) -> (b, k, q (d + 1)): each query's attended vector and how well it fits the words."""
+        b, k = cells.shape[:2]
+        look = self.look(text).view(b, 1, self.queries, self.dim)
+        where = torch.einsum("bkpd,bkqd->bkqp", self.key(cells), look.expand(-1, k, -1, -1)) / math.sqrt(self.dim)
+        pooled = torch.einsum("bkqp,bkpd->bkqd", where.softmax(-1), self.value(cells))  # (b, k, q, d)
+        fit = torch.einsum("bkqd,bqd->bkq", pooled, self.want(text).view(b, self.queries, self.dim))
+        return torch.cat([pooled.flatten(2), fit / math.sqrt(self.dim)], -1)
+
+    def modulate(self, cells: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+        """cells (b, k, p, d) -> (b, k, 2d): each position scaled and shifted by the words, then the mean and the max
+        over the positions (no attention to learn first: it trains in a few epochs where attention plateaus)."""
+        scale, shift = self.film(text)[:, None, None].chunk(2, -1)
+        h = F.gelu(cells * (1 + scale) + shift)
+        return torch.cat([h.mean(2), h.amax(2)], -1)
 
     def sentences(self, instructions: list[str], use_instruction: bool = True) -> torch.Tensor:
         """(b, text_dim) the instructions' sentence vectors on this head's device (zeros: the blind twin)."""
@@ -142,4 +165,4 @@ def augment_frames(frames: torch.Tensor, generator: torch.Generator, smallest: f
     return out.clamp(0, 1).mul(255.0).round().to(torch.uint8).permute(0, 1, 3, 4, 2).contiguous()
 
 
-__all__ = ["OutcomeHead", "augment_frames", "outcome_frame_index", "outcome_loss", "outcome_times"]
+__all__ = ["POOLINGS", "OutcomeHead", "augment_frames", "outcome_frame_index", "outcome_loss", "outcome_times"]

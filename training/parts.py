@@ -1,0 +1,277 @@
+"""The general model's parts trained apart, each on its own cache (issue 49), in the order they depend on each other:
+
+1. the **outcome heads** (``outcome_members`` of them, each from its own seed) alone on the cached frozen maps of the
+   outcome frames and the instruction's sentence vectors, computed once (:class:`OutcomeInputs`): a step reads a few
+   tensors, so a head trains to convergence in a minute or two on 2 cores where the joint step (every frame of the
+   stream beside it) cost 0.3-0.9 s;
+2. the **event stream** (every frame, the marker) alone on its stream cache, by the training loop of the event models
+   (``autorater.training.train.train`` on the same prepared cache, the outcome path left out);
+3. the **gate** that lets the stream's event logit correct the outcome heads', fitted last on the held-out rows, and
+   left at 0 unless it pays on the half of those rows it was not fitted on (:func:`fit_gate`).
+
+Every part stops early on validation balanced accuracy within a step budget and says whether it converged
+(:func:`autorater.training.train.convergence_verdict`); the validation rows are those of the joint recipe (whole
+scenarios, ``TrainConfig.val_share``).
+
+Example:
+    >>> config = PRESETS["general"]
+    >>> result = train_parts([Suite.load("suite")], config, recipe_for(config), out="model")  # doctest: +SKIP
+    >>> print(result.verdict)                                                                # doctest: +SKIP
+    outcome heads: converged at epoch 9 (...); ... | stream: converged at epoch 8 (...) | gate 0.00 (adds -0.004 ...)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from autorater.calibration import outcome_metrics
+from autorater.config import AutoraterConfig
+from autorater.data.splits import split_groups
+from autorater.data.suite import Suite
+from autorater.model import Autorater
+from autorater.models import AutoModel
+from autorater.models.outcome import OutcomeHead, outcome_frame_index, outcome_loss, outcome_times
+from autorater.training.batches import TrainingData, prepare, seeded
+from autorater.training.recipe import TrainConfig
+from autorater.training.train import TrainResult, convergence_verdict, predict_rows, train
+
+
+@dataclass
+class OutcomeInputs:
+    """What an outcome head reads of every row, computed once from the cache: a training step only indexes it."""
+
+    maps: torch.Tensor  # (n, k, c, h, w) float16: the frozen encoder's maps of the k outcome frames
+    share: torch.Tensor  # (n, k) where each frame lies in the continuation (0 the takeover, 1 the last frame)
+    since_s: torch.Tensor  # (n, k) seconds since the takeover
+    text: torch.Tensor  # (n, text_dim) the instruction's sentence vectors
+    target: torch.Tensor  # (n,) the annotators' soft P(success)
+    weight: torch.Tensor  # (n,) the row's weight in the loss (``swap_weight`` for a judged swap)
+
+    def logits(self, head: OutcomeHead, rows: np.ndarray, batch_size: int = 256) -> torch.Tensor:
+        """(len(rows),) the head's logit of each row, in eval mode."""
+        head.eval()
+        with torch.no_grad():
+            return torch.cat([self.logit(head, rows[i:i + batch_size]) for i in range(0, len(rows), batch_size)])
+
+    def logit(self, head: OutcomeHead, rows: np.ndarray) -> torch.Tensor:
+        r = torch.as_tensor(rows)
+        return head(self.maps[r].float(), self.share[r], self.since_s[r], self.text[r])
+
+
+def outcome_inputs(model: Autorater, data: TrainingData, tc: TrainConfig) -> OutcomeInputs:
+    """The outcome heads' inputs of every row of ``data`` (whose cache holds a frozen outcome encoder's maps)."""
+    if data.clips.outcome is None or not model.outcome_encoder.frozen:
+        raise ValueError("the parts train apart on the cached maps of a frozen outcome encoder (fix: outcome_blocks "
+                         "0, or train_config parts_apart false to train the encoder's top blocks jointly)")
+    ex, times = data.ex, data.clips.times_s
+    takeover = torch.tensor(ex.takeover_s, dtype=torch.float32)
+    share, since = outcome_times(times, takeover, outcome_frame_index(times, takeover, data.clips.outcome.shape[1]))
+    head = model.outcome_heads[0]
+    words = [head.sentences(ex.instructions[i:i + 512], model.config.use_instruction)
+             for i in range(0, len(ex), 512)]
+    swapped = ex.swapped or [False] * len(ex)
+    return OutcomeInputs(maps=data.clips.outcome, share=share, since_s=since, text=torch.cat(words).float(),
+                         target=torch.tensor(ex.p_success, dtype=torch.float32),
+                         weight=torch.tensor([tc.swap_weight if s else 1.0 for s in swapped]))
+
+
+def balanced_accuracy(logits: torch.Tensor, target: torch.Tensor) -> float:
+    """Balanced accuracy of ``logits >= 0`` against ``target > 0.5``."""
+    return outcome_metrics((target > 0.5).int().numpy(), (logits >= 0).int().numpy())["balanced_accuracy"]
+
+
+def fit_outcome_head(head: OutcomeHead, inputs: OutcomeInputs, train_rows: np.ndarray, val_rows: np.ndarray,
+                     tc: TrainConfig, seed: int, log: Callable[[int, dict], None] | None = None) -> list[dict]:
+    """Train ``head`` alone on ``inputs``' ``train_rows`` for at most ``tc.outcome_steps`` steps (whole epochs), stop
+    after ``tc.outcome_patience`` epochs without a better validation balanced accuracy (never before ``tc.min_steps``
+    steps) and put the best epoch's weights back (of a tie, the later); returns the curve (one dict per epoch). Data
+    order and dropout draw from ``seed``."""
+    rng = np.random.default_rng(seed)
+    per_epoch = int(np.ceil(len(train_rows) / tc.batch_size))
+    epochs = _budget_epochs(tc, len(train_rows))
+    steps = epochs * per_epoch
+    opt = torch.optim.AdamW(head.parameters(), lr=tc.outcome_lr, weight_decay=tc.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / tc.warmup_steps) * 0.5 * (
+        1 + np.cos(np.pi * min(1.0, s / steps))))
+    history, best, best_state, bad_epochs = [], None, None, 0
+    for epoch in range(1, epochs + 1):
+        head.train()
+        total = 0.0
+        order = rng.permutation(train_rows)
+        for start in range(0, len(order), tc.batch_size):
+            rows = order[start:start + tc.batch_size]
+            loss = outcome_loss(inputs.logit(head, rows), inputs.target[rows], inputs.weight[rows])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            total += float(loss.detach())
+        val = inputs.logits(head, val_rows)
+        metrics = {"epoch": epoch, "train_outcome_loss": total / per_epoch,
+                   "val_balanced_accuracy": balanced_accuracy(val, inputs.target[val_rows]),
+                   "val_outcome_loss": float(outcome_loss(val, inputs.target[val_rows], inputs.weight[val_rows]))}
+        history.append(metrics)
+        if log is not None:
+            log(epoch, metrics)
+        score = metrics["val_balanced_accuracy"]
+        bad_epochs = 0 if best is None or score > best["val_balanced_accuracy"] else bad_epochs + 1
+        if best is None or score >= best["val_balanced_accuracy"]:  # a tie: the later weights (a small set ties)
+            best, best_state = metrics, {k: v.detach().clone() for k, v in head.state_dict().items()}
+        if bad_epochs >= tc.outcome_patience and epoch * per_epoch >= tc.min_steps:
+            break
+    head.load_state_dict(best_state)
+    head.eval()
+    return history
+
+
+def fit_gate(outcome_logit: np.ndarray, event_logit: np.ndarray, target: np.ndarray, groups: Sequence[str],
+             grid: Sequence[float] = tuple(np.linspace(0.0, 2.0, 21))) -> tuple[float, float]:
+    """The gate ``g`` of ``outcome_logit + g * event_logit`` on held-out rows, and what it pays: ``g`` minimises the
+    class-balanced log loss over ``grid``; it is fitted on each half of the rows (split by ``groups``, whole
+    scenarios) and scored on the other, and kept only if the balanced accuracy it adds there is above 0 on average.
+
+    Returns:
+        (gate, gain): the gate fitted on every row, or 0.0 when it does not pay; the mean balanced accuracy it added
+        on the half it was not fitted on.
+    """
+    z_o, z_e = torch.as_tensor(outcome_logit, dtype=torch.float32), torch.as_tensor(event_logit, dtype=torch.float32)
+    y = torch.as_tensor(target, dtype=torch.float32)
+    ones = torch.ones_like(y)
+
+    def best(rows: torch.Tensor) -> float:
+        losses = [float(outcome_loss(z_o[rows] + g * z_e[rows], y[rows], ones[rows])) for g in grid]
+        return float(grid[int(np.argmin(losses))])
+
+    names = sorted(set(groups))
+    half = torch.tensor([names.index(g) % 2 == 0 for g in groups])
+    gains = []
+    for fit_on in (half, ~half):
+        if fit_on.all() or not fit_on.any():
+            continue
+        g, other = best(fit_on), ~fit_on
+        gains.append(balanced_accuracy(z_o[other] + g * z_e[other], y[other]) -
+                     balanced_accuracy(z_o[other], y[other]))
+    gain = float(np.mean(gains)) if gains else 0.0
+    return (best(torch.ones_like(half)) if gain > 0 else 0.0), gain
+
+
+def _prefixed(log: Callable[[int, dict], None] | None, prefix: str) -> Callable[[int, dict], None] | None:
+    if log is None:
+        return None
+    return lambda epoch, metrics: log(epoch, {f"{prefix}{k}": v for k, v in metrics.items() if k != "epoch"})
+
+
+def train_stream(suites: Sequence[Suite], model: Autorater, data: TrainingData, tc: TrainConfig,
+                 log: Callable[[int, dict], None] | None = None, progress: bool = False,
+                 should_stop: Callable[[int, dict], bool] | None = None) -> TrainResult:
+    """The event stream alone on its cache (``data`` without the outcome maps): the event models' training loop on
+    ``model``'s config with no outcome path."""
+    stream_data = dataclasses.replace(data, clips=dataclasses.replace(data.clips, outcome=None))
+    return train(suites, model.config.replace(outcome_frames=0), dataclasses.replace(tc, parts_apart=False),
+                 log=_prefixed(log, "stream_"), progress=progress, prepared=(model, stream_data),
+                 should_stop=should_stop)
+
+
+def train_outcome_heads(model: Autorater, data: TrainingData, train_rows: np.ndarray, val_rows: np.ndarray,
+                        tc: TrainConfig, log: Callable[[int, dict], None] | None = None,
+                        progress: bool = False) -> list[list[dict]]:
+    """``outcome_members`` fresh heads, head i drawn and trained from seed ``tc.seed + 1000 i`` (head 0 is the same
+    whatever the number of members), each alone (:func:`fit_outcome_head`); put into ``model``; their curves."""
+    inputs = outcome_inputs(model, data, tc)
+    heads, curves = [], []
+    members = range(model.config.outcome_members)
+    if progress:
+        from tqdm import tqdm
+        members = tqdm(members, desc="outcome heads", unit="head")
+    for i in members:
+        seed = tc.seed + 1000 * i
+        with seeded(seed):
+            head = model.make_outcome_head()
+            curves.append(fit_outcome_head(head, inputs, train_rows, val_rows, tc, seed,
+                                           _prefixed(log, f"outcome{i}_")))
+        heads.append(head)
+    model.set_outcome_heads(heads)
+    return curves
+
+
+def train_parts(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig,
+                out: str | Path | None = None, log: Callable[[int, dict], None] | None = None, progress: bool = False,
+                prepared: tuple[Autorater, TrainingData] | None = None,
+                should_stop: Callable[[int, dict], bool] | None = None) -> TrainResult:
+    """The general model with an outcome path, its parts trained apart (module docstring); the model folder written
+    to ``out``, with each part's curve, verdict and wall time in its metadata."""
+    start = time.time()
+    with seeded(tc.seed):
+        model, data = prepared if prepared is not None else prepare(suites, model_config, tc, progress)
+        if prepared is not None:  # a fresh model of this config on the same cache (Optuna trials)
+            model = AutoModel.from_config(model_config.replace(failure_modes=model.config.failure_modes))
+    encoded = time.time()
+    train_rows, val_rows = split_groups(data.groups or data.ex.scenario_keys, tc.val_share, tc.seed)
+    curves = train_outcome_heads(model, data, train_rows, val_rows, tc, log, progress)
+    heads_done = time.time()
+    stream = train_stream(suites, model, data, tc, log, progress, should_stop)
+    model.load_state_dict(stream.model.state_dict(), strict=False)  # the event head; the encoders are the same
+    stream_done = time.time()
+    rows = np.asarray(val_rows)
+    with torch.no_grad():
+        model.outcome_gate.zero_()
+    z_out = predict_rows(model, data, rows)["logit"]
+    z_event = predict_rows(stream.model, dataclasses.replace(data, clips=dataclasses.replace(data.clips, outcome=None)),
+                           rows)["logit"]
+    target = np.array([data.ex.p_success[r] for r in rows])
+    groups = [(data.groups or data.ex.scenario_keys)[r] for r in rows]
+    gate, gain = fit_gate(z_out, z_event, target, groups) if tc.fit_gate else (0.0, 0.0)
+    with torch.no_grad():
+        model.outcome_gate.fill_(gate)
+    model.eval()
+    verdict = (f"outcome heads: {heads_verdict(curves, _budget_epochs(tc, len(train_rows)))} | stream: "
+               f"{stream.verdict} | gate {gate:.2f} (adds {gain:+.3f} BA on held-out halves)")
+    final = balanced_accuracy(torch.as_tensor(z_out + gate * z_event), torch.as_tensor(target))
+    best = {"val_balanced_accuracy": final, "outcome_epochs": [max(c, key=_ba)["epoch"] for c in curves],
+            "outcome_val_balanced_accuracy": [max(c, key=_ba)["val_balanced_accuracy"] for c in curves],
+            "outcome_ensemble_val_balanced_accuracy": balanced_accuracy(torch.as_tensor(z_out),
+                                                                        torch.as_tensor(target)),
+            "stream_epoch": stream.best.get("epoch"),
+            "stream_val_balanced_accuracy": stream.best.get("val_balanced_accuracy"),
+            "val_marker_median_abs_error_s": stream.best.get("val_marker_median_abs_error_s"),
+            "gate": gate, "gate_gain": gain, "encode_wall_s": round(encoded - start, 1),
+            "outcome_wall_s": round(heads_done - encoded, 1), "stream_wall_s": round(stream_done - heads_done, 1)}
+    result = TrainResult(model=model, history=[{"part": f"outcome{i}", **m} for i, c in enumerate(curves) for m in c]
+                         + [{"part": "stream", **m} for m in stream.history], best=best,
+                         wall_s=time.time() - start, n_train=len(train_rows), n_val=len(val_rows), verdict=verdict)
+    if out is not None:
+        model.save_pretrained(out, metadata={"train_config": tc.to_dict(), "best": best, "verdict": verdict,
+                                             "n_train": result.n_train, "n_val": result.n_val,
+                                             "train_suites": [f"{s.info.name}@{s.info.version}" for s in suites],
+                                             "wall_s": round(result.wall_s, 1)})
+    return result
+
+
+def heads_verdict(curves: Sequence[Sequence[dict]], budget_epochs: int) -> str:
+    """One line for the outcome heads: how many are still rising at the budget's end, or where each converged."""
+    rising = sum(convergence_verdict(c, budget_epochs).startswith("still rising") for c in curves)
+    if rising:
+        return f"{rising} of {len(curves)} still rising at the budget's end ({budget_epochs} epochs): raise the budget"
+    best = [max(c, key=_ba) for c in curves]
+    return (f"converged at epoch{'s' if len(best) > 1 else ''} {', '.join(str(b['epoch']) for b in best)} of "
+            f"{budget_epochs} (validation BA {min(map(_ba, best)):.3f}-{max(map(_ba, best)):.3f})")
+
+
+def _ba(metrics: dict) -> float:
+    return metrics["val_balanced_accuracy"]
+
+
+def _budget_epochs(tc: TrainConfig, n_train: int) -> int:
+    return max(1, int(np.ceil(tc.outcome_steps / int(np.ceil(n_train / tc.batch_size)))))
+
+
+__all__ = ["OutcomeInputs", "balanced_accuracy", "fit_gate", "fit_outcome_head", "heads_verdict", "outcome_inputs",
+           "train_outcome_heads", "train_parts", "train_stream"]
