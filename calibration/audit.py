@@ -69,7 +69,7 @@ def consistency_pvalue(audit_errors: int, audit_n: int, ref_errors: int, ref_n: 
 
 def certify_stratum(audit_confidence, audit_wrong, threshold: float, reference: tuple[int, int] | None, *,
                     known: bool, target: float, confidence: float, consistency_alpha: float = 0.2,
-                    reference_weight: float = 2.0) -> dict:
+                    reference_weight: float = 4.0) -> dict:
     """The certification of one stratum from its answered audit (the module docstring gives the procedure).
 
     Args:
