@@ -42,6 +42,10 @@ from autorater.training.batches import TrainingData, prepare, seeded
 from autorater.training.recipe import TrainConfig
 from autorater.training.train import TrainResult, convergence_verdict, predict_rows, train
 
+# The gates tried (:func:`fit_gate`): up to 2 the stream corrects the heads; beyond, it outweighs them (where the few
+# outcome frames do not show the outcome and every frame does, as in BabyAI's first-person video)
+GATES = (*np.round(np.linspace(0.0, 2.0, 21), 2).tolist(), 3.0, 4.0, 6.0, 8.0, 16.0)
+
 
 @dataclass
 class OutcomeInputs:
@@ -133,7 +137,7 @@ def fit_outcome_head(head: OutcomeHead, inputs: OutcomeInputs, train_rows: np.nd
 
 
 def fit_gate(outcome_logit: np.ndarray, event_logit: np.ndarray, target: np.ndarray, groups: Sequence[str],
-             grid: Sequence[float] = tuple(np.linspace(0.0, 2.0, 21))) -> tuple[float, float]:
+             grid: Sequence[float] = GATES) -> tuple[float, float]:
     """The gate ``g`` of ``outcome_logit + g * event_logit`` on held-out rows, and what it pays: ``g`` minimises the
     class-balanced log loss over ``grid``; it is fitted on each half of the rows (split by ``groups``, whole
     scenarios) and scored on the other, and kept only if the balanced accuracy it adds there is above 0 on average.
@@ -273,5 +277,5 @@ def _budget_epochs(tc: TrainConfig, n_train: int) -> int:
     return max(1, int(np.ceil(tc.outcome_steps / int(np.ceil(n_train / tc.batch_size)))))
 
 
-__all__ = ["OutcomeInputs", "balanced_accuracy", "fit_gate", "fit_outcome_head", "heads_verdict", "outcome_inputs",
-           "train_outcome_heads", "train_parts", "train_stream"]
+__all__ = ["GATES", "OutcomeInputs", "balanced_accuracy", "fit_gate", "fit_outcome_head", "heads_verdict",
+           "outcome_inputs", "train_outcome_heads", "train_parts", "train_stream"]
