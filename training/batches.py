@@ -280,6 +280,19 @@ def finished_features(model: Autorater, data: TrainingData, rows: np.ndarray, ba
     return torch.cat(parts)
 
 
+@torch.no_grad()
+def predict_rows(model: Autorater, data: TrainingData, rows: np.ndarray, batch_size: int = 64) -> dict[str, np.ndarray]:
+    """Model outputs for cached rows (no augmentation, each video with its own instruction)."""
+    from autorater.predict import predict_batch
 
-__all__ = ["TrainingData", "crop_maps", "finished_features", "make_batch", "mirrorable", "prepare", "seeded",
-           "shared_video_groups", "subset_data"]
+    parts = []
+    for start in range(0, len(rows), batch_size):
+        r = rows[start:start + batch_size]
+        inputs, _ = make_batch(data, r, TrainConfig(), None)
+        parts.append(predict_batch(model, durations_s=data.clips.durations_s[r].tolist(),
+                                   takeovers_s=inputs.pop("takeover_s").tolist(), **inputs))
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+__all__ = ["TrainingData", "crop_maps", "finished_features", "make_batch", "mirrorable", "predict_rows", "prepare",
+           "seeded", "shared_video_groups", "subset_data"]

@@ -15,7 +15,7 @@ scenarios, ``TrainConfig.val_share``).
 
 Example:
     >>> config = PRESETS["general"]
-    >>> result = train_parts([Suite.load("suite")], config, recipe_for(config), out="model")  # doctest: +SKIP
+    >>> result = train_parts([Suite.load("suite")], config, recipe_for(config), joint=train)  # doctest: +SKIP
     >>> print(result.verdict)                                                                # doctest: +SKIP
     outcome heads: converged at epoch 9 (...); ... | stream: converged at epoch 8 (...) | gate 0.00 (adds -0.004 ...)
 """
@@ -38,9 +38,11 @@ from autorater.data.suite import Suite
 from autorater.model import Autorater
 from autorater.models import AutoModel
 from autorater.models.outcome import OutcomeHead, outcome_frame_index, outcome_loss, outcome_times
-from autorater.training.batches import TrainingData, prepare, seeded
+from autorater.training.batches import TrainingData, predict_rows, prepare, seeded
 from autorater.training.recipe import TrainConfig
-from autorater.training.train import TrainResult, convergence_verdict, predict_rows, train
+from autorater.training.result import TrainResult, convergence_verdict
+
+Loop = Callable[..., TrainResult]  # the joint training loop (``autorater.training.train.train``)
 
 # The gates tried (:func:`fit_gate`): up to 2 the stream corrects the heads; beyond, it outweighs them (where the few
 # outcome frames do not show the outcome and every frame does, as in BabyAI's first-person video)
@@ -173,13 +175,13 @@ def _prefixed(log: Callable[[int, dict], None] | None, prefix: str) -> Callable[
     return lambda epoch, metrics: log(epoch, {f"{prefix}{k}": v for k, v in metrics.items() if k != "epoch"})
 
 
-def train_stream(suites: Sequence[Suite], model: Autorater, data: TrainingData, tc: TrainConfig,
+def train_stream(suites: Sequence[Suite], model: Autorater, data: TrainingData, tc: TrainConfig, joint: Loop,
                  log: Callable[[int, dict], None] | None = None, progress: bool = False,
                  should_stop: Callable[[int, dict], bool] | None = None) -> TrainResult:
-    """The event stream alone on its cache (``data`` without the outcome maps): the event models' training loop on
-    ``model``'s config with no outcome path."""
+    """The event stream alone on its cache (``data`` without the outcome maps): ``joint``, the event models' training
+    loop, on ``model``'s config with no outcome path."""
     stream_data = dataclasses.replace(data, clips=dataclasses.replace(data.clips, outcome=None))
-    return train(suites, model.config.replace(outcome_frames=0), dataclasses.replace(tc, parts_apart=False),
+    return joint(suites, model.config.replace(outcome_frames=0), dataclasses.replace(tc, parts_apart=False),
                  log=_prefixed(log, "stream_"), progress=progress, prepared=(model, stream_data),
                  should_stop=should_stop)
 
@@ -206,12 +208,13 @@ def train_outcome_heads(model: Autorater, data: TrainingData, train_rows: np.nda
     return curves
 
 
-def train_parts(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig,
+def train_parts(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig, joint: Loop,
                 out: str | Path | None = None, log: Callable[[int, dict], None] | None = None, progress: bool = False,
                 prepared: tuple[Autorater, TrainingData] | None = None,
                 should_stop: Callable[[int, dict], bool] | None = None) -> TrainResult:
-    """The general model with an outcome path, its parts trained apart (module docstring); the model folder written
-    to ``out``, with each part's curve, verdict and wall time in its metadata."""
+    """The general model with an outcome path, its parts trained apart (module docstring), the stream by ``joint``
+    (``autorater.training.train.train``, which calls this one: passed in, not imported); the model folder written to
+    ``out``, with each part's curve, verdict and wall time in its metadata."""
     start = time.time()
     with seeded(tc.seed):
         model, data = prepared if prepared is not None else prepare(suites, model_config, tc, progress)
@@ -221,7 +224,7 @@ def train_parts(suites: Sequence[Suite], model_config: AutoraterConfig, tc: Trai
     train_rows, val_rows = split_groups(data.groups or data.ex.scenario_keys, tc.val_share, tc.seed)
     curves = train_outcome_heads(model, data, train_rows, val_rows, tc, log, progress)
     heads_done = time.time()
-    stream = train_stream(suites, model, data, tc, log, progress, should_stop)
+    stream = train_stream(suites, model, data, tc, joint, log, progress, should_stop)
     model.load_state_dict(stream.model.state_dict(), strict=False)  # the event head; the encoders are the same
     stream_done = time.time()
     rows = np.asarray(val_rows)
@@ -243,6 +246,7 @@ def train_parts(suites: Sequence[Suite], model_config: AutoraterConfig, tc: Trai
             "outcome_val_balanced_accuracy": [max(c, key=_ba)["val_balanced_accuracy"] for c in curves],
             "outcome_ensemble_val_balanced_accuracy": balanced_accuracy(torch.as_tensor(z_out),
                                                                         torch.as_tensor(target)),
+            "epoch": stream.best.get("epoch"),  # the stream's best epoch (each head's: outcome_epochs)
             "stream_epoch": stream.best.get("epoch"),
             "stream_val_balanced_accuracy": stream.best.get("val_balanced_accuracy"),
             "val_marker_median_abs_error_s": stream.best.get("val_marker_median_abs_error_s"),

@@ -16,7 +16,6 @@ import contextlib
 import copy
 import dataclasses
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -35,22 +34,13 @@ from autorater.training.batches import (
     finished_features,
     make_batch,
     mirrorable,
+    predict_rows,
     prepare,
     seeded,
     subset_data,
 )
 from autorater.training.recipe import TrainConfig, generated, load_config_file, top_down, with_min_steps
-
-
-@dataclass
-class TrainResult:
-    model: Autorater
-    history: list[dict] = field(default_factory=list)
-    best: dict = field(default_factory=dict)
-    wall_s: float = 0.0
-    n_train: int = 0
-    n_val: int = 0
-    verdict: str = ""  # whether training converged (``convergence_verdict``), for the log and the run
+from autorater.training.result import TrainResult, convergence_verdict
 
 
 class WeightAverage:
@@ -176,20 +166,6 @@ def warm_up_match(model: Autorater, data: TrainingData, rows: np.ndarray, tc: Tr
     return history
 
 
-@torch.no_grad()
-def predict_rows(model: Autorater, data: TrainingData, rows: np.ndarray, batch_size: int = 64) -> dict[str, np.ndarray]:
-    """Model outputs for cached rows (no augmentation, each video with its own instruction)."""
-    from autorater.predict import predict_batch
-
-    parts = []
-    for start in range(0, len(rows), batch_size):
-        r = rows[start:start + batch_size]
-        inputs, _ = make_batch(data, r, TrainConfig(), None)
-        parts.append(predict_batch(model, durations_s=data.clips.durations_s[r].tolist(),
-                                   takeovers_s=inputs.pop("takeover_s").tolist(), **inputs))
-    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-
-
 def validate(model: Autorater, data: TrainingData, rows: np.ndarray) -> dict:
     """Validation metrics against the aggregated labels of held-out scenarios."""
     pred = predict_rows(model, data, rows)
@@ -201,21 +177,6 @@ def validate(model: Autorater, data: TrainingData, rows: np.ndarray) -> dict:
     mk = marker_metrics(truth_marker[both], pred["marker_s"][both])
     return {"val_balanced_accuracy": m["balanced_accuracy"], "val_accuracy": m["accuracy"],
             "val_marker_median_abs_error_s": mk["median_abs_error_s"]}
-
-
-def convergence_verdict(history: Sequence[dict], budget_epochs: int, key: str = "val_balanced_accuracy") -> str:
-    """One line on a curve (one dict per epoch, ``key`` higher is better): "converged at epoch k" when its best epoch
-    came before the last one (early stopping, or the budget ended after it), "still rising: raise the budget" when
-    the best is the budget's last epoch."""
-    if not history:
-        return "no epoch trained"
-    scores = [h[key] for h in history]
-    best, last = int(np.argmax(scores)) + 1, len(scores)
-    if best == last and last >= budget_epochs:
-        return f"still rising at epoch {last} of {budget_epochs} ({key} {scores[-1]:.3f}): raise the budget"
-    if last >= budget_epochs:
-        return f"converged at epoch {best} ({key} {scores[best - 1]:.3f}; the budget of {budget_epochs} ended after it)"
-    return f"converged at epoch {best} ({key} {scores[best - 1]:.3f}; no better for {last - best} epochs)"
 
 
 def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig | None = None,
@@ -241,7 +202,8 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
     if tc.parts_apart and getattr(model_config, "outcome_frames", 0) and init_state is None and not tc.init_from:
         from autorater.training.parts import train_parts  # a fine-tuning start trains its parts jointly
 
-        return train_parts(suites, model_config, tc, out, log, progress, prepared, should_stop)
+        return train_parts(suites, model_config, tc, joint=train, out=out, log=log, progress=progress,
+                           prepared=prepared, should_stop=should_stop)
     with seeded(tc.seed):
         return _train(suites, model_config, tc, out, log, progress, prepared, should_stop, init_state)
 
