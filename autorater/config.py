@@ -143,6 +143,11 @@ class AutoraterConfig:
 
     lr_range: ClassVar[tuple[float, float]] = (5e-4, 5e-3)  # the peak learning rates ``autorater tune`` tries
 
+    def recipe_changes(self) -> dict:
+        """How this model's training recipe differs from its architecture's (``training.recipe.RECIPES``), by what the
+        config says. Nothing by default."""
+        return {}
+
     def search_space(self, trial) -> tuple[dict, dict]:
         """What ``autorater tune`` draws for this architecture beside the optimiser (an Optuna trial's
         ``suggest_*``): (model config changes, training recipe changes). Nothing by default."""

@@ -35,6 +35,10 @@ _SIZES = {("babyai", False): ((600, 2), (300, 2), (40, 10)), ("babyai", True): (
 # The model each world's demo trains: the general model (the default recipe) on Meta-World; on BabyAI still the grid
 # preset, whose numbers the README's demo section quotes, until the general model is measured there (issue 26).
 DEMO_PRESETS = {"babyai": "babyai-grid", "metaworld": "general"}
+# The agreement the demo promises: about what one annotator reaches (0.90). At 0.95 the demo's model (0.88 BA on its
+# references) certifies 0.952 on the references, and its new version's own audit cannot show 0.95 (53 audited, 2 wrong):
+# everything went to humans (docs/results/2026-11-27-certify.md).
+DEMO_TARGET = 0.90
 
 
 def run_demo(out: Path, quick: bool = False, world: str = "babyai", device: str = DEFAULT_DEVICE) -> int:
@@ -95,8 +99,9 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai", device: str 
           f"({time.time() - t:.0f} s)")
 
     t = _step(f"3. calibrate on the reference suite's {len(ref_suite.references)} gold episodes (never trained on): "
-              f"temperature, the selective policy, the agreement table")
-    calib = calibrate_model(model_dir, ref_suite, out / "calibration-report", device=device)
+              f"temperature, the selective policy at {DEMO_TARGET} agreement, the agreement table")
+    calib = calibrate_model(model_dir, ref_suite, out / "calibration-report", target_agreement=DEMO_TARGET,
+                            device=device)
     print(format_calibration(calib, per_category=False))
     print(f"({time.time() - t:.0f} s)")
 

@@ -230,3 +230,12 @@ def test_the_parts_train_apart_each_to_its_best_epoch_and_the_folder_holds_the_e
     x = dict(times_s=torch.arange(8.0)[None] / 8, takeover_s=torch.zeros(1), instructions=["open it"], frames=frames)
     with torch.no_grad():
         assert torch.allclose(result.model(**x).success_logit, loaded(**x).success_logit, atol=1e-5)
+
+
+def test_the_default_trains_jointly_and_the_parts_preset_apart():
+    from autorater.training.recipe import recipe_for
+
+    assert not recipe_for(PRESETS["general"]).parts_apart  # block group 4 learns: one joint step
+    parts = PRESETS["general-parts"]
+    assert recipe_for(parts).parts_apart and parts.outcome_members == 5 and parts.outcome_blocks == 0
+    assert not recipe_for(parts, parts_apart=False).parts_apart  # an explicit change wins

@@ -111,15 +111,16 @@ class TrainConfig:
         return cls(**d)
 
 
-# An architecture's recipe where it differs from ``TrainConfig()``'s defaults. The general model trains its parts apart
-# (its outcome heads on the cached maps in minutes, then the stream; docs/results/2026-11-27-parts-apart.md); the
-# stream's 10 epochs and 10 of match warm-up are what fitted the CPU budget when every part trained in one step.
-RECIPES: dict[str, dict] = {"general": {"epochs": 10, "patience": 4, "match_warmup_epochs": 10, "parts_apart": True}}
+# An architecture's recipe where it differs from ``TrainConfig()``'s defaults. The general model's 10 epochs and 10 of
+# match warm-up are what fitted the CPU budget when every part trains in one step; a config whose outcome path is frozen
+# trains its parts apart (``recipe_changes``: the ``general-parts`` preset, docs/results/2026-11-27-parts-apart.md).
+RECIPES: dict[str, dict] = {"general": {"epochs": 10, "patience": 4, "match_warmup_epochs": 10}}
 
 
 def recipe_for(model_config: AutoraterConfig, **changes) -> TrainConfig:
-    """The training recipe of ``model_config``'s architecture (``RECIPES``), with ``changes``."""
-    return TrainConfig(**{**RECIPES.get(model_config.architecture, {}), **changes})
+    """The training recipe of ``model_config``'s architecture (``RECIPES``) and its config (``recipe_changes``), with
+    ``changes``."""
+    return TrainConfig(**{**RECIPES.get(model_config.architecture, {}), **model_config.recipe_changes(), **changes})
 
 
 def with_min_steps(tc: TrainConfig, n_train: int) -> TrainConfig:

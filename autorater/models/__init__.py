@@ -47,13 +47,16 @@ _TRANSFORMER = TransformerConfig(encoder="efficientnet_lite0", pixel_cells=0, im
 
 PRESETS: dict[str, AutoraterConfig] = {
     "general": GeneralConfig(),  # the default recipe, every world (README, "The model")
+    # The parts trained apart on a frozen cache, five outcome heads (issue 49): better on unseen scenarios and agents
+    # from one camera, worse on unseen tasks, unmeasured on BabyAI (docs/results/2026-11-27-parts-apart.md)
+    "general-parts": GeneralConfig(outcome_blocks=0, outcome_dim=128, outcome_pooling="max", outcome_members=5),
     "babyai-grid": EventsConfig(pose=True, front_places=True),  # BabyAI only: its grid, its words
     "base": EventsConfig(pose=True, front_places=True),  # the grid preset's name before the general model
     "transformer": _TRANSFORMER,
     # Tiny models for tests and quick checks.
     "tiny": EventsConfig(image_size=32, grid_size=4, pixel_cells=2, clip_frames=8, places=2),
     "tiny-general": GeneralConfig(image_size=64, clip_frames=8, queries=2, hidden=32, outcome_size=64, outcome_dim=32,
-                                  outcome_members=2,
+                                  outcome_members=2, outcome_blocks=0, outcome_pooling="max",
                                   outcome_queries=2, outcome_layers=1),
     "tiny_transformer": _TRANSFORMER.replace(encoder="tiny_cnn", image_size=32, clip_frames=8, text_encoder="bow",
                                              spatial_size=16, hidden_size=32, num_layers=1, num_heads=2, dropout=0.0),

@@ -68,18 +68,19 @@ class GeneralConfig(FrameEncoderConfig):
     #                          P(success), as folders before it)
     outcome_size: int = 224  # px, letterboxed; clips are decoded at this size, the stream resized to image_size
     outcome_stage: int = 3  # the encoder stage it reads (lite0 3: stride 16, 112 channels)
-    outcome_blocks: int = 0  # block groups below that stage that learn: 0 frozen (the stage-3 maps cached; the
-    #                          heads then train alone on them, TrainConfig.parts_apart); 1 = block 4 from a cached
-    #                          14 x 14 x 80 map; 2 = blocks 3-4 from 28 x 28 x 40; 6 = the whole encoder, the stem
-    #                          too, from pixels (a GPU's). Those train jointly with the stream (parts_apart off)
-    outcome_dim: int = 128  # 256 cost 3x the step of 128 on the CPU (every position of every frame goes through it)
+    outcome_blocks: int = 1  # block groups below that stage that learn: 0 frozen (the stage-3 maps cached; the
+    #                          heads then train alone on them, TrainConfig.parts_apart: the ``general-parts``
+    #                          preset); 1 = block 4 from a cached 14 x 14 x 80 map; 2 = blocks 3-4 from 28 x 28 x 40;
+    #                          6 = the whole encoder, the stem too, from pixels (a GPU's). Those train jointly with
+    #                          the stream (parts_apart off)
+    outcome_dim: int = 256  # 128 in ``general-parts`` (256 cost 3x the step of 128 on the CPU)
     outcome_queries: int = 4  # instruction queries attending over each frame's positions
     outcome_layers: int = 2  # transformer layers over the frames
-    outcome_pooling: str = "max"  # a frame's positions: modulated by the words, mean and max ("max"); or attended by
-    #                               the words' queries ("attention", the folders before issue 49: it plateaued on
-    #                               frozen maps, docs/results/2026-11-27-parts-apart.md)
-    outcome_members: int = 5  # outcome heads, each trained alone from its own seed; P(success) is their mean
-    #                           probability, before calibration (docs/results/2026-11-27-parts-apart.md)
+    outcome_pooling: str = "attention"  # a frame's positions: attended by the words' queries ("attention"); or
+    #                               modulated by the words, mean and max ("max", ``general-parts``: attention
+    #                               plateaued on frozen maps, docs/results/2026-11-27-parts-apart.md)
+    outcome_members: int = 1  # outcome heads, each trained alone from its own seed; P(success) is their mean
+    #                           probability, before calibration (5 in ``general-parts``)
 
     @classmethod
     def upgrade(cls, d: dict) -> dict:
@@ -88,6 +89,11 @@ class GeneralConfig(FrameEncoderConfig):
         head, its positions attended by queries."""
         return {"trainable_blocks": 0, "reference_frame": False, "context_frames": -1, "outcome_frames": 0,
                 "outcome_members": 1, "outcome_pooling": "attention", **d}
+
+    def recipe_changes(self) -> dict:
+        """A frozen outcome path (``outcome_blocks`` 0) is cached whole: its heads train apart, in minutes
+        (training/parts.py); a learning top trains jointly with the stream."""
+        return {"parts_apart": self.outcome_blocks == 0}
 
     def search_space(self, trial) -> tuple[dict, dict]:
         """``queries`` 2 .. 8 (instruction queries over the positions), and the event models' loss weights and match
