@@ -42,7 +42,7 @@ STRATA = ("category", "camera")  # the default cut of a version into strata
 STRATUM_FIELDS = ("category", "camera", "agent")  # and "tag:NAME": the value of the scenario's "NAME:value" tag
 DRIFT_ALPHA = 0.01  # a stratum whose inputs differ from the references' at this level counts as drifted
 CONSISTENCY_ALPHA = 0.2  # an audit that errs more than the references at this level contradicts them
-MIN_SAME_STRATUM_REFERENCES = 10  # fewer reference scenarios of a stratum: its inputs are not tested
+MIN_SAME_STRATUM_REFERENCES = 5  # fewer reference scenarios of a stratum: its inputs are not tested
 
 
 def parse_strata(text: str | Sequence[str]) -> tuple[str, ...]:
@@ -168,7 +168,7 @@ def _stratum_status(key: str, mine: list[dict], references: dict, everyone: list
     """"known", "new" (no reference of the stratum), "drifted" or "unchecked" (no reference inputs stored). The input
     check compares scenarios (one signature each) with the references' scenarios of the same stratum; with fewer than
     ``MIN_SAME_STRATUM_REFERENCES`` of them it is not run (against all references it read Meta-World's other
-    categories as drift: 5 of 7 strata of an alike version)."""
+    categories as drift: 5 of 7 strata of an alike version; the permutation test is exact with few units, if weak)."""
     if not everyone:
         return "unchecked", None
     if key not in references:
