@@ -70,8 +70,8 @@ def _one_draw(model: Path, suite, folder: Path, seed: int, base: Path | None, au
     humans = sum(r["decision"] != "auto" or bool(r.get("audit")) for r in rows)
     agreement = float(np.mean(right)) if right else None
     return {"seed": seed, "coverage": len(auto) / len(rows), "auto": len(auto), "agreement": agreement,
-            "human_labels": humans, "audit": cert["human_labels_audit"],
-            "strata": len(cert["strata"]), "certified_strata": sum(bool(s.get("certified"))
+            "human_labels": humans, "audit": cert.get("human_labels_audit", 0),
+            "strata": len(cert.get("strata") or {}), "certified_strata": sum(bool(s.get("certified"))
                                                                    for s in cert["strata"].values()),
             "held": agreement is None or agreement >= target,
             "held_within_0.02": agreement is None or agreement >= target - 0.02}
