@@ -20,37 +20,31 @@ def csv(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
-def int_in(low: int, high: int):
-    """An argparse ``type``: an integer from ``low`` to ``high`` (argparse prints the range and exits 2 otherwise)."""
-    def parse(text: str) -> int:
+def _in_range(convert, what: str, low, high):
+    """An argparse ``type``: ``convert(text)``, finite, from ``low`` to ``high`` (else argparse prints the fix)."""
+    def parse(text: str):
         try:
-            value = int(text)
+            value = convert(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not an integer (fix: pass a whole number from {low} "
-                                             f"to {high})") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value} is out of range (fix: pass a number from {low} to {high})")
-        return value
-
-    parse.__name__ = "integer"
-    return parse
-
-
-def float_in(low: float, high: float):
-    """An argparse ``type``: a finite number from ``low`` to ``high`` (``--frame-rate -1`` is refused, so is nan)."""
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number (fix: pass a number from {low:g} to "
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not {what} (fix: pass a number from {low:g} to "
                                              f"{high:g})") from None
-        if not math.isfinite(value) or not low <= value <= high:
+        if (isinstance(value, float) and not math.isfinite(value)) or not low <= value <= high:
             raise argparse.ArgumentTypeError(f"{text[:40]} is out of range (fix: pass a number from {low:g} to "
                                              f"{high:g})")
         return value
 
-    parse.__name__ = "number"
+    parse.__name__ = "integer" if convert is int else "number"
     return parse
+
+
+def int_in(low: int, high: int):
+    """An argparse ``type``: an integer from ``low`` to ``high``."""
+    return _in_range(int, "an integer", low, high)
+
+
+def float_in(low: float, high: float):
+    """An argparse ``type``: a finite number from ``low`` to ``high`` (``--frame-rate -1`` is refused, so is nan)."""
+    return _in_range(float, "a number", low, high)
 
 
 def threads() -> None:
