@@ -230,30 +230,22 @@ class LabelsFolder:
         """Make ``queue`` (the rows still waiting for a human label) the current ``labelstudio/tasks.json``; the
         previous file is kept as ``tasks-round-K.json`` when it differs. Returns the round number (1: the
         labelling job's own queue)."""
-        import shutil
+        from autorater.serving.labelstudio import TASKS_FILE, labelstudio_texts
 
-        rounds = sorted(int(m.group(1)) for f in self.labelstudio.glob("tasks-round-*.json")
-                        if (m := re.fullmatch(r"tasks-round-(\d+)\.json", f.name)))
-        current = rounds[-1] + 1 if rounds else 1
-        before = self.tasks_file.read_bytes() if self.tasks_file.is_file() else None
-        staged = self.labelstudio / ".next-round"
-        self.write_labelstudio_files(staged, suite, queue, video_url_prefix)
-        new = (staged / self.tasks_file.name).read_bytes()
-        if before is not None and before != new:
+        rounds = [int(m.group(1)) for f in self.labelstudio.glob("tasks-round-*.json")
+                  if (m := re.fullmatch(r"tasks-round-(\d+)\.json", f.name))]
+        current = max(rounds, default=0) + 1
+        before = self.tasks_file.read_text(encoding="utf-8") if self.tasks_file.is_file() else None
+        new = labelstudio_texts(suite, queue, video_url_prefix)[0][TASKS_FILE]
+        if before == new:
+            return current
+        if before is not None:
             archived = self.labelstudio / f"tasks-round-{current}.json"
             if not archived.exists():
-                write_text_atomic(archived, before.decode("utf-8"))
-            write_text_atomic(self.tasks_file, new.decode("utf-8"))
+                write_text_atomic(archived, before)
             current += 1
-        elif before is None:
-            write_text_atomic(self.tasks_file, new.decode("utf-8"))
-        shutil.rmtree(staged, ignore_errors=True)
+        write_text_atomic(self.tasks_file, new)
         return current
-
-    def write_labelstudio_files(self, target: Path, suite, labels: list[dict], video_url_prefix: str | None) -> int:
-        from autorater.serving.labelstudio import write_labelstudio_files
-
-        return write_labelstudio_files(target, suite, labels, video_url_prefix=video_url_prefix)
 
     def done_parts(self, n_batches: int) -> set[int]:
         """The batches whose part file exists; any other file there is ignored with a warning."""

@@ -140,19 +140,26 @@ def validate_tasks(tasks: list[dict], config: str | None = None) -> list[str]:
     return problems
 
 
-def write_labelstudio_files(folder: str | os.PathLike, suite: Suite, labels: list[dict],
-                            video_url_prefix: str | None = None) -> int:
-    """Write ``config.xml`` and ``tasks.json`` (validated with the SDK) into ``folder``; returns the task count."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+def labelstudio_texts(suite: Suite, labels: list[dict],
+                      video_url_prefix: str | None = None) -> tuple[dict[str, str], int]:
+    """(``{config.xml: text, tasks.json: text}``, the task count) for the human queue, validated with the SDK."""
     config = labeling_config()
     tasks = build_tasks(suite, labels, video_url_prefix)
     problems = validate_tasks(tasks, config)
     if problems:
         raise ValueError("the Label Studio tasks do not validate (a bug: please report it): " + "; ".join(problems[:5]))
-    for name, text in ((CONFIG_FILE, config), (TASKS_FILE, json_text(tasks))):
+    return {CONFIG_FILE: config, TASKS_FILE: json_text(tasks)}, len(tasks)
+
+
+def write_labelstudio_files(folder: str | os.PathLike, suite: Suite, labels: list[dict],
+                            video_url_prefix: str | None = None) -> int:
+    """Write ``config.xml`` and ``tasks.json`` (validated with the SDK) into ``folder``; returns the task count."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    texts, n = labelstudio_texts(suite, labels, video_url_prefix)
+    for name, text in texts.items():
         write_text_atomic(folder / name, text)
-    return len(tasks)
+    return n
 
 
 def read_tasks(path: str | os.PathLike) -> list:
@@ -420,6 +427,7 @@ def annotations_to_export(tasks: list[dict], annotations: list[Annotation], star
 
 
 __all__ = ["ExportProblem", "ParsedExport", "annotations_to_export", "annotator_id", "build_tasks", "checked_fps",
+           "labelstudio_texts",
            "checked_frames", "frame_to_seconds", "task_timing",
            "annotation_from_result", "label_interface", "labeling_config", "marker_region", "parse_export",
            "read_export", "read_tasks", "seconds_to_frame",
