@@ -2,7 +2,7 @@
 
 The layers install under this one namespace: ``autorater.data`` (suites, video, labels, the generator),
 ``autorater.calibration``, the model here (``autorater.model``, ``autorater.models``, ``autorater.rater``),
-``autorater.training``, ``autorater.serving``, and the CLI (``autorater.cli``) above them. Every name below is
+``autorater.training``, ``autorater.serving``, and the CLI (``autorater.app.cli``) above them. Every name below is
 imported on first use (PEP 562), so ``import autorater.data`` or ``autorater.calibration`` stays free of torch.
 """
 

@@ -42,7 +42,7 @@ def in_page_folder(folder: Path, monkeypatch):
     """Run a page's commands in ``folder``, on one intra-op thread (tiny models on 2 shared cores), restored after."""
     import torch
 
-    from autorater import cli
+    from autorater.app import cli
 
     monkeypatch.chdir(folder)
     monkeypatch.setattr(cli.common, "threads", lambda: None)

@@ -75,7 +75,7 @@ def trained_by_cli(root: Path, suite: Suite, *args: str):
     test module's fixture; yields ``{"root", "suite", "model"}`` and puts the thread count back after."""
     import pytest
 
-    from autorater import cli
+    from autorater.app import cli
 
     with pytest.MonkeyPatch.context() as mp:
         before = one_thread()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from autorater import cli
+from autorater.app import cli
 from autorater.data.suite import Annotation, Suite
 from autorater.models import AutoModel
 from autorater.serving.active import acquisition_scores, class_balanced_top, diverse_top, run_round, select, unlabelled

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autorater import cli
+from autorater.app import cli
 from autorater.calibration import CalibrationRecord, audit_size, certify_stratum, mmd_test
 from autorater.rater import Rater
 from autorater.serving.certify import certify, input_drift, parse_strata, stratum_fields

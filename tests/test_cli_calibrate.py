@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from autorater import cli
+from autorater.app import cli
 from autorater.calibration import CalibrationRecord
 from model_suites import learnable_suite, trained_by_cli
 from tiny_suites import read_lines

@@ -12,7 +12,7 @@ import shutil
 import pytest
 import torch
 
-from autorater import cli
+from autorater.app import cli
 from autorater.data.suite import Suite
 from autorater.models import AutoModel
 from model_suites import learnable_suite, one_thread

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from autorater.cli import build_parser
+from autorater.app.cli import build_parser
 from autorater.device import DEFAULT_DEVICE, ray_gpus, resolve_device
 
 MODEL_COMMANDS = [["train"], ["predict"], ["evaluate"], ["calibrate"], ["label"], ["serve"], ["tune"], ["demo"],
@@ -28,7 +28,7 @@ def test_every_command_that_runs_a_model_takes_device_with_the_one_default(comma
 def test_the_library_entry_points_default_to_the_same_policy():
     import inspect
 
-    from autorater.demo import run_demo
+    from autorater.app.demo import run_demo
     from autorater.rater import Rater
     from autorater.serving.active import active_select, run_round
     from autorater.serving.label import label_suite

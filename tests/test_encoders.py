@@ -10,7 +10,7 @@ from autorater.encoders import FRAME_ENCODERS, create_frame_encoder
 from autorater.models import PRESETS, AutoConfig
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = [p for folder in ("autorater", "data", "training", "calibration", "serving", "benchmarks")
+SOURCES = [p for folder in ("autorater", "data", "training", "calibration", "serving", "app", "benchmarks")
            for p in (ROOT / folder).rglob("*.py")]
 
 

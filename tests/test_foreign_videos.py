@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from autorater import cli
+from autorater.app import cli
 from autorater.data.example import encode_video
 from autorater.data.import_suite import probe_video
 from autorater.data.importing import import_table

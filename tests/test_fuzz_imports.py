@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autorater import cli
+from autorater.app import cli
 from autorater.data.suite import validate_suite
 from tiny_suites import tiny_suite
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from autorater import cli
+from autorater.app import cli
 from autorater.data.video import read_video
 from autorater.models import DEFAULT_PRESET, PRESETS, AutoModel, GeneralConfig
 from model_suites import CAMERA_SHAPE, camera_suite, one_thread, trained_by_cli

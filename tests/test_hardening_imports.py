@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from autorater import cli
+from autorater.app import cli
 from autorater.data.files import CHANGE_FILE, FolderChange, recover_folder, write_text_atomic
 from autorater.data.import_common import ImportReport, format_report
 from autorater.data.importing import import_table

@@ -15,7 +15,7 @@ import random
 import numpy as np
 import pytest
 
-from autorater import cli
+from autorater.app import cli
 from autorater.data.example import encode_video
 from autorater.data.importing import import_table, read_table
 from autorater.data.suite import Suite, validate_suite

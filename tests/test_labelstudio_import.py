@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from autorater import cli
+from autorater.app import cli
 from autorater.data.suite import Suite, validate_suite
 from autorater.serving.labelstudio import annotations_to_export, label_interface
 from autorater.serving.labelstudio_import import import_labelstudio

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from autorater import cli
+from autorater.app import cli
 from autorater.data.suite import Suite
 from autorater.data.versions import scenario_version
 from autorater.serving.label import label_suite
@@ -90,7 +90,8 @@ def live(tmp_path_factory):
              "--enable-legacy-api-token"], env=ls_env, stdout=open(ls_log, "w"), stderr=subprocess.STDOUT))
         serve_log = root / "serve.log"
         procs.append(subprocess.Popen(
-            [sys.executable, "-c", "import sys; from autorater.cli import main; sys.exit(main(sys.argv[1:]))", "serve",
+            [sys.executable, "-c", "import sys; from autorater.app.cli import main; sys.exit(main(sys.argv[1:]))",
+             "serve",
              "--model", str(env["model"]), "--media-root", str(env["media"]), "--suite", str(env["suite"].root),
              "--port", str(port), "--token", TOKEN], stdout=open(serve_log, "w"), stderr=subprocess.STDOUT))
         _wait(f"http://127.0.0.1:{port}/health", 120, procs[1], serve_log, auth=("ls", TOKEN))

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlparse
 import jwt
 import pytest
 
-from autorater import cli
+from autorater.app import cli
 from autorater.data.suite import Suite, validate_suite
 from autorater.data.versions import scenario_version
 from autorater.serving.labelstudio import annotations_to_export, labeling_config

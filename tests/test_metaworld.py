@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autorater.cli import main
+from autorater.app.cli import main
 from autorater.data.generate import TRUTH_FILE, generate_suite, load_truth, simulate_truths, swap_instructions
 from autorater.data.suite import Suite, validate_suite
 from autorater.data.video import read_video

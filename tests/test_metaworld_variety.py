@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autorater.cli import main
+from autorater.app.cli import main
 from autorater.data.generate import generate_suite, load_truth, swap_instructions
 from autorater.data.stats import agent_rule_balanced_accuracy, suite_stats
 from autorater.data.suite import Suite, validate_suite

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-PACKAGES = ["autorater", "autorater.calibration", "autorater.data", "autorater.data.worlds",
-            "autorater.data.worlds.babyai", "autorater.data.worlds.metaworld", "autorater.models",
-            "autorater.models.events", "autorater.serving", "autorater.training"]
+PACKAGES = ["autorater", "autorater.app", "autorater.app.cli", "autorater.calibration", "autorater.data",
+            "autorater.data.worlds", "autorater.data.worlds.babyai", "autorater.data.worlds.metaworld",
+            "autorater.models", "autorater.models.events", "autorater.serving", "autorater.training"]
 HEAVY = ["torch", "mlflow", "optuna", "ray", "metaworld", "mujoco", "minigrid", "fastapi", "matplotlib"]
 
 
@@ -41,10 +41,11 @@ def test_the_layers_install_under_the_autorater_namespace_only(tmp_path):
     """Outside the repository (where its folders are not on the path), ``import autorater.data`` fails: the installed
     package is ``autorater.data``, never a bare ``data`` that would shadow or be shadowed by a user's."""
     code = ("import importlib.util, json; print(json.dumps([importlib.util.find_spec(n) is not None for n in "
-            "('data', 'training', 'calibration', 'serving', 'autorater.data', 'autorater.training')]))")
+            "('data', 'training', 'calibration', 'serving', 'app', 'autorater.data', 'autorater.training', "
+            "'autorater.app')]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path,
                          env={"PATH": "/usr/bin:/bin"}).stdout
-    assert json.loads(out) == [False, False, False, False, True, True]
+    assert json.loads(out) == [False, False, False, False, False, True, True, True]
 
 
 def test_no_module_imports_a_private_name_of_another():
@@ -53,7 +54,7 @@ def test_no_module_imports_a_private_name_of_another():
 
     root = Path(__file__).resolve().parent.parent
     found = []
-    for package in ("autorater", "benchmarks", "calibration", "data", "serving", "training"):
+    for package in ("app", "autorater", "benchmarks", "calibration", "data", "serving", "training"):
         for path in sorted((root / package).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.ImportFrom):
@@ -70,7 +71,7 @@ def _layer(module: str) -> int:
     if parts[0] != "autorater":
         return -1  # another library
     sub = parts[1] if len(parts) > 1 else ""
-    return {"data": 0, "calibration": 1, "training": 3, "serving": 4, "cli": 5, "demo": 5}.get(sub, 2)
+    return {"data": 0, "calibration": 1, "training": 3, "serving": 4, "app": 5}.get(sub, 2)
 
 
 def _folder_module(path, root) -> str:
@@ -78,20 +79,20 @@ def _folder_module(path, root) -> str:
     parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts = parts[:-1]
-    if parts[0] in ("data", "training", "calibration", "serving"):
+    if parts[0] in ("data", "training", "calibration", "serving", "app"):
         parts = ["autorater", *parts]
     return ".".join(parts)
 
 
 def test_imports_go_down_the_layers():
-    """data < calibration < the model (autorater.*) < training < serving < the CLI and its demo < benchmarks: no
-    module imports one of a layer above its own, with no exemption."""
+    """data < calibration < the model (autorater.*) < training < serving < the application (autorater.app: the CLI and
+    its demo) < benchmarks: no module imports one of a layer above its own, with no exemption."""
     import ast
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
     upward = []
-    for folder in ("autorater", "benchmarks", "calibration", "data", "serving", "training"):
+    for folder in ("app", "autorater", "benchmarks", "calibration", "data", "serving", "training"):
         for path in sorted((root / folder).rglob("*.py")):
             module = _folder_module(path, root)
             rank = _layer(module)
@@ -110,7 +111,7 @@ def test_no_module_imports_a_private_module_of_another_package():
 
     root = Path(__file__).resolve().parent.parent
     found = []
-    for folder in ("autorater", "benchmarks", "calibration", "data", "serving", "training", "tests"):
+    for folder in ("app", "autorater", "benchmarks", "calibration", "data", "serving", "training", "tests"):
         for path in sorted((root / folder).rglob("*.py")):
             here = _folder_module(path, root)
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -134,12 +135,13 @@ def _import_graph() -> dict[str, set[str]]:
 
     root = Path(__file__).resolve().parent.parent
     folders = {"autorater": "autorater", "data": "autorater.data", "training": "autorater.training",
-               "calibration": "autorater.calibration", "serving": "autorater.serving", "benchmarks": "benchmarks"}
+               "calibration": "autorater.calibration", "serving": "autorater.serving", "app": "autorater.app",
+               "benchmarks": "benchmarks"}
     modules = {}
     for folder, name in folders.items():
         for path in (root / folder).rglob("*.py"):
             parts = list(path.relative_to(root / folder).with_suffix("").parts)
-            if folder == "autorater" and parts[0] in ("data", "training", "calibration", "serving"):
+            if folder == "autorater" and parts[0] in ("data", "training", "calibration", "serving", "app"):
                 continue
             modules[".".join([name, *parts[:-1]] + ([] if parts[-1] == "__init__" else [parts[-1]]))] = path
     graph = {}

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from autorater import cli
+from autorater.app import cli
 from autorater.data.generate import generate_suite
 from autorater.data.suite import Suite, validate_suite
 from autorater.data.versions import scenario_version

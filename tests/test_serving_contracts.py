@@ -249,7 +249,7 @@ def test_a_deeply_nested_config_is_refused_with_a_message(model_copy):
 def test_a_model_folder_without_a_checksum_is_refused_unless_allowed(model_copy, env, tmp_path, capsys):
     from safetensors.torch import load_file, save_file
 
-    from autorater import cli
+    from autorater.app import cli
 
     weights = model_copy / "model.safetensors"
     state = load_file(str(weights))

@@ -392,7 +392,7 @@ def test_a_deeply_nested_or_non_finite_export_is_a_clear_error(labelled, tmp_pat
     nan.write_text('[{"data": {"fps": NaN}}]')
     with pytest.raises(ValueError, match="NaN"):
         parse_export(nan, {})
-    from autorater import cli
+    from autorater.app import cli
 
     assert cli.main(["ingest", "--labels", str(labelled["labels"]), "--export", str(deep)]) == 2
 
@@ -442,7 +442,7 @@ def test_nan_weights_are_refused_at_save_and_at_load(model_dir):
 def test_serve_and_label_resume_refuse_a_nan_model_with_a_clear_error(env, tmp_path, capsys):
     from safetensors.torch import load_file, save_file
 
-    from autorater import cli
+    from autorater.app import cli
 
     folder = tmp_path / "nan-model"
     shutil.copytree(env["model"], folder)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autorater import cli
+from autorater.app import cli
 from autorater.data.suite import Suite
 from autorater.serving.folder import LabelJobError
 from autorater.serving.label import audit_draw, label_suite
@@ -124,7 +124,7 @@ def test_kill_9_mid_run_then_resume_loses_and_duplicates_nothing(env, tmp_path):
             "--quiet"]
     assert cli.main(["label", *args, "--out", str(tmp_path / "clean")]) == 0
     out = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "autorater.cli", "label", *args, "--out", str(out)], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-m", "autorater.app.cli", "label", *args, "--out", str(out)], cwd=REPO,
                             env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.time() + 120

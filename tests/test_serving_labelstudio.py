@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from autorater import cli
+from autorater.app import cli
 from autorater.data.suite import Annotation, Suite
 from autorater.data.video import video_info
 from autorater.serving.ingest import ingest

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from autorater import cli
+from autorater.app import cli
 from autorater.calibration.rates import (
     MIN_POOLED,
     error_counts,

@@ -9,7 +9,7 @@ import shutil
 import pytest
 from fastapi.testclient import TestClient
 
-from autorater import cli
+from autorater.app import cli
 from autorater.data.suite import Suite
 from autorater.serving.labelstudio import annotations_to_export, label_interface, labeling_config
 from autorater.serving.service import create_app

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from autorater.cli import main
+from autorater.app.cli import main
 from autorater.data.stats import format_stats, suite_stats
 from autorater.data.suite import Annotation, Continuation, Reference, Scenario, Suite, SuiteInfo
 

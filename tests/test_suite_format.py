@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autorater.cli import main
+from autorater.app.cli import main
 from autorater.data.suite import (
     ANNOTATIONS_FILE,
     CONTINUATIONS_FILE,

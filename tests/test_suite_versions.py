@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from autorater import cli
+from autorater.app import cli
 from autorater.data.diff import diff_suites, format_diff
 from autorater.data.suite import Annotation, Continuation, Reference, Scenario, Suite
 from autorater.data.versions import check_tag, next_version, scenario_version, version_key, with_version_tag

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from autorater import cli
+from autorater.app import cli
 from autorater.data.generate import generate_suite
 from autorater.data.suite import Suite, load_truth
 from autorater.serving.folder import JOB_FILE, LABELS_FILE

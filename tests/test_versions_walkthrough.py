@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from autorater import cli
+from autorater.app import cli
 from doc_walk import check_shown, console_commands, in_page_folder
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "versions.md"

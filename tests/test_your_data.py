@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from autorater import cli
+from autorater.app import cli
 from autorater.data import example
 from doc_walk import check_shown, console_commands, in_page_folder
 

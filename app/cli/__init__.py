@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from autorater.cli import common
+from autorater.app.cli import common
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from autorater.cli import labels, models, suites
+    from autorater.app.cli import labels, models, suites
 
     parser = argparse.ArgumentParser(prog="autorater", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)

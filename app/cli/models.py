@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from autorater.cli import common
+from autorater.app.cli import common
 
 
 def cmd_train(args) -> int:

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from autorater.cli import common
+from autorater.app.cli import common
 
 
 def cmd_suite_generate(args) -> int:
@@ -242,6 +242,6 @@ def add_commands(sub) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(func=cmd_suite_stats)
 
-    from autorater.cli.versions import add_suite_commands
+    from autorater.app.cli.versions import add_suite_commands
 
     add_suite_commands(suite)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from autorater.cli import common
+from autorater.app.cli import common
 
 _LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 
@@ -50,7 +50,7 @@ def cmd_ingest(args) -> int:
 
 
 def cmd_leaderboard(args) -> int:
-    from autorater.cli.versions import across_versions, cmd_version_leaderboard
+    from autorater.app.cli.versions import across_versions, cmd_version_leaderboard
     from autorater.serving.folder import LabelsFolder
     from autorater.serving.leaderboard import leaderboard
     from autorater.serving.report import format_leaderboard, write_report
@@ -162,7 +162,7 @@ def cmd_serve(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from autorater.demo import run_demo
+    from autorater.app.demo import run_demo
 
     default = "demo-out" if args.world == "babyai" else f"demo-out-{args.world}"
     out = Path(args.out if args.out is not None else default)
