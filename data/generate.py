@@ -1,12 +1,12 @@
-"""The synthetic STS-style suite generator over worlds (BabyAI, Meta-World), and instruction swaps.
+"""The synthetic STS-style suite generator over worlds (BabyAI, Meta-World, the toy world), and instruction swaps.
 
-A world (``autorater.data.worlds``) plans scenarios and plays their continuations; this module does what every
-world shares: scenarios cycle over the chosen tasks; agents are dealt to continuations from shuffled
-decks (each gets about the same number); references are the truth of a seeded subset of whole scenarios (15% by
-default), stratified by category, and every annotator of the pool labels every reference episode
-(gold questions are served to everyone, which is what lets them measure the annotators); other
-continuations get ``annotators`` labels each from simulated annotators (``autorater.data.annotators``). The
-suite does not depend on the number of worker processes.
+A world (``autorater.data.worlds``: a package registered in ``WORLDS``, with its options dataclass) plans scenarios
+and plays their continuations; this module does what every world shares: scenarios cycle over the chosen tasks;
+agents are dealt to continuations from shuffled decks (each gets about the same number); references are the truth
+of a seeded subset of whole scenarios (15% by default), stratified by category, and every annotator of the pool
+labels every reference episode (gold questions are served to everyone, which is what lets them measure the
+annotators); other continuations get ``annotators`` labels each from simulated annotators
+(``autorater.data.annotators``). The suite does not depend on the number of worker processes.
 
 Files written (besides the standard suite files and ``videos/<continuation_id>.mp4``):
 ``simulator_truth.jsonl``, one line per continuation, the full simulator truth (each world's
@@ -17,6 +17,7 @@ Files written (besides the standard suite files and ``videos/<continuation_id>.m
 Example:
     >>> generate_suite("suites/tiny", scenarios=4, continuations_per_scenario=2)   # doctest: +SKIP
     >>> generate_suite("suites/arm", world="metaworld", tasks=["drawer-open-v3"])  # doctest: +SKIP
+    >>> generate_suite("suites/toy", world="toy", options={"grid_size": 6})        # doctest: +SKIP
     >>> swap_instructions("suites/tiny", "suites/tiny-swapped", seed=1)             # doctest: +SKIP
     >>> generate_suite("suites/tiny-v2", scenarios=4, version="v2", grow="suites/tiny")  # doctest: +SKIP
 
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
@@ -52,13 +53,14 @@ from autorater.data.suite import (
     load_truth,
 )
 from autorater.data.versions import with_version_tag
-from autorater.data.worlds import WORLDS, ScenarioJob, SwapJob, load_world, world_of
+from autorater.data.worlds import WORLDS, ScenarioJob, SwapJob, World, WorldOptions, load_world, options_of, world_of
 from autorater.data.worlds.babyai import AGENTS, DEFAULT_AGENTS, DEFAULT_TASKS, LEVELS
 
 __all__ = ["generate_suite", "swap_instructions", "simulate_truths", "load_truth", "link_or_copy", "LEVELS", "AGENTS",
-           "DEFAULT_LEVELS", "DEFAULT_AGENTS", "TRUTH_FILE", "WORLDS"]
+           "DEFAULT_LEVELS", "DEFAULT_AGENTS", "DEFAULT_WORLD", "TRUTH_FILE", "WORLDS"]
 
-DEFAULT_LEVELS = DEFAULT_TASKS  # BabyAI's defaults, the generator's default world
+DEFAULT_WORLD = "babyai"
+DEFAULT_LEVELS = DEFAULT_TASKS  # BabyAI's (the default world's), for older callers
 GENERATOR = "data.generate.generate_suite"
 
 
@@ -73,9 +75,9 @@ def _rng(*key: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([int(k) for k in key]))
 
 
-def _setup(world: str, tasks, levels, agents) -> tuple:
-    """The world module, its canonical task names and its checked agents (``levels``: BabyAI's word for tasks)."""
-    module = load_world(world)
+def _setup(world: str | World, tasks, levels, agents) -> tuple:
+    """The world, its canonical task names and its checked agents (``levels``: another name for tasks)."""
+    module = load_world(world) if isinstance(world, str) else world
     if tasks is not None and levels is not None:
         raise ValueError("pass tasks or levels (BabyAI's name for them), not both")
     chosen = tasks if tasks is not None else levels
@@ -86,13 +88,23 @@ def _setup(world: str, tasks, levels, agents) -> tuple:
     return module, task_names, agent_names
 
 
-def simulate_truths(levels: Sequence[str] | None = None, agents: Sequence[str] | None = None, scenarios: int = 40,
-                    continuations_per_scenario: int = 2, seed: int = 0, fps: float = 8.0, world: str = "babyai",
-                    tasks: Sequence[str] | None = None, **options) -> list[dict]:
+def _job_options(module: World, options: WorldOptions | dict | None, more: dict, fps: float | None) -> tuple:
+    """The frame rate (None: the world's) and the world's ``check_options`` dict for ``options`` and ``more``."""
+    fps = module.FPS if fps is None else fps
+    if not fps > 0:
+        raise ValueError(f"fps must be > 0, got {fps}")
+    checked = options_of(module, options, **more)
+    return fps, module.check_options(fps=fps, **{f.name: getattr(checked, f.name) for f in fields(checked)})
+
+
+def simulate_truths(*, world: str | World = DEFAULT_WORLD, options: WorldOptions | dict | None = None,
+                    tasks: Sequence[str] | None = None, agents: Sequence[str] | None = None, scenarios: int = 40,
+                    continuations_per_scenario: int = 2, seed: int = 0, fps: float | None = None,
+                    levels: Sequence[str] | None = None, **world_options) -> list[dict]:
     """The ``simulator_truth.jsonl`` records ``generate_suite`` would write for the same arguments,
     without rendering or writing anything (fast: for tests, tuning and quick statistics)."""
     module, task_names, agent_names = _setup(world, tasks, levels, agents)
-    opts = module.check_options(**options)
+    fps, opts = _job_options(module, options, world_options, fps)
     dealt = _deal_agents(agent_names, scenarios, continuations_per_scenario, seed)
     out = []
     for i in range(scenarios):
@@ -212,18 +224,21 @@ def _created_at() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def generate_suite(out: str | os.PathLike, levels: Sequence[str] | None = None, agents: Sequence[str] | None = None,
-                   scenarios: int = 40, continuations_per_scenario: int = 2, annotators: int = 3, seed: int = 0,
-                   workers: int = 2, reference_share: float = 0.15, fps: float = 8.0, tile_size: int | None = None,
-                   view: str = "ego", image_size: int | None = None, version: str = "v1", name: str | None = None,
-                   progress: bool = True, world: str = "babyai", tasks: Sequence[str] | None = None,
-                   camera: str | Sequence[str] | None = None, hold_out_camera: str | Sequence[str] | None = None,
-                   hold_out_degrees: float | None = None, grow: str | os.PathLike | None = None) -> Path:
+def generate_suite(out: str | os.PathLike, *, world: str | World = DEFAULT_WORLD,
+                   options: WorldOptions | dict | None = None, tasks: Sequence[str] | None = None,
+                   agents: Sequence[str] | None = None, scenarios: int = 40, continuations_per_scenario: int = 2,
+                   annotators: int = 3, seed: int = 0, workers: int = 2, reference_share: float = 0.15,
+                   fps: float | None = None, version: str = "v1", name: str | None = None, progress: bool = True,
+                   grow: str | os.PathLike | None = None, levels: Sequence[str] | None = None,
+                   **world_options) -> Path:
     """Generate a synthetic STS-style suite in one world (see the module docstring).
 
     Args:
         out: a new (or empty) folder for the suite.
-        levels: BabyAI's name for ``tasks`` (short names or gym ids).
+        world: a world's name (``WORLDS``: ``"babyai"``, ``"metaworld"``, ``"toy"``) or the world itself.
+        options: the world's options (its ``OPTIONS`` dataclass, or a dict of its fields); None: its defaults.
+        tasks: the world's tasks (BabyAI levels; Meta-World environment names such as ``drawer-open-v3``);
+            None: its ``DEFAULT_TASKS``.
         agents: agent names (the world's ``AGENTS``); None: its ``DEFAULT_AGENTS``.
         scenarios: number of scenarios; they cycle over the tasks.
         continuations_per_scenario: continuations (agents) recorded per scenario.
@@ -231,40 +246,32 @@ def generate_suite(out: str | os.PathLike, levels: Sequence[str] | None = None, 
         seed: the seed; the suite does not depend on ``workers``.
         workers: processes.
         reference_share: share of continuations that become reference episodes.
-        fps: frames per second (BabyAI: one frame per step; Meta-World: 8, a frame every 10 control steps).
-        tile_size: BabyAI: pixels per grid cell; None fits the grid into ``image_size``.
-        view: BabyAI: ``"ego"`` (the agent's own 7x7 view, as STS videos are first-person; the default) or
-            ``"full"`` (the whole grid from above).
-        image_size: frame width and height in pixels (even); None: the world's default (BabyAI 112,
-            Meta-World 128).
+        fps: frames per second; None: the world's ``FPS`` (BabyAI: 8, one frame per step; Meta-World: 8, a frame
+            every 10 control steps).
         version: the suite version (also a tag of every scenario).
         name: the suite name; None: ``<world>-sts``.
         progress: show a progress bar.
-        world: ``"babyai"`` or ``"metaworld"`` (``WORLDS``).
-        tasks: the world's tasks (BabyAI levels; Meta-World environment names such as ``drawer-open-v3``);
-            None: its ``DEFAULT_TASKS``.
-        camera: Meta-World: a camera name, or a list (one drawn per scenario); ``"random"``: a free camera
-            drawn per scenario from a wide range around the table, every object of the task in view (its pose
-            is recorded in the scenario's metadata and the truth).
-        hold_out_camera: Meta-World, with ``camera="random"``: named camera(s) no drawn camera comes near
-            (its optical axis stays ``hold_out_degrees`` away from theirs).
-        hold_out_degrees: how far drawn cameras keep from the held-out ones (degrees; None: 30).
         grow: an earlier suite this one grows (see the module docstring); its name is kept unless ``name`` is given.
+        levels: another name for ``tasks`` (BabyAI's word).
+        **world_options: options of the world by name, over ``options`` (BabyAI: ``view``, ``image_size``,
+            ``tile_size``; Meta-World: ``camera``, ``hold_out_camera``, ``hold_out_degrees``, ``image_size``; each
+            world's ``OPTIONS`` says what they mean). An option of another world is refused with its world's name.
 
     Returns:
         The suite folder. ``suite.json``'s ``source.agent_rule_balanced_accuracy`` says how well the agent's
         name alone predicts the true outcome in it (``autorater.data.stats.agent_rule_balanced_accuracy``).
+
+    Example:
+        >>> generate_suite("suites/arm", world="metaworld", tasks=["reach-v3"], camera="random",
+        ...                hold_out_camera="corner2")   # doctest: +SKIP
     """
     out = Path(out)
     module, task_names, agent_names = _setup(world, tasks, levels, agents)
-    options = module.check_options(view=view, image_size=image_size, tile_size=tile_size, camera=camera, fps=fps,
-                                   hold_out_camera=hold_out_camera, hold_out_degrees=hold_out_degrees)
+    fps, options = _job_options(module, options, world_options, fps)
     if scenarios < 1 or continuations_per_scenario < 1:
         raise ValueError("scenarios and continuations_per_scenario must be >= 1")
     if not 0.0 <= reference_share <= 1.0:
         raise ValueError(f"reference_share must be in [0, 1], got {reference_share}")
-    if not fps > 0:
-        raise ValueError(f"fps must be > 0, got {fps}")
     if not 1 <= annotators <= len(default_pool()):
         raise ValueError(f"annotators must be between 1 and {len(default_pool())}, got {annotators}")
     base = Suite.load(grow) if grow is not None else None
@@ -355,8 +362,8 @@ def link_or_copy(src: Path, dst: Path) -> None:
 
 def swap_instructions(suite_dir: str | os.PathLike, out_dir: str | os.PathLike, seed: int = 0,
                       workers: int = 1, progress: bool = False, annotators: int | None = None,
-                      reference_share: float = 0.15, cross_task: bool = False, shared_only: bool = False,
-                      min_success_share: float = 0.0) -> Path:
+                      reference_share: float = 0.15, min_success_share: float = 0.0,
+                      options: WorldOptions | dict | None = None, **world_options) -> Path:
     """A new suite with the same videos and, per scenario, an altered instruction whose truth the
     simulator recomputes (each world's ``swap_scenario`` says how; BabyAI: another object or verb, the
     recorded actions replayed; Meta-World: an object absent from the scene, or the other task of a
@@ -378,13 +385,15 @@ def swap_instructions(suite_dir: str | os.PathLike, out_dir: str | os.PathLike, 
         progress: show a progress bar.
         annotators: simulated annotators per non-reference continuation; None: no annotations.
         reference_share: with ``annotators``, the share of continuations that become references.
-        cross_task: Meta-World: also swap between reach, push and pick-place where the simulator can judge
-            it (``tasks.CROSS_SCENES``); off by default, so held-out swap suites stay as they were.
-        shared_only: Meta-World: only the judged swaps of shared scenes (and, with ``cross_task``, of reach,
-            push and pick-place), never an absent object: swaps that can succeed, so that "an instruction that
-            does not fit the scene" is not all a model learns from them.
         min_success_share: keep every swapped success and drop failures at random (seeded) until successes are
             at least this share (a held-out swap test that "always failure" cannot pass); 0: keep all.
+        options: the swap options of the suite's world (its ``SWAP_OPTIONS`` dataclass, or a dict of its fields).
+        **world_options: the same by name, over ``options``. Meta-World's: ``cross_task`` (also swap between reach,
+            push and pick-place where the simulator can judge it, ``tasks.CROSS_SCENES``; off by default, so
+            held-out swap suites stay as they were) and ``shared_only`` (only the judged swaps of shared scenes,
+            and with ``cross_task`` of reach, push and pick-place, never an absent object: swaps that can succeed,
+            so that "an instruction that does not fit the scene" is not all a model learns from them). BabyAI has
+            none. An option of another world is refused with its world's name.
     """
     src, out = Path(suite_dir), Path(out_dir)
     if annotators is not None and not 1 <= annotators <= len(default_pool()):
@@ -398,12 +407,13 @@ def swap_instructions(suite_dir: str | os.PathLike, out_dir: str | os.PathLike, 
         raise ValueError(f"{src}: suite.json's source does not name a world of this generator; only suites "
                          f"written by generate_suite can have their instructions swapped")
     module = load_world(world)
+    checked = options_of(module, options, swap=True, **world_options)
+    chosen = {f.name: getattr(checked, f.name) for f in fields(checked)}
     truth_by_scenario: dict[str, list[dict]] = {}
     for t in load_truth(src):
         truth_by_scenario.setdefault(t["scenario_id"], []).append(t)
     _prepare_out(out)
-    options = {**({"cross_task": True} if cross_task else {}), **({"shared_only": True} if shared_only else {})}
-    jobs = [SwapJob(i, _scenario_dict(s), truth_by_scenario.get(s.scenario_id, []), seed, options)
+    jobs = [SwapJob(i, _scenario_dict(s), truth_by_scenario.get(s.scenario_id, []), seed, chosen)
             for i, s in enumerate(suite.scenarios)]
     results = _map(module.swap_scenario, jobs, workers, progress, len(suite.continuations),
                    [len(job.truths) for job in jobs], "swapping")
@@ -435,8 +445,7 @@ def swap_instructions(suite_dir: str | os.PathLike, out_dir: str | os.PathLike, 
         references = _choose_references(truths, reference_share, label_seed)
         annotations = _annotate(truths, references, annotators, label_seed)
         swap.update(annotators=annotators, reference_share=reference_share)
-    swap.update({k: v for k, v in (("cross_task", cross_task), ("shared_only", shared_only),
-                                   ("min_success_share", min_success_share)) if v})
+    swap.update({k: v for k, v in (*chosen.items(), ("min_success_share", min_success_share)) if v})
     source = {**suite.info.source, "instruction_swap": swap, "agent_rule_balanced_accuracy": _agent_rule(truths)}
     if annotators is not None:
         source.update(annotators=annotators, annotations="simulated", reference_share=reference_share)

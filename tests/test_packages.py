@@ -10,7 +10,9 @@ import pytest
 
 PACKAGES = ["autorater", "autorater.app", "autorater.app.cli", "autorater.calibration", "autorater.data",
             "autorater.data.worlds", "autorater.data.worlds.babyai", "autorater.data.worlds.metaworld",
-            "autorater.models", "autorater.models.events", "autorater.serving", "autorater.training"]
+            "autorater.data.worlds.toy", "autorater.models", "autorater.models.events", "autorater.serving",
+            "autorater.serving.analysis", "autorater.serving.labelling", "autorater.serving.labelstudio",
+            "autorater.serving.service", "autorater.training"]
 HEAVY = ["torch", "mlflow", "optuna", "ray", "metaworld", "mujoco", "minigrid", "fastapi", "matplotlib"]
 
 

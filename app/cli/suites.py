@@ -19,9 +19,7 @@ def cmd_suite_generate(args) -> int:
     out = generate_suite(args.out, world=args.world, tasks=args.tasks or args.levels, agents=args.agents,
                          scenarios=args.scenarios, continuations_per_scenario=args.continuations_per_scenario,
                          annotators=args.annotators, seed=args.seed, workers=args.workers, version=args.version,
-                         view=args.view, image_size=args.image_size, camera=args.camera,
-                         hold_out_camera=args.hold_out_camera, hold_out_degrees=args.hold_out_degrees,
-                         progress=not args.quiet, grow=args.grow)
+                         progress=not args.quiet, grow=args.grow, **_given_options(args, args.world))
     print(f"wrote suite {out}")
     _print_agent_rule(out)
     return 0
@@ -32,11 +30,80 @@ def cmd_suite_swap(args) -> int:
 
     out = swap_instructions(args.suite, args.out, seed=args.seed, workers=args.workers, progress=not args.quiet,
                             annotators=args.annotators, reference_share=args.reference_share,
-                            cross_task=args.cross_task, shared_only=args.shared_only,
-                            min_success_share=args.min_success_share)
+                            min_success_share=args.min_success_share, **_given_options(args))
     print(f"wrote suite {out}")
     _print_agent_rule(out)
     return 0
+
+
+def _given_options(args, world: str | None = None) -> dict:
+    """The world options given on the command line (``add_world_options``); with ``world``, a flag of another
+    world is refused with the name of the world it belongs to."""
+    given = {name: getattr(args, name) for name in args.world_options if hasattr(args, name)}
+    if world is not None:
+        for name in given:
+            owners = args.world_options[name]
+            if world not in owners:
+                flag = f"--{name.replace('_', '-')}"
+                raise SystemExit(f"error: {flag} is an option of {' and '.join(owners)}, not of {world} (fix: pass "
+                                 f"--world {owners[0]}, or drop {flag})")
+    return given
+
+
+def add_world_options(parser, swap: bool = False) -> None:
+    """Every world's options as flags, built from its options dataclass (``OPTIONS``; ``swap``: ``SWAP_OPTIONS``):
+    one argument group per world, a flag several worlds share in a group of its own. A flag not given is not set
+    (the world's default applies); ``args.world_options`` maps each option to the worlds that have it."""
+    from autorater.data.worlds import WORLDS, load_world, option_infos
+
+    by_name: dict[str, list] = {}
+    for name in WORLDS:
+        world = load_world(name)
+        for info in option_infos(world.SWAP_OPTIONS if swap else world.OPTIONS):
+            by_name.setdefault(info.name, []).append((name, info))
+    kind = "swap options" if swap else "options"
+    groups = {name: parser.add_argument_group(f"{name} {kind}") for name in WORLDS
+              if any(owners == [name] for owners in ([w for w, _ in o] for o in by_name.values()))}
+    if any(len(owners) > 1 for owners in by_name.values()):
+        groups["shared"] = parser.add_argument_group(f"{kind} of several worlds")
+    for option, owners in by_name.items():
+        kinds = {info.kind for _, info in owners}
+        if len(kinds) > 1:
+            raise TypeError(f"option {option} has different types in {', '.join(w for w, _ in owners)}; give one of "
+                            f"them another name")
+        info = owners[0][1]
+        helps = [_help(info)] if len(owners) == 1 else [f"{w}: {_help(i)}" for w, i in owners]
+        kwargs = dict(dest=option, default=argparse.SUPPRESS, help="; ".join(helps).replace("%", "%%"))
+        if info.kind is bool:
+            kwargs["action"] = "store_true"
+        else:
+            kwargs["type"] = _parser(info)
+            if info.choices and len(owners) == 1:
+                kwargs["choices"] = list(info.choices)
+            else:
+                kwargs["metavar"] = option.upper()
+        groups[owners[0][0] if len(owners) == 1 else "shared"].add_argument(f"--{option.replace('_', '-')}", **kwargs)
+    parser.set_defaults(world_options={option: [w for w, _ in owners] for option, owners in by_name.items()})
+
+
+def _help(info) -> str:
+    default = info.default
+    if default is None or default is False or default == ():
+        return info.help
+    shown = ",".join(default) if isinstance(default, tuple) else f"{default:g}" if info.kind is float else default
+    return f"{info.help} (default {shown})"
+
+
+def _parser(info):
+    """An argparse ``type`` for an option (``int`` / ``float`` in their range, a comma-separated list, text)."""
+    if info.kind is tuple:
+        return common.csv
+    if info.kind in (int, float):
+        check = common.int_in if info.kind is int else common.float_in
+        low = -float("inf") if info.low is None else info.low
+        high = float("inf") if info.high is None else info.high
+        return check(low, high)
+    return str
 
 
 def _print_agent_rule(suite_dir) -> None:
@@ -64,8 +131,8 @@ def cmd_suite_validate(args) -> int:
 def cmd_suite_import(args) -> int:
     import contextlib
 
-    from autorater.serving.folder import folder_lock
-    from autorater.serving.tags import LOCK_WHAT
+    from autorater.serving.analysis.tags import LOCK_WHAT
+    from autorater.serving.labelling.folder import folder_lock
 
     sources = [bool(args.table), bool(args.from_labelstudio), args.from_labelstudio_project is not None]
     if sum(sources) != 1:
@@ -95,12 +162,12 @@ def _suite_import(args) -> int:
                        failure_labels=args.failure_label, link=args.link, strict=args.strict, name=args.name,
                        version=args.version, stamp=True)
         if args.from_labelstudio:
-            from autorater.serving.labelstudio_import import import_labelstudio
+            from autorater.serving.labelstudio.imports import import_labelstudio
 
             report = import_labelstudio(args.from_labelstudio, args.media_root, args.out, **options)
         else:
-            from autorater.serving.labelstudio_http import TOKEN_ENV, read_token
-            from autorater.serving.labelstudio_project import import_labelstudio_project
+            from autorater.serving.labelstudio.client import TOKEN_ENV, read_token
+            from autorater.serving.labelstudio.project import import_labelstudio_project
 
             token = read_token(args.token, args.token_file, os.environ, TOKEN_ENV)
             if not token:
@@ -135,7 +202,8 @@ def add_commands(sub) -> None:
                             + "\n".join(f"    {k}: {v}" for k, v in w.AGENTS.items()) for name, w in worlds.items())
     tasks_help = "\n".join(f"  {name} tasks (default {','.join(w.DEFAULT_TASKS)}): {', '.join(w.TASKS)}"
                            for name, w in worlds.items())
-    p = suite.add_parser("generate", help="generate a synthetic STS-style suite (BabyAI or Meta-World)",
+    p = suite.add_parser("generate", help=f"generate a synthetic STS-style suite in one of the worlds "
+                                          f"({', '.join(WORLDS)})",
                          description=f"{agents_help}\n{tasks_help}",
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="output suite folder")
@@ -154,18 +222,7 @@ def add_commands(sub) -> None:
                                                    "each new scenario)")
     p.add_argument("--grow", metavar="SUITE", help="an earlier version this one grows: its scenarios, continuations "
                                                    "and labels are kept and the new scenarios numbered after them")
-    p.add_argument("--view", choices=["full", "ego"], default="ego",
-                   help="the agent's first-person 7x7 view (default, as STS videos are) or the whole grid from above")
-    p.add_argument("--image-size", type=common.int_in(16, 1024), default=None,
-                   help="frame size in pixels (BabyAI 112: 16-pixel tiles; Meta-World 128)")
-    p.add_argument("--camera", type=common.csv, default=None,
-                   help="Meta-World camera(s), comma-separated: one drawn per scenario (default corner); random: a "
-                        "free camera drawn per scenario around the table, every object in view")
-    p.add_argument("--hold-out-camera", type=common.csv, default=None,
-                   help="with --camera random: named camera(s) no drawn camera comes near (its optical axis stays "
-                        "--hold-out-degrees away from theirs), e.g. corner2 for an unseen-camera test")
-    p.add_argument("--hold-out-degrees", type=common.float_in(0, 180), default=None,
-                   help="see --hold-out-camera (default 30)")
+    add_world_options(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_suite_generate)
 
@@ -181,14 +238,10 @@ def add_commands(sub) -> None:
                    help="simulated annotators per non-reference continuation (default: none, all references)")
     p.add_argument("--reference-share", type=common.float_in(0, 1), default=0.15,
                    help="with --annotators: share of references")
-    p.add_argument("--cross-task", action="store_true",
-                   help="Meta-World: also swap between reach, push and pick-place where the simulator can judge it")
-    p.add_argument("--shared-only", action="store_true",
-                   help="Meta-World: only the judged swaps of shared scenes (with --cross-task, of reach/push/"
-                        "pick-place too), never an object the scene lacks: swaps that can succeed")
     p.add_argument("--min-success-share", type=common.float_in(0, 1), default=0.0,
                    help="drop swapped failures at random until successes are at least this share (a held-out "
                         "test that 'always failure' cannot pass)")
+    add_world_options(p, swap=True)
     p.add_argument("--seed", type=common.int_in(0, 2 ** 32 - 1), default=0)
     p.add_argument("--workers", type=common.int_in(1, 256), default=1, help="processes")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

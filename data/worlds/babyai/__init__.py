@@ -3,26 +3,56 @@
 The simulation, module by module: ``levels`` (levels, environments, instruction specs), ``bot`` (the
 expert bot, made robust), ``agents`` (agents of graded skill), ``judge`` (the ground truth), ``render``
 (frames); ``scenes`` plans scenarios and records their continuations. Everything is deterministic for a
-level, an environment seed, an instruction and an action list. Options: ``view`` (``"ego"``, the agent's own
-7 x 7 view, or ``"full"``, the grid from above), ``image_size`` (even pixels, 112 by default: 16 pixels a
-first-person tile), ``tile_size`` (pixels per cell; None fits the grid).
+level, an environment seed, an instruction and an action list. Options (``BabyAIOptions``): ``view``
+(``"ego"``, the agent's own 7 x 7 view, or ``"full"``, the grid from above), ``image_size`` (even pixels,
+112 by default: 16 pixels a first-person tile), ``tile_size`` (pixels per cell; None fits the grid). One
+frame per step, 8 a second by default.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from typing import Sequence
 
+from autorater.data.worlds import NoOptions, WorldOptions, option, options_of
 from autorater.data.worlds.babyai.agents import AGENTS, check_agents
 from autorater.data.worlds.babyai.levels import CATEGORIES, FAILURE_MODES, LEVELS, resolve_level
 from autorater.data.worlds.babyai.scenes import run_scenario, swap_scenario
 
-__all__ = ["NAME", "TASKS", "AGENTS", "CATEGORIES", "FAILURE_MODES", "DEFAULT_TASKS", "DEFAULT_AGENTS",
-           "resolve_tasks", "check_agents", "check_options", "run_scenario", "swap_scenario", "describe"]
+__all__ = ["NAME", "TASKS", "AGENTS", "CATEGORIES", "FAILURE_MODES", "DEFAULT_TASKS", "DEFAULT_AGENTS", "OPTIONS",
+           "SWAP_OPTIONS", "FPS", "BabyAIOptions", "resolve_tasks", "check_agents", "check_options", "run_scenario",
+           "swap_scenario", "describe"]
 
 NAME = "babyai"
 TASKS = LEVELS
 DEFAULT_TASKS = ("GoToLocal", "PickupLoc", "PutNextLocal", "OpenDoor")
 DEFAULT_AGENTS = ("expert", "noisy-0.2", "noisy-0.5", "distractor", "random")
+FPS = 8.0  # one frame per step
+
+
+@dataclass(frozen=True)
+class BabyAIOptions(WorldOptions):
+    """BabyAI's generation options (``autorater suite generate --world babyai``).
+
+    Example:
+        >>> BabyAIOptions(view="full", image_size=None)
+        BabyAIOptions(view='full', image_size=112, tile_size=None)
+    """
+
+    view: str = option("ego", "the agent's first-person 7x7 view (as STS videos are) or the whole grid from above",
+                       choices=("ego", "full"))
+    image_size: int = option(112, "frame width and height in pixels, even (112: 16-pixel first-person tiles)",
+                             low=16, high=1024)
+    tile_size: int | None = option(None, "pixels per grid cell (default: the grid fits the frame)", low=1, high=1024)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.image_size % 2:
+            raise ValueError(f"option image_size (--image-size) must be even (H.264), got {self.image_size}")
+
+
+OPTIONS = BabyAIOptions
+SWAP_OPTIONS = NoOptions
 
 
 def resolve_tasks(names: Sequence[str]) -> list[str]:
@@ -30,17 +60,14 @@ def resolve_tasks(names: Sequence[str]) -> list[str]:
     return [resolve_level(name)[0] for name in names]
 
 
-def check_options(view: str = "ego", image_size: int | None = None, tile_size: int | None = None,
-                  camera=None, **_) -> dict:
-    if camera:
-        raise ValueError("--camera is for Meta-World; BabyAI's view is chosen with view='ego' or 'full'")
-    if view not in ("ego", "full"):
-        raise ValueError(f"view must be 'ego' or 'full', got {view!r}")
-    return {"view": view, "image_size": 112 if image_size is None else int(image_size), "tile_size": tile_size}
+def check_options(fps: float = FPS, **options) -> dict:
+    """``BabyAIOptions`` checked, as the dict every scenario job carries (``view``, ``image_size``, ``tile_size``)."""
+    return asdict(options_of(NAME, options))
 
 
 def describe(tasks: Sequence[str], agents: Sequence[str], options: dict, common: dict) -> tuple[str, dict]:
-    """suite.json's description and ``source`` (``common``: the generator's own settings, in order)."""
+    """suite.json's description and ``source`` (``common``: the generator's own settings, in order). BabyAI's
+    source does not name its world: the generator's name says it (``world_of``), as it did before worlds."""
     from importlib.metadata import version
 
     text = f"Synthetic STS-style suite on BabyAI ({', '.join(tasks)})"

@@ -2,11 +2,12 @@
 
 ``tasks`` words the tasks; ``sim`` makes environments, renders frames, plays the agents and judges the
 outcome (it imports metaworld and mujoco, so this package stays light to import); ``scenes`` plans
-scenarios and records their continuations; ``cameras`` draws free camera poses. Options: ``camera`` (a name
-or a list; one is drawn per scenario; default ``corner``; ``random``: a free camera drawn per scenario from a
-wide range, see ``cameras``), ``hold_out_camera`` (named cameras whose neighbourhood, ``hold_out_degrees``
-around their optical axis, 30 by default, no drawn camera enters), ``image_size`` (even pixels, 128 by
-default). Time: a control step is 12.5 ms; at 8 fps a frame shows every 10th step; the agent acts for 200
+scenarios and records their continuations; ``cameras`` draws free camera poses. Options
+(``MetaWorldOptions``): ``camera`` (a name or a list; one is drawn per scenario; default ``corner``;
+``random``: a free camera drawn per scenario from a wide range, see ``cameras``), ``hold_out_camera`` (named
+cameras whose neighbourhood, ``hold_out_degrees`` around their optical axis, 30 by default, no drawn camera
+enters), ``image_size`` (even pixels, 128 by default); swap options (``MetaWorldSwapOptions``): ``cross_task``,
+``shared_only``. Time: a control step is 12.5 ms; at 8 fps a frame shows every 10th step; the agent acts for 200
 steps (2.5 s) after the takeover.
 
 Rendering needs an OpenGL back-end without a display: OSMesa (Debian package ``libosmesa6``); the
@@ -15,15 +16,17 @@ generator sets ``MUJOCO_GL=osmesa`` and ``PYOPENGL_PLATFORM=osmesa`` unless they
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
+from autorater.data.worlds import WorldOptions, option, options_of
 from autorater.data.worlds.metaworld.cameras import HOLD_OUT_DEGREES, IN_VIEW, RANDOM, RANGE
 from autorater.data.worlds.metaworld.tasks import HELD_OUT, MT10
 from autorater.data.worlds.metaworld.tasks import TASKS as _TASK_TABLE
 
 __all__ = ["NAME", "TASKS", "AGENTS", "DEFAULT_TASKS", "DEFAULT_AGENTS", "FAILURE_MODES", "CAMERAS", "MT10",
-           "HELD_OUT", "resolve_tasks", "check_agents", "check_options", "run_scenario", "swap_scenario",
-           "describe"]
+           "HELD_OUT", "OPTIONS", "SWAP_OPTIONS", "FPS", "MetaWorldOptions", "MetaWorldSwapOptions", "resolve_tasks",
+           "check_agents", "check_options", "run_scenario", "swap_scenario", "describe"]
 
 NAME = "metaworld"
 TASKS: dict[str, str] = {name: task.wordings[0] for name, task in _TASK_TABLE.items()}
@@ -50,6 +53,7 @@ FAILURE_MODES = {"timeout": "the task was not done by the end of the video",
                  "knocked_off": "an object fell off the table",
                  "dropped": "the carried object fell from the gripper before the task was done"}
 CAMERAS = ("corner", "corner2", "corner3", "topview", "behindGripper", "gripperPOV")
+FPS = 8.0  # a frame every 10 control steps
 CONTROL_STEP_S = 0.0125  # 5 MuJoCo steps of 2.5 ms
 CONTINUATION_S = 2.5  # 200 control steps after the takeover
 
@@ -73,46 +77,73 @@ def check_agents(names: Sequence[str]) -> list[str]:
     return list(names)
 
 
-def check_options(camera=None, image_size: int | None = None, fps: float = 8.0, view: str = "ego",
-                  tile_size=None, hold_out_camera=None, hold_out_degrees: float | None = None, **_) -> dict:
-    """Cameras (a name, a comma-separated string or a list; ``random`` draws a free camera per scenario),
-    the cameras a drawn one keeps away from, the frame size, and the steps per frame."""
-    if tile_size is not None or view not in ("ego", None):
-        raise ValueError("view and tile_size are BabyAI's; Meta-World takes camera and image_size")
-    cameras = _camera_names(camera, ["corner"])
-    bad = [c for c in cameras if c not in (*CAMERAS, RANDOM)]
-    if bad or not cameras:
-        raise ValueError(f"unknown Meta-World camera(s) {', '.join(bad) or '(none)'}; known: {', '.join(CAMERAS)}, "
-                         f"or {RANDOM} (a free camera drawn per scenario)")
-    held = _camera_names(hold_out_camera, [])
-    bad = [c for c in held if c not in CAMERAS]
-    if bad:
-        raise ValueError(f"hold_out_camera: unknown camera(s) {', '.join(bad)}; known: {', '.join(CAMERAS)}")
-    if held and RANDOM not in cameras:
-        raise ValueError(f"hold_out_camera keeps drawn cameras away from {', '.join(held)}; it needs "
-                         f"camera={RANDOM!r} (or a list with {RANDOM} in it)")
-    both = [c for c in held if c in cameras]
-    if both:
-        raise ValueError(f"camera {', '.join(both)} is both recorded from and held out; drop it from one of them")
-    degrees = HOLD_OUT_DEGREES if hold_out_degrees is None else float(hold_out_degrees)
-    if not 0.0 <= degrees < 90.0:
-        raise ValueError(f"hold_out_degrees must be in [0, 90), got {hold_out_degrees}")
-    size = 128 if image_size is None else int(image_size)
-    if size < 16 or size % 2:
-        raise ValueError(f"image_size must be an even number of pixels >= 16, got {image_size}")
+@dataclass(frozen=True)
+class MetaWorldOptions(WorldOptions):
+    """Meta-World's generation options (``autorater suite generate --world metaworld``).
+
+    Example:
+        >>> MetaWorldOptions(camera="random", hold_out_camera="corner2").camera
+        ('random',)
+    """
+
+    camera: tuple[str, ...] = option(("corner",), f"camera(s), comma-separated, one drawn per scenario: "
+                                     f"{', '.join(CAMERAS)}; {RANDOM}: a free camera drawn per scenario around the "
+                                     f"table, every object in view")
+    hold_out_camera: tuple[str, ...] = option((), f"with camera {RANDOM}: named camera(s) no drawn camera comes near "
+                                              f"(its optical axis stays hold_out_degrees away from theirs), e.g. "
+                                              f"corner2 for an unseen-camera test")
+    hold_out_degrees: float = option(HOLD_OUT_DEGREES, "how far drawn cameras keep from the held-out ones (degrees, "
+                                     "under 90)", low=0.0, high=90.0)
+    image_size: int = option(128, "frame width and height in pixels, even", low=16, high=1024)
+
+    def __post_init__(self):
+        super().__post_init__()
+        bad = [c for c in self.camera if c not in (*CAMERAS, RANDOM)]
+        if bad or not self.camera:
+            raise ValueError(f"unknown Meta-World camera(s) {', '.join(bad) or '(none)'}; known: {', '.join(CAMERAS)}, "
+                             f"or {RANDOM} (a free camera drawn per scenario)")
+        bad = [c for c in self.hold_out_camera if c not in CAMERAS]
+        if bad:
+            raise ValueError(f"hold_out_camera: unknown camera(s) {', '.join(bad)}; known: {', '.join(CAMERAS)}")
+        if self.hold_out_camera and RANDOM not in self.camera:
+            raise ValueError(f"hold_out_camera keeps drawn cameras away from {', '.join(self.hold_out_camera)}; it "
+                             f"needs camera={RANDOM!r} (or a list with {RANDOM} in it)")
+        both = [c for c in self.hold_out_camera if c in self.camera]
+        if both:
+            raise ValueError(f"camera {', '.join(both)} is both recorded from and held out; drop it from one of them")
+        if self.hold_out_degrees >= 90.0:
+            raise ValueError(f"hold_out_degrees must be in [0, 90), got {self.hold_out_degrees}")
+        if self.image_size % 2:
+            raise ValueError(f"image_size must be an even number of pixels >= 16, got {self.image_size}")
+
+
+OPTIONS = MetaWorldOptions
+
+
+@dataclass(frozen=True)
+class MetaWorldSwapOptions(WorldOptions):
+    """Meta-World's instruction-swap options (``autorater suite swap``; ``scenes.swap_scenario``)."""
+
+    cross_task: bool = option(False, "also swap between reach, push and pick-place where the simulator can judge it")
+    shared_only: bool = option(False, "only the judged swaps of shared scenes (with cross_task, of reach, push and "
+                                      "pick-place too), never an object the scene lacks: swaps that can succeed")
+
+
+SWAP_OPTIONS = MetaWorldSwapOptions
+
+
+def check_options(fps: float = FPS, **options) -> dict:
+    """``MetaWorldOptions`` checked, and the steps per frame: the dict every scenario job carries (``cameras``,
+    ``image_size``, ``steps_per_frame``, ``horizon_steps``, ``hold_out_cameras``, ``hold_out_degrees``)."""
+    checked = options_of(NAME, options)
     steps_per_frame = 1.0 / (fps * CONTROL_STEP_S)
     horizon = CONTINUATION_S / CONTROL_STEP_S
     if abs(steps_per_frame - round(steps_per_frame)) > 1e-9 or horizon % round(steps_per_frame):
         raise ValueError(f"fps {fps} does not divide Meta-World's 80 control steps a second into whole steps per "
                          f"frame that also divide the 200-step continuation; use 4, 8, 16, 20, 40 or 80")
-    return {"cameras": cameras, "image_size": size, "steps_per_frame": int(round(steps_per_frame)),
-            "horizon_steps": int(horizon), "hold_out_cameras": held, "hold_out_degrees": degrees}
-
-
-def _camera_names(value, default: list[str]) -> list[str]:
-    if isinstance(value, str):
-        return [c.strip() for c in value.split(",") if c.strip()]
-    return list(value) if value else list(default)
+    return {"cameras": list(checked.camera), "image_size": checked.image_size,
+            "steps_per_frame": int(round(steps_per_frame)), "horizon_steps": int(horizon),
+            "hold_out_cameras": list(checked.hold_out_camera), "hold_out_degrees": checked.hold_out_degrees}
 
 
 def run_scenario(job):
