@@ -51,14 +51,14 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai", device: str 
     from autorater.mlflow_registry import default_tracking_uri, promote
     from autorater.models import PRESETS
     from autorater.rater import Rater
-    from autorater.serving.certify import certify, format_certification
-    from autorater.serving.folder import LabelsFolder
-    from autorater.serving.ingest import format_ingest, ingest
-    from autorater.serving.label import format_summary, label_suite
-    from autorater.serving.leaderboard import leaderboard
-    from autorater.serving.model_calibration import calibrate_model, format_calibration
-    from autorater.serving.report import format_leaderboard, write_report
-    from autorater.serving.simulate import simulate_queue_export
+    from autorater.serving.analysis.leaderboard import leaderboard
+    from autorater.serving.analysis.report import format_leaderboard, write_report
+    from autorater.serving.labelling.certify import certify, format_certification
+    from autorater.serving.labelling.folder import LabelsFolder
+    from autorater.serving.labelling.ingest import format_ingest, ingest
+    from autorater.serving.labelling.label import format_summary, label_suite
+    from autorater.serving.labelling.model_calibration import calibrate_model, format_calibration
+    from autorater.serving.labelling.simulate import simulate_queue_export
     from autorater.training.baselines import predict_cached, predict_majority, train_majority
     from autorater.training.evaluate import evaluate, format_report
     from autorater.training.recipe import recipe_for

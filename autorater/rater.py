@@ -1,7 +1,7 @@
 """One owner for a rated model: the model folder's weights, config, calibration and name; typed predictions.
 
 Every prediction path goes through a :class:`Rater`: ``autorater predict``, ``evaluate`` and ``calibrate``, the
-labelling job and its Ray actors (``serving/label.py``), the HTTP
+labelling job and its Ray actors (``serving/labelling/label.py``), the HTTP
 service, active learning, and the baselines' cached path. It decodes (an undecodable video becomes an
 ``error`` row, never a lost one), rates from frames or cached features into :class:`Predictions`, applies
 the folder's ``calibration.json``, and writes SUITE_FORMAT rows.

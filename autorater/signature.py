@@ -1,7 +1,7 @@
 """What a continuation's inputs look like, in a few numbers: the input side of the drift check.
 
-A new suite version is certified on its own audit (``serving.certify``); a stratum whose inputs moved away from the
-calibration references' (a new camera, new tasks or wordings) gets no help from the references and a larger
+A new suite version is certified on its own audit (``serving.labelling.certify``); a stratum whose inputs moved away
+from the calibration references' (a new camera, new tasks or wordings) gets no help from the references and a larger
 audit. The comparison (``calibration.mmd_test``) needs a small, fixed embedding of each continuation that does not
 depend on which model rates it, so that a model change does not look like a data change:
 

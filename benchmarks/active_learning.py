@@ -62,7 +62,7 @@ def run_strategy(strategy: str, pool, test, start: set[str], budget: int, rounds
     ``on_round(curve)`` is called after every round (the benchmark writes its progress there). The picks of the
     first ``random_rounds`` rounds are random's (the same rows and seed, so the same ids), then ``strategy``'s.
     """
-    from autorater.serving.active import select
+    from autorater.serving.labelling.active import select
     from autorater.training.baselines import predict_cached
     from autorater.training.train import train
 

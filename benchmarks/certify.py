@@ -26,7 +26,7 @@ import numpy as np
 
 def _calibrated_copy(model: Path, references, out: Path, target: float) -> Path:
     from autorater.rater import CALIBRATION_FILE
-    from autorater.serving.model_calibration import calibrate_model
+    from autorater.serving.labelling.model_calibration import calibrate_model
 
     copy = out / f"model-{target:.2f}"
     if not (copy / CALIBRATION_FILE).is_file():
@@ -39,7 +39,7 @@ def _calibrated_copy(model: Path, references, out: Path, target: float) -> Path:
 
 def _labelled(model: Path, suite, folder: Path, seed: int, base: Path | None, audit_share: float) -> dict:
     """``autorater label`` for one audit seed; from seed 1 on the ratings are the seed-0 folder's (resume)."""
-    from autorater.serving.label import label_suite
+    from autorater.serving.labelling.label import label_suite
 
     if folder.exists():
         shutil.rmtree(folder)
@@ -55,9 +55,9 @@ def _labelled(model: Path, suite, folder: Path, seed: int, base: Path | None, au
 
 def _one_draw(model: Path, suite, folder: Path, seed: int, base: Path | None, audit_share: float,
               truth: dict, target: float) -> dict:
-    from autorater.serving.certify import certify
-    from autorater.serving.ingest import ingest
-    from autorater.serving.simulate import simulate_queue_export
+    from autorater.serving.labelling.certify import certify
+    from autorater.serving.labelling.ingest import ingest
+    from autorater.serving.labelling.simulate import simulate_queue_export
 
     _labelled(model, suite, folder, seed, base, audit_share)
     export = folder.parent / f"export-{seed:03d}.json"

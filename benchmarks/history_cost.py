@@ -33,7 +33,7 @@ class _Server:
     def __init__(self, app):
         import uvicorn
 
-        from autorater.serving.guard import ConnectionLimits, server_config
+        from autorater.serving.service.guard import ConnectionLimits, server_config
 
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
@@ -61,7 +61,7 @@ class _Server:
 
 
 def _payload(suite, cid: str, ann_id: int, outcome: str, stamp: str, action: str) -> dict:
-    from autorater.serving.labelstudio import marker_region
+    from autorater.serving.labelstudio.formats import marker_region
 
     fps, frames = 8.0, 8
     region = marker_region(outcome, 0.5, fps, frames, f"r{ann_id}")
@@ -122,7 +122,7 @@ def run(out: Path, unknown: int, per_request: int, labels: int, webhooks: int) -
     from autorater.data.generate import generate_suite
     from autorater.data.suite import Suite
     from autorater.models import PRESETS, AutoModel
-    from autorater.serving.service import create_app
+    from autorater.serving.service.app import create_app
 
     if out.exists():
         shutil.rmtree(out)

@@ -34,7 +34,7 @@ import numpy as np
 
 def bench_throughput(model_dir: Path, suite, out: Path, workers: int) -> dict:
     from autorater.rater import Rater
-    from autorater.serving.label import label_suite
+    from autorater.serving.labelling.label import label_suite
 
     if out.exists():
         shutil.rmtree(out)
@@ -57,7 +57,7 @@ def bench_throughput(model_dir: Path, suite, out: Path, workers: int) -> dict:
 
 def bench_routing(labels_dir: Path, suite) -> dict:
     from autorater.data.suite import load_truth
-    from autorater.serving.folder import LabelsFolder
+    from autorater.serving.labelling.folder import LabelsFolder
 
     truth = {t["continuation_id"]: t["outcome"] for t in load_truth(suite.root)}
     rows = LabelsFolder(labels_dir).read_labels()
@@ -71,7 +71,7 @@ def bench_leaderboard(labels_dir: Path, suite, repeats: int, audit_share: float,
     """Repeated audit draws and annotator answers over the same model predictions, with and without the gold
     references correcting the labels."""
     from autorater.data.suite import load_truth
-    from autorater.serving.folder import LabelsFolder
+    from autorater.serving.labelling.folder import LabelsFolder
 
     truths = {t["continuation_id"]: t for t in load_truth(suite.root)}
     agent_of = {c.continuation_id: c.agent_id for c in suite.continuations}
@@ -92,8 +92,8 @@ def _repeat(base, truths, agent_of, scenario_of, true_rate, gold, repeats, audit
     from autorater.calibration.rates import group_estimates
     from autorater.data.annotators import simulate_annotations
     from autorater.data.labels import label_table, majority_vote
-    from autorater.serving.label import audit_draw
-    from autorater.serving.leaderboard import ability_and_difficulty
+    from autorater.serving.analysis.leaderboard import ability_and_difficulty
+    from autorater.serving.labelling.label import audit_draw
 
     keys = ("rate", "labelled", "per_group")
     spearman, mmrv, covered, width = ({k: [] for k in keys} for _ in range(4))

@@ -19,7 +19,7 @@ import numpy as np
 
 from autorater.calibration.compare import paired_comparison
 from autorater.data.suite import load_truth
-from autorater.serving.folder import read_jsonl_rows
+from autorater.serving.labelling.folder import read_jsonl_rows
 
 
 def _rows(path: Path) -> dict[str, dict]:

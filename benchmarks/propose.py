@@ -13,9 +13,9 @@ A synthetic BabyAI world, simulated without rendering (``simulate_truths``), pai
 3. *the current model*: no trained network here (CPU-cheap), but its stand-in: on each pilot run, the share of three
    simulated annotators (about 0.90 balanced accuracy, as the autorater's default model on BabyAI) who said
    success, as ``autorater suite propose`` reads a pool's annotations when no ``--predictions`` are given;
-4. three versions of ``--n`` scenarios: *proposed* (``serving.propose``: one item-response fit, the most informative
-   candidates balanced over categories), *random* (a uniform draw), *random, balanced* (a uniform draw within
-   the same category quotas as the proposal) and, for comparison, *proposed, unbalanced* (``--no-balance``);
+4. three versions of ``--n`` scenarios: *proposed* (``serving.analysis.propose``: one item-response fit, the most
+   informative candidates balanced over categories), *random* (a uniform draw), *random, balanced* (a uniform draw
+   within the same category quotas as the proposal) and, for comparison, *proposed, unbalanced* (``--no-balance``);
 5. each version scored on its held-back runs with the simulator's truth (the true order of the agents: their
    success rate over every held-back run of the pool):
 
@@ -91,7 +91,7 @@ def world(seed: int, current: int, pool: int, eval_runs: int, agents: tuple[str,
 def draws(w: dict, n: int, seed: int) -> dict[str, list[str]]:
     """The scenarios of each version: proposed (from the annotators' pilot labels; from the pilot's truth: oracle;
     without the balance over categories: unbalanced), random, random within the proposal's category quotas."""
-    from autorater.serving.propose import choose, fit_candidates, pair_weights
+    from autorater.serving.analysis.propose import choose, fit_candidates, pair_weights
 
     candidates, abilities = fit_candidates(w["current"], w["pilot"])
     weights = pair_weights(abilities)

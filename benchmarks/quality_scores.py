@@ -82,7 +82,7 @@ def reference_calibration(model, suite, cache_dir: str) -> dict:
     import numpy as np
 
     from autorater.calibration import SplitCalibrator
-    from autorater.serving.model_calibration import fit_marker_offset
+    from autorater.serving.labelling.model_calibration import fit_marker_offset
     from autorater.training.baselines import predict_cached
 
     refs = {r.continuation_id: r for r in suite.references}

@@ -1,7 +1,8 @@
 """Agent success rates from imperfect labels, with honest intervals: the estimators behind the leaderboard.
 
 Torch-free (numpy, scipy, ``ppi_py``), on plain rows (dicts with ``outcome``, ``decision``...) and gold outcomes;
-``autorater.serving.leaderboard`` assembles them over a labels folder, and its docstring says when each one is used:
+``autorater.serving.analysis.leaderboard`` assembles them over a labels folder, and its docstring says when each one
+is used:
 Wilson and Agresti-Coull for human labels, prediction-powered inference (``rate_estimate``) for model labels
 with an audit slice, Rogan-Gladen correction pooled over the references (``rate_pooled``) or per agent
 (``rate_vs_gold``), a permutation test of whether error rates differ between agents

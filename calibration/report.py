@@ -130,7 +130,7 @@ class CalibrationRecord:
     ece_threshold_part: float | None = None  # the deployed scaler on the references it never saw
     brier_threshold_part: float | None = None
     # What the references' inputs look like (``autorater.signature``) with their stratum fields (category, camera,
-    # agent, tags), for the input drift check of a new version (``serving.certify``); empty in older records.
+    # agent, tags), for the input drift check of a new version (``serving.labelling.certify``); empty in older records.
     input_sample: list[dict] = dataclasses.field(default_factory=list)
 
     def reference_evidence(self) -> tuple[int, int] | None:

@@ -320,7 +320,8 @@ def recover_folder(root: str | os.PathLike) -> bool:
 
 def recover_if_free(root: str | os.PathLike) -> bool:
     """:func:`recover_folder` when a change is pending and no writer holds the folder's lock (``.lock``, the one
-    ``autorater.serving.folder.folder_lock`` takes); False when there is nothing to do or a writer is at work."""
+    ``autorater.serving.labelling.folder.folder_lock`` takes); False when there is nothing to do or a writer is at
+    work."""
     root = Path(root)
     if not (root / CHANGE_FILE).exists():
         return False

@@ -2,7 +2,7 @@
 ``Label``) and the report of an import (``ImportReport``, printed by ``format_report``).
 
 The table import (``autorater.data.importing``) and the Label Studio export import
-(``autorater.serving.labelstudio_import``) each turn their source into ``SourceRow`` s, and
+(``autorater.serving.labelstudio.imports``) each turn their source into ``SourceRow`` s, and
 ``autorater.data.import_suite`` probes the rows' videos and writes them into a suite.
 """
 

@@ -1,5 +1,5 @@
 """Rows into a suite: what the table import (``autorater.data.importing``) and the Label Studio export import
-(``autorater.serving.labelstudio_import``) share once they have read their source.
+(``autorater.serving.labelstudio.imports``) share once they have read their source.
 
 Every video is probed once (it must open and decode; its frame count, frame rate, size and duration are read, and how
 far its frame times stray from ``i / fps``), rows are grouped into continuations and scenarios whose ids derive from

@@ -2,7 +2,7 @@
 path under a root that refuses to leave it, and text made safe to print.
 
 Every place that turns outside input into a file the product reads or writes goes through here: the service's media
-paths (``autorater.serving.guard.resolve_media``), the imports (a table's videos, a Label Studio export's and
+paths (``autorater.serving.service.guard.resolve_media``), the imports (a table's videos, a Label Studio export's and
 project's), ``suite propose`` and ``suite diff``.
 
 - :func:`check_name`: an id used in a file name (a continuation id: ``videos/<id>.mp4``) is letters, digits and

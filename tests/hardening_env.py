@@ -13,7 +13,7 @@ import torch
 from autorater.calibration import CalibrationRecord
 from autorater.data.suite import Annotation, Suite
 from autorater.models import PRESETS, AutoModel
-from autorater.serving.labelstudio import annotations_to_export, marker_region
+from autorater.serving.labelstudio.formats import annotations_to_export, marker_region
 from tiny_suites import FPS, N_FRAMES, tiny_suite
 
 
@@ -35,7 +35,7 @@ def make_pool(env: dict, root: Path, **app_kwargs) -> dict:
     ``media``, ``client`` (a TestClient that answers a server error as 500 instead of raising it)."""
     from fastapi.testclient import TestClient
 
-    from autorater.serving.service import create_app
+    from autorater.serving.service.app import create_app
 
     media = Path(root) / "media"
     shutil.copytree(env["suite"].root, media / "suite")

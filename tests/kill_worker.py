@@ -35,7 +35,7 @@ def import_loop(out: Path, media: Path, tables: Path) -> None:
 
 
 def tag_loop(out: Path) -> None:
-    from autorater.serving.tags import tag_suite
+    from autorater.serving.analysis.tags import tag_suite
 
     print("ready", flush=True)
     sys.stdin.readline()

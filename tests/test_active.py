@@ -11,8 +11,15 @@ import torch
 from autorater.app import cli
 from autorater.data.suite import Annotation, Suite
 from autorater.models import AutoModel
-from autorater.serving.active import acquisition_scores, class_balanced_top, diverse_top, run_round, select, unlabelled
-from autorater.serving.labelstudio import annotations_to_export, validate_tasks
+from autorater.serving.labelling.active import (
+    acquisition_scores,
+    class_balanced_top,
+    diverse_top,
+    run_round,
+    select,
+    unlabelled,
+)
+from autorater.serving.labelstudio.formats import annotations_to_export, validate_tasks
 from autorater.training.recipe import TrainConfig
 from model_suites import fresh_tracking_uri, learnable_suite, one_thread
 
@@ -198,7 +205,7 @@ def test_a_better_challenger_is_promoted(env, tmp_path):
 
 
 def test_references_that_calibrated_the_champion_never_judge():
-    from autorater.serving.active import judging_split
+    from autorater.serving.labelling.active import judging_split
 
     class Refs:  # the little of a Suite that judging_split reads
         root = "refs"

@@ -14,11 +14,11 @@ import pytest
 from autorater.app import cli
 from autorater.calibration import CalibrationRecord, audit_size, certify_stratum, mmd_test
 from autorater.rater import Rater
-from autorater.serving.certify import certify, input_drift, parse_strata, stratum_fields
-from autorater.serving.folder import LabelsFolder
-from autorater.serving.ingest import ingest
-from autorater.serving.label import label_suite
-from autorater.serving.leaderboard import leaderboard
+from autorater.serving.analysis.leaderboard import leaderboard
+from autorater.serving.labelling.certify import certify, input_drift, parse_strata, stratum_fields
+from autorater.serving.labelling.folder import LabelsFolder
+from autorater.serving.labelling.ingest import ingest
+from autorater.serving.labelling.label import label_suite
 from autorater.signature import frame_signature, text_signature
 from serving_env import make_env, torch_threads
 from tiny_suites import read_lines

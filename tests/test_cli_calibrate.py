@@ -76,7 +76,7 @@ def test_check_drift_flags_a_shifted_score_distribution(tmp_path):
     import numpy as np
 
     from autorater.calibration import SelectivePolicy, TemperatureScaler
-    from autorater.serving.model_calibration import check_drift
+    from autorater.serving.labelling.model_calibration import check_drift
 
     rng = np.random.default_rng(0)
     logits = rng.normal(0, 2, 400)

@@ -30,11 +30,11 @@ def test_the_library_entry_points_default_to_the_same_policy():
 
     from autorater.app.demo import run_demo
     from autorater.rater import Rater
-    from autorater.serving.active import active_select, run_round
-    from autorater.serving.label import label_suite
-    from autorater.serving.model_calibration import calibrate_model
-    from autorater.serving.rating import ServiceRater
-    from autorater.serving.service import create_app
+    from autorater.serving.labelling.active import active_select, run_round
+    from autorater.serving.labelling.label import label_suite
+    from autorater.serving.labelling.model_calibration import calibrate_model
+    from autorater.serving.service.app import create_app
+    from autorater.serving.service.rating import ServiceRater
     from autorater.training.recipe import TrainConfig
 
     for fn in (Rater.load, run_round, active_select, label_suite, calibrate_model, ServiceRater.__init__,

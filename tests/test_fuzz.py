@@ -17,7 +17,7 @@ import pytest
 
 from autorater.data.suite import Suite, SuiteFormatError, validate_suite
 from autorater.data.video import VideoError, read_video
-from autorater.serving.labelstudio import annotations_to_export, parse_export
+from autorater.serving.labelstudio.formats import annotations_to_export, parse_export
 from tiny_suites import tiny_suite
 
 WEIRD = [None, -1e308, 1e308, "", [], {}, True, False, "x" * 5000, -1, 0, 3.5, "NaN", {"a": [1, {"b": None}]},

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autorater.data.suite import Suite
-from autorater.serving.service import create_app
+from autorater.serving.service.app import create_app
 from hardening_env import make_hardening_env, task_of, webhook_payload
 
 EXAMPLES = {"predict": 150, "rate": 200, "webhook": 400, "ingest": 40, "metadata": 150}  # ingest: each kind of file
@@ -158,10 +158,10 @@ def test_webhook_never_answers_500_and_a_refusal_changes_nothing(world):
 @pytest.mark.parametrize("kind", ["labelstudio", "jsonl"])
 def test_ingest_takes_what_is_valid_and_refuses_the_rest_without_a_traceback(world, tmp_path_factory, kind):
     from autorater.data.suite import Annotation
-    from autorater.serving.folder import LabelsFolder
-    from autorater.serving.ingest import ingest
-    from autorater.serving.label import label_suite
-    from autorater.serving.labelstudio import annotations_to_export
+    from autorater.serving.labelling.folder import LabelsFolder
+    from autorater.serving.labelling.ingest import ingest
+    from autorater.serving.labelling.label import label_suite
+    from autorater.serving.labelstudio.formats import annotations_to_export
 
     root = tmp_path_factory.mktemp(f"ingest-fuzz-{kind}")
     shutil.copytree(world["env"]["suite"].root, root / "suite")

@@ -17,8 +17,8 @@ import torch
 from fastapi.testclient import TestClient
 
 from autorater.data.suite import Suite
-from autorater.serving.labelstudio import labeling_config
-from autorater.serving.service import create_app
+from autorater.serving.labelstudio.formats import labeling_config
+from autorater.serving.service.app import create_app
 from hardening_env import make_hardening_env, suite_rows, task_of, webhook_payload
 from tiny_suites import FPS, N_FRAMES
 

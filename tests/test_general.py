@@ -139,7 +139,7 @@ def test_calibrate_label_active_and_serve_take_the_general_model_unchanged(train
     from fastapi.testclient import TestClient
 
     from autorater.data.suite import Reference, Suite
-    from autorater.serving.service import create_app
+    from autorater.serving.service.app import create_app
 
     model = tmp_path / "model"
     shutil.copytree(trained["model"], model)

@@ -24,9 +24,9 @@ from autorater.data.import_common import ImportReport, format_report
 from autorater.data.importing import import_table
 from autorater.data.paths import PathError, check_name, is_name, printable, resolve_under
 from autorater.data.suite import Problem, Suite, validate_suite
-from autorater.serving.labelstudio import annotations_to_export
-from autorater.serving.labelstudio_http import public_url, read_token
-from autorater.serving.labelstudio_import import import_labelstudio
+from autorater.serving.labelstudio.client import public_url, read_token
+from autorater.serving.labelstudio.formats import annotations_to_export
+from autorater.serving.labelstudio.imports import import_labelstudio
 from tiny_suites import FPS, N_FRAMES, tiny_suite
 
 
@@ -256,7 +256,7 @@ def test_an_import_killed_at_random_points_leaves_the_old_or_the_new_suite(sourc
 
 
 def test_a_tag_killed_at_random_points_leaves_the_old_or_the_new_suite(tmp_path):
-    from autorater.serving.tags import tag_suite
+    from autorater.serving.analysis.tags import tag_suite
 
     tiny_suite(tmp_path / "s", videos=False)
 
@@ -318,7 +318,7 @@ def test_a_fifo_is_never_opened_by_an_import_diff_or_propose(source, tmp_path):
 
 
 def test_propose_refuses_a_pool_video_that_leads_out(tmp_path, monkeypatch):
-    import autorater.serving.propose as propose
+    import autorater.serving.analysis.propose as propose
 
     pool = tiny_suite(tmp_path / "pool")
     outside = tmp_path / "secret.mp4"
@@ -340,7 +340,7 @@ def test_propose_refuses_a_pool_video_that_leads_out(tmp_path, monkeypatch):
     ('"text"', ":2: expected a JSON object"),
 ])
 def test_propose_refuses_bad_predictions_naming_the_line(tmp_path, line, says):
-    from autorater.serving.propose import read_predictions
+    from autorater.serving.analysis.propose import read_predictions
 
     path = tmp_path / "p.jsonl"
     path.write_text('{"continuation_id": "c0", "p_success": 0.5}\n' + line + "\n")
@@ -373,7 +373,7 @@ def test_a_deeply_nested_export_is_a_one_line_error(source, tmp_path, capsys):
 
 
 def test_the_label_configs_frame_rate_is_read_in_linear_time():
-    from autorater.serving.labelstudio_project import video_frame_rate
+    from autorater.serving.labelstudio.project import video_frame_rate
 
     def timed(config: str) -> float:
         start = time.perf_counter()
@@ -469,8 +469,8 @@ def two_servers():
 def test_no_credential_follows_a_redirect_to_another_host(two_servers, tmp_path):
     import jwt
 
-    from autorater.serving.labelstudio_project import fetch_project_export
-    from autorater.serving.labelstudio_setup import setup_labelstudio
+    from autorater.serving.labelstudio.project import fetch_project_export
+    from autorater.serving.labelstudio.setup import setup_labelstudio
 
     a, seen = two_servers
     personal = jwt.encode({"token_type": "refresh", "exp": int(time.time()) + 3600, "jti": "r", "user_id": 1},

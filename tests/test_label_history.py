@@ -18,7 +18,7 @@ import torch
 
 from autorater.data.files import jsonl_text
 from autorater.data.suite import Suite
-from autorater.serving.history import LabelHistory, arriving, suite_history
+from autorater.serving.labelling.history import LabelHistory, arriving, suite_history
 from hardening_env import make_hardening_env, make_pool, suite_rows, webhook_payload
 
 STREAM = Path(__file__).parent / "data" / "labelstudio_webhook_stream.json"
@@ -102,11 +102,11 @@ def test_an_old_folder_history_of_plain_rows_still_loads_and_its_labels_are_adop
 
 def test_ingest_refuses_far_future_times_and_takes_deletions_from_the_suite_history(env, tmp_path):
     from autorater.data.suite import Annotation
-    from autorater.serving.folder import LabelsFolder
-    from autorater.serving.ingest import ingest
-    from autorater.serving.label import label_suite
-    from autorater.serving.labelstudio import annotations_to_export
-    from autorater.serving.webhook import delete_annotations
+    from autorater.serving.labelling.folder import LabelsFolder
+    from autorater.serving.labelling.ingest import ingest
+    from autorater.serving.labelling.label import label_suite
+    from autorater.serving.labelstudio.formats import annotations_to_export
+    from autorater.serving.service.webhook import delete_annotations
 
     shutil.copytree(env["suite"].root, tmp_path / "suite")
     suite = Suite.load(tmp_path / "suite")

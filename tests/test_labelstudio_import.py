@@ -11,8 +11,8 @@ import pytest
 
 from autorater.app import cli
 from autorater.data.suite import Suite, validate_suite
-from autorater.serving.labelstudio import annotations_to_export, label_interface
-from autorater.serving.labelstudio_import import import_labelstudio
+from autorater.serving.labelstudio.formats import annotations_to_export, label_interface
+from autorater.serving.labelstudio.imports import import_labelstudio
 from tiny_suites import FPS, N_FRAMES, tiny_suite
 
 CHOICES_TIMELINE = """<View>

@@ -36,8 +36,8 @@ import pytest
 from autorater.app import cli
 from autorater.data.suite import Suite
 from autorater.data.versions import scenario_version
-from autorater.serving.label import label_suite
-from autorater.serving.labelstudio import label_interface, labeling_config, marker_region
+from autorater.serving.labelling.label import label_suite
+from autorater.serving.labelstudio.formats import label_interface, labeling_config, marker_region
 from hardening_env import make_hardening_env, suite_rows
 from tiny_suites import FPS, N_FRAMES
 

@@ -18,8 +18,8 @@ import pytest
 from autorater.app import cli
 from autorater.data.suite import Suite, validate_suite
 from autorater.data.versions import scenario_version
-from autorater.serving.labelstudio import annotations_to_export, labeling_config
-from autorater.serving.labelstudio_project import fetch_project_export, video_frame_rate
+from autorater.serving.labelstudio.formats import annotations_to_export, labeling_config
+from autorater.serving.labelstudio.project import fetch_project_export, video_frame_rate
 from tiny_suites import FPS, N_FRAMES, tiny_suite
 
 LEGACY = "0123456789abcdef0123456789abcdef01234567"

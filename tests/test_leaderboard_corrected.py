@@ -73,7 +73,7 @@ def test_corrected_time_to_success_covers_the_true_median_despite_annotator_lag(
 def test_abilities_from_noisy_labels_rank_agents_like_the_truth_and_every_one_has_an_interval():
     from scipy import stats
 
-    from autorater.serving.leaderboard import ability_and_difficulty
+    from autorater.serving.analysis.leaderboard import ability_and_difficulty
 
     rng = np.random.default_rng(3)
     theta = np.linspace(-2, 2, 7)  # seven agents of graded skill

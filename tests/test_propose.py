@@ -13,7 +13,7 @@ from autorater.app import cli
 from autorater.data.generate import generate_suite
 from autorater.data.suite import Suite, validate_suite
 from autorater.data.versions import scenario_version
-from autorater.serving.propose import (
+from autorater.serving.analysis.propose import (
     PROPOSAL_FILE,
     PROPOSED_TAG,
     Candidate,

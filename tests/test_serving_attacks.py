@@ -22,8 +22,7 @@ from fastapi.testclient import TestClient
 from autorater.data.suite import Suite
 from autorater.data.video import FFMPEG_OPEN_OPTIONS, VideoError, video_info, write_video
 from autorater.models import PRESETS, AutoModel
-from autorater.serving import mlbackend
-from autorater.serving.history import (
+from autorater.serving.labelling.history import (
     MAX_UNSEEN_TOMBSTONES,
     SUITE_HISTORY_FILE,
     HistoryWriteTooLarge,
@@ -31,7 +30,8 @@ from autorater.serving.history import (
     arriving,
     suite_history,
 )
-from autorater.serving.service import create_app
+from autorater.serving.service import mlbackend
+from autorater.serving.service.app import create_app
 from hardening_env import make_hardening_env, make_pool, suite_rows, task_of, webhook_payload
 from tiny_suites import frames
 
@@ -228,10 +228,10 @@ def test_times_outside_the_years_1_to_9999_in_utc_answer_422_naming_the_field(po
 
 def test_ingest_of_an_export_with_bad_labels_keeps_the_others_and_names_each_refused_one(env, tmp_path):
     from autorater.data.suite import Annotation
-    from autorater.serving.folder import LabelsFolder
-    from autorater.serving.ingest import ingest
-    from autorater.serving.label import label_suite
-    from autorater.serving.labelstudio import annotations_to_export
+    from autorater.serving.labelling.folder import LabelsFolder
+    from autorater.serving.labelling.ingest import ingest
+    from autorater.serving.labelling.label import label_suite
+    from autorater.serving.labelstudio.formats import annotations_to_export
 
     shutil.copytree(env["suite"].root, tmp_path / "suite")
     suite = Suite.load(tmp_path / "suite")
@@ -437,7 +437,7 @@ def test_label_configs_are_bounded_and_parsed_off_the_event_loop_once_each(env):
     spy.cache_info = real.cache_info
     mlbackend.label_config_problem = spy
     try:
-        from autorater.serving.labelstudio import labeling_config
+        from autorater.serving.labelstudio.formats import labeling_config
 
         assert client.post("/setup", json={"schema": labeling_config()}).status_code == 200
         assert client.post("/setup", json={"schema": "<View><Text"}).status_code == 422

@@ -25,8 +25,8 @@ from fastapi.testclient import TestClient
 from autorater.data.suite import Suite
 from autorater.data.video import FrameTooLarge, VideoLimits, read_video
 from autorater.models import AutoModel
-from autorater.serving.labelstudio import label_interface
-from autorater.serving.service import create_app
+from autorater.serving.labelstudio.formats import label_interface
+from autorater.serving.service.app import create_app
 from hardening_env import make_hardening_env, make_pool, suite_rows, task_of, webhook_payload
 from tiny_suites import FPS, N_FRAMES
 
@@ -92,10 +92,10 @@ def test_a_huge_integer_in_rate_is_a_422(client):
 
 def test_an_export_with_huge_integers_is_ingested_with_clear_problems(env, tmp_path):
     from autorater.data.suite import Annotation
-    from autorater.serving.folder import LabelsFolder
-    from autorater.serving.ingest import ingest
-    from autorater.serving.label import label_suite
-    from autorater.serving.labelstudio import annotations_to_export
+    from autorater.serving.labelling.folder import LabelsFolder
+    from autorater.serving.labelling.ingest import ingest
+    from autorater.serving.labelling.label import label_suite
+    from autorater.serving.labelstudio.formats import annotations_to_export
 
     shutil.copytree(env["suite"].root, tmp_path / "suite")
     label_suite(env["model"], Suite.load(tmp_path / "suite"), tmp_path / "labels", audit_share=1.0)

@@ -24,12 +24,17 @@ from autorater.data.video import DecodeTimeout, VideoLimits, VideoTooLarge, read
 from autorater.model import weights_sha256
 from autorater.models import PRESETS, AutoModel
 from autorater.rater import Rater
-from autorater.serving.folder import HUMAN_HISTORY_FILE
-from autorater.serving.history import SUITE_HISTORY_FILE
-from autorater.serving.ingest import ingest
-from autorater.serving.label import label_suite
-from autorater.serving.labelstudio import annotation_from_result, annotations_to_export, annotator_id, parse_export
-from autorater.serving.service import create_app
+from autorater.serving.labelling.folder import HUMAN_HISTORY_FILE
+from autorater.serving.labelling.history import SUITE_HISTORY_FILE
+from autorater.serving.labelling.ingest import ingest
+from autorater.serving.labelling.label import label_suite
+from autorater.serving.labelstudio.formats import (
+    annotation_from_result,
+    annotations_to_export,
+    annotator_id,
+    parse_export,
+)
+from autorater.serving.service.app import create_app
 from hardening_env import make_hardening_env, make_pool, region, suite_rows, task_of, webhook_payload
 from tiny_suites import FPS, N_FRAMES
 

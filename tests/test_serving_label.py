@@ -16,8 +16,8 @@ import pytest
 
 from autorater.app import cli
 from autorater.data.suite import Suite
-from autorater.serving.folder import LabelJobError
-from autorater.serving.label import audit_draw, label_suite
+from autorater.serving.labelling.folder import LabelJobError
+from autorater.serving.labelling.label import audit_draw, label_suite
 from serving_env import make_env, set_calibration, torch_threads
 from tiny_suites import read_lines
 

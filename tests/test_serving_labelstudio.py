@@ -11,9 +11,9 @@ import pytest
 from autorater.app import cli
 from autorater.data.suite import Annotation, Suite
 from autorater.data.video import video_info
-from autorater.serving.ingest import ingest
-from autorater.serving.label import label_suite
-from autorater.serving.labelstudio import (
+from autorater.serving.labelling.ingest import ingest
+from autorater.serving.labelling.label import label_suite
+from autorater.serving.labelstudio.formats import (
     annotations_to_export,
     frame_to_seconds,
     label_interface,
@@ -242,8 +242,8 @@ def test_cli_ingest_and_its_errors(env, labelled, capsys):
 def test_a_second_writer_on_one_labels_folder_is_refused_and_concurrent_appends_all_land(env, labelled):
     import threading
 
-    from autorater.serving.folder import LabelJobError, folder_lock
-    from autorater.serving.ingest import append_annotations
+    from autorater.serving.labelling.folder import LabelJobError, folder_lock
+    from autorater.serving.labelling.ingest import append_annotations
 
     export = _write(labelled["root"] / "export.json",
                     annotations_to_export(labelled["tasks"], _answers(env, labelled["tasks"])))

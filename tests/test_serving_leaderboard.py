@@ -19,10 +19,10 @@ from autorater.calibration.rates import (
     wilson_interval,
 )
 from autorater.data.suite import load_truth
-from autorater.serving.folder import JOB_FILE, LABELS_FILE
-from autorater.serving.label import job_spec
-from autorater.serving.leaderboard import leaderboard
-from autorater.serving.report import format_leaderboard, write_report
+from autorater.serving.analysis.leaderboard import leaderboard
+from autorater.serving.analysis.report import format_leaderboard, write_report
+from autorater.serving.labelling.folder import JOB_FILE, LABELS_FILE
+from autorater.serving.labelling.label import job_spec
 from serving_env import make_env, torch_threads
 
 

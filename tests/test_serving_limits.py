@@ -17,8 +17,8 @@ import pytest
 import torch
 import uvicorn
 
-from autorater.serving.guard import ConnectionLimits, server_config
-from autorater.serving.service import create_app
+from autorater.serving.service.app import create_app
+from autorater.serving.service.guard import ConnectionLimits, server_config
 from hardening_env import make_hardening_env
 
 LIMITS = ConnectionLimits(header_timeout_s=1.0, body_timeout_s=1.0, max_connections=4)
@@ -239,7 +239,7 @@ def test_the_third_attack_at_full_size_against_the_default_limits(tmp_path):
     import json
 
     from autorater.data.suite import Suite
-    from autorater.serving.history import MAX_UNSEEN_TOMBSTONES, suite_history
+    from autorater.serving.labelling.history import MAX_UNSEEN_TOMBSTONES, suite_history
     from hardening_env import suite_rows, webhook_payload
 
     env = make_hardening_env(tmp_path)

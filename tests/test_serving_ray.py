@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autorater.serving.label import label_suite
+from autorater.serving.labelling.label import label_suite
 from serving_env import make_env, torch_threads
 
 pytestmark = pytest.mark.slow

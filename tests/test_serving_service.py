@@ -11,8 +11,8 @@ from fastapi.testclient import TestClient
 
 from autorater.app import cli
 from autorater.data.suite import Suite
-from autorater.serving.labelstudio import annotations_to_export, label_interface, labeling_config
-from autorater.serving.service import create_app
+from autorater.serving.labelstudio.formats import annotations_to_export, label_interface, labeling_config
+from autorater.serving.service.app import create_app
 from serving_env import make_env, torch_threads
 
 

@@ -15,7 +15,7 @@ from autorater.data.diff import diff_suites, format_diff
 from autorater.data.suite import Annotation, Continuation, Reference, Scenario, Suite
 from autorater.data.versions import check_tag, next_version, scenario_version, version_key, with_version_tag
 from autorater.data.where import WhereError, parse_where, scenario_fields
-from autorater.serving.tags import stamp_version, tag_suite
+from autorater.serving.analysis.tags import stamp_version, tag_suite
 from tiny_suites import FPS, frames, read_lines, tiny_suite
 
 SCENARIO = {"category": "pick_up", "instruction": "Pick up the RED key", "scenario_id": "s0012",
@@ -163,7 +163,7 @@ def test_tagging_by_a_file_of_ids_names_an_unknown_id_with_its_line(tmp_path):
 
 
 def test_tagging_waits_for_the_suites_lock(tmp_path):
-    from autorater.serving.folder import folder_lock
+    from autorater.serving.labelling.folder import folder_lock
 
     suite = tiny_suite(tmp_path / "s", videos=False)
     done = threading.Event()

@@ -12,11 +12,11 @@ import pytest
 from autorater.app import cli
 from autorater.data.generate import generate_suite
 from autorater.data.suite import Suite, load_truth
-from autorater.serving.folder import JOB_FILE, LABELS_FILE
-from autorater.serving.leaderboard import leaderboard
-from autorater.serving.saturation import saturation, separating
-from autorater.serving.version_report import format_version_board, write_version_report
-from autorater.serving.versions import UNION, rank_agreement, version_board
+from autorater.serving.analysis.leaderboard import leaderboard
+from autorater.serving.analysis.saturation import saturation, separating
+from autorater.serving.analysis.version_report import format_version_board, write_version_report
+from autorater.serving.analysis.versions import UNION, rank_agreement, version_board
+from autorater.serving.labelling.folder import JOB_FILE, LABELS_FILE
 from blas_threads import one_blas_thread  # noqa: F401 - autouse fixture
 
 AGENTS = "expert,noisy-0.5,ditherer,quitter,random"

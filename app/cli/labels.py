@@ -13,7 +13,7 @@ _LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 
 def cmd_label(args) -> int:
     from autorater.data.suite import Suite
-    from autorater.serving.label import format_summary, label_suite
+    from autorater.serving.labelling.label import format_summary, label_suite
 
     common.threads()
     model_dir = common.model_folder(args.model, args.tracking_uri, args.workdir)
@@ -29,8 +29,8 @@ def cmd_label(args) -> int:
 
 
 def cmd_certify(args) -> int:
-    from autorater.serving.certify import certify, format_certification
-    from autorater.serving.folder import LabelsFolder
+    from autorater.serving.labelling.certify import certify, format_certification
+    from autorater.serving.labelling.folder import LabelsFolder
 
     cert = certify(args.labels, video_url_prefix=args.video_url_prefix)
     print(format_certification(cert))
@@ -42,7 +42,7 @@ def cmd_certify(args) -> int:
 
 
 def cmd_ingest(args) -> int:
-    from autorater.serving.ingest import format_ingest, ingest
+    from autorater.serving.labelling.ingest import format_ingest, ingest
 
     result = ingest(args.labels, args.export, append_to_suite=not args.no_suite)
     print(format_ingest(result))
@@ -51,9 +51,9 @@ def cmd_ingest(args) -> int:
 
 def cmd_leaderboard(args) -> int:
     from autorater.app.cli.versions import across_versions, cmd_version_leaderboard
-    from autorater.serving.folder import LabelsFolder
-    from autorater.serving.leaderboard import leaderboard
-    from autorater.serving.report import format_leaderboard, write_report
+    from autorater.serving.analysis.leaderboard import leaderboard
+    from autorater.serving.analysis.report import format_leaderboard, write_report
+    from autorater.serving.labelling.folder import LabelsFolder
 
     if across_versions(args):
         return cmd_version_leaderboard(args)
@@ -67,8 +67,8 @@ def cmd_leaderboard(args) -> int:
 
 
 def cmd_labelstudio_setup(args) -> int:
-    from autorater.serving.labelstudio_http import read_token
-    from autorater.serving.labelstudio_setup import format_setup, setup_labelstudio
+    from autorater.serving.labelstudio.client import read_token
+    from autorater.serving.labelstudio.setup import format_setup, setup_labelstudio
 
     token = read_token(args.token, args.token_file)  # the flag, else the file, else LABEL_STUDIO_API_KEY
     if not token:
@@ -82,7 +82,7 @@ def cmd_labelstudio_setup(args) -> int:
 
 
 def cmd_simulate_annotators(args) -> int:
-    from autorater.serving.simulate import simulate_queue_export
+    from autorater.serving.labelling.simulate import simulate_queue_export
 
     n = simulate_queue_export(args.labels, args.out, annotators=args.annotators, seed=args.seed)
     print(f"wrote a Label Studio export of {n} tasks answered by simulated annotators to {args.out}")
@@ -91,7 +91,7 @@ def cmd_simulate_annotators(args) -> int:
 
 def cmd_active_select(args) -> int:
     from autorater.data.suite import Suite
-    from autorater.serving.active import active_select
+    from autorater.serving.labelling.active import active_select
 
     common.threads()
     model_dir = common.model_folder(args.model, args.tracking_uri, args.workdir)
@@ -106,7 +106,7 @@ def cmd_active_select(args) -> int:
 
 def cmd_active_round(args) -> int:
     from autorater.mlflow_registry import default_tracking_uri
-    from autorater.serving.active import run_round
+    from autorater.serving.labelling.active import run_round
 
     common.threads()
     from autorater.training.recipe import load_config
@@ -138,8 +138,8 @@ def cmd_serve(args) -> int:
     import uvicorn
 
     from autorater.data.video import DEFAULT_LIMITS
-    from autorater.serving.guard import ConnectionLimits, server_config
-    from autorater.serving.service import create_app
+    from autorater.serving.service.app import create_app
+    from autorater.serving.service.guard import ConnectionLimits, server_config
 
     token = args.token or os.environ.get("AUTORATER_TOKEN")
     if args.host not in _LOOPBACK and not token and not args.allow_unauthenticated:

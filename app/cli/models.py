@@ -62,7 +62,7 @@ def cmd_predict(args) -> int:
 
 def _warn_drift(model_dir: Path, rows: list[dict]) -> dict | None:
     """Warn when the suite's scores left the range the model was calibrated on."""
-    from autorater.serving.model_calibration import check_drift
+    from autorater.serving.labelling.model_calibration import check_drift
 
     drift = check_drift(model_dir, [r["logit"] for r in rows if "logit" in r])
     if drift is not None:
@@ -105,7 +105,7 @@ def cmd_evaluate(args) -> int:
 
 def cmd_calibrate(args) -> int:
     from autorater.data.suite import Suite
-    from autorater.serving.model_calibration import calibrate_model, format_calibration
+    from autorater.serving.labelling.model_calibration import calibrate_model, format_calibration
 
     common.threads()
     if args.model.startswith("models:/"):

@@ -23,14 +23,14 @@ def cmd_suite_diff(args) -> int:
 
 
 def cmd_suite_tag(args) -> int:
-    from autorater.serving.tags import tag_suite
+    from autorater.serving.analysis.tags import tag_suite
 
     print(tag_suite(args.suite, args.tag, scenarios_file=args.scenarios, where=args.where, remove=args.remove))
     return 0
 
 
 def cmd_suite_propose(args) -> int:
-    from autorater.serving.propose import PROPOSAL_FILE, format_proposal, propose_version
+    from autorater.serving.analysis.propose import PROPOSAL_FILE, format_proposal, propose_version
 
     result = propose_version(args.pool, args.labels, args.out, args.n, predictions=args.predictions,
                              version=args.version, balance=not args.no_balance)
@@ -48,15 +48,15 @@ def across_versions(args) -> bool:
         return False
     from autorater.data.suite import Suite
     from autorater.data.versions import scenario_version
-    from autorater.serving.folder import LabelsFolder
+    from autorater.serving.labelling.folder import LabelsFolder
 
     suite = Suite.load(LabelsFolder(args.labels[0]).read_job()["suite"])
     return len({scenario_version(s.tags, suite.info.version) for s in suite.scenarios}) > 1
 
 
 def cmd_version_leaderboard(args) -> int:
-    from autorater.serving.version_report import format_version_board, write_version_report
-    from autorater.serving.versions import version_board
+    from autorater.serving.analysis.version_report import format_version_board, write_version_report
+    from autorater.serving.analysis.versions import version_board
 
     if args.truth:
         raise ValueError("--truth compares one labels folder with its simulator truth: pass one --labels folder "

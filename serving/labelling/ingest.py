@@ -1,9 +1,9 @@
 """``autorater ingest``: take the annotators' labels back into a labels folder and into the suite.
 
 Reads a Label Studio JSON export (or a SUITE_FORMAT ``annotations.jsonl``), checks every label
-(see serving.labelstudio.parse_export), and then:
+(see serving.labelstudio.formats.parse_export), and then:
 
-- takes every accepted label into the labels folder's human labels through their history (serving.history;
+- takes every accepted label into the labels folder's human labels through their history (serving.labelling.history;
   ``LabelsFolder.human_labels``): a label seen again unchanged adds nothing; one seen again (same Label Studio
   annotation id) with a newer version (Label Studio's ``updated_at``) replaces the old one; an older copy is
   reported as stale and changes nothing; an annotation deleted in Label Studio (a tombstone in the suite's history,
@@ -34,9 +34,9 @@ from autorater.data.labels import label_table, majority_vote
 from autorater.data.suite import Annotation, Problem, Suite, annotation_problems, read_jsonl, record_to_dict
 from autorater.data.video import VideoError, video_info
 from autorater.serving.fields import MAX_ID_CHARS, bounded_id, shown, utc_now
-from autorater.serving.folder import PROBLEMS_FILE, LabelsFolder, folder_lock
-from autorater.serving.history import Applied, Incoming, arriving, stored_version, suite_history
-from autorater.serving.labelstudio import ExportProblem, parse_export, read_tasks
+from autorater.serving.labelling.folder import PROBLEMS_FILE, LabelsFolder, folder_lock
+from autorater.serving.labelling.history import Applied, Incoming, arriving, stored_version, suite_history
+from autorater.serving.labelstudio.formats import ExportProblem, parse_export, read_tasks
 
 
 class _VideoLookup(dict):

@@ -77,7 +77,7 @@ from autorater.calibration.rates import (
     wilson_interval,
 )
 from autorater.data.suite import Suite
-from autorater.serving.folder import LabelsFolder
+from autorater.serving.labelling.folder import LabelsFolder
 
 
 def _marker_pairs(rows: list[dict], suite: Suite) -> dict[str, list[tuple[float, float]]]:

@@ -6,17 +6,17 @@ Endpoints (FastAPI; the OpenAPI schema is at ``/openapi.json``, the docs at ``/d
   prediction (``p_success``, ``outcome``, ``marker_s``, ``failure_mode``, ``decision`` from the stored policy).
 - ``POST /v1/rate/upload``: the same with the video uploaded (multipart: ``file``, ``instruction``).
 - ``GET /health``, and the Label Studio ML-backend protocol: ``POST /setup`` and ``POST /predict``
-  (serving.mlbackend), ``POST /webhook`` (serving.webhook: annotations created, updated or deleted in Label Studio
+  (``mlbackend``), ``POST /webhook`` (``webhook``: annotations created, updated or deleted in Label Studio
   reach the pool suite's labels through their history; needs ``--suite``).
 
-This module builds the app and puts the guards in front of it (serving.guard): the token and the body size before a
+This module builds the app and puts the guards in front of it (``guard``): the token and the body size before a
 byte of the body is read, no cross-site writes (another site's ``Origin`` 403, a body that is not JSON 415), a body
 deadline, ``Connection: close`` on a refusal; every answer UTF-8 (``SafeJSONResponse``) and naming paths relative to
 the media root, never the server's own; every field checked (strict types:
 no string or boolean numbers, no blank instruction; 422 that names the field); paths confined to the media root;
 videos checked from their container and then frame by frame (data.video.VideoLimits; a playlist or file list is
 refused, whatever its name); at most ``max_decodes``
-ratings at once and one deadline per request (serving.rating). Never a 500 for what a client sends. The server
+ratings at once and one deadline per request (``rating``). Never a 500 for what a client sends. The server
 binds to 127.0.0.1 unless told otherwise, and ``autorater serve`` refuses a non-loopback address without a token;
 the connection limits (head and body timeouts, connections at once) are applied by ``guard.server_config``.
 
@@ -41,10 +41,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from autorater.data.video import DEFAULT_LIMITS, VideoLimits
 from autorater.device import DEFAULT_DEVICE
 from autorater.serving.fields import json_safe, plain, without_roots
-from autorater.serving.guard import ConnectionLimits, RequestGuard, resolve_media
-from autorater.serving.mlbackend import MAX_PATH, MAX_TAKEOVER_S, MAX_TEXT, ml_backend_router
-from autorater.serving.rating import RatingSlots, ServiceRater
-from autorater.serving.webhook import webhook_router
+from autorater.serving.service.guard import ConnectionLimits, RequestGuard, resolve_media
+from autorater.serving.service.mlbackend import MAX_PATH, MAX_TAKEOVER_S, MAX_TEXT, ml_backend_router
+from autorater.serving.service.rating import RatingSlots, ServiceRater
+from autorater.serving.service.webhook import webhook_router
 
 MAX_JSON_BYTES = 1 << 20  # 1 MiB of JSON per request
 MAX_UPLOAD_BYTES = 64 << 20

@@ -1,4 +1,4 @@
-"""The cross-version leaderboard's report (``serving.versions.version_board``): a terminal table, a plot per agent
+"""The cross-version leaderboard's report (``versions.version_board``): a terminal table, a plot per agent
 across versions, the saturation figure, and an HTML page with the board's JSON beside it.
 
 Example:
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from autorater.data.files import write_text_atomic
-from autorater.serving.report import png_base64
+from autorater.serving.analysis.report import png_base64
 
 
 def _cell(c: dict | None) -> str:
@@ -125,7 +125,7 @@ def _html_table(board: dict, cells_of) -> str:
 def write_version_report(board: dict, out_html: str | os.PathLike) -> Path:
     """The HTML page (figures inline), the board's JSON next to it (same name, .json), and the two figures as PNGs
     (``-agents.png``, ``-saturation.png``)."""
-    from autorater.serving.saturation import saturation_figure
+    from autorater.serving.analysis.saturation import saturation_figure
 
     out_html = Path(out_html)
     out_html.parent.mkdir(parents=True, exist_ok=True)

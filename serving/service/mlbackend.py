@@ -31,9 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from autorater.data.video import DEFAULT_LIMITS
 from autorater.serving.fields import bounded_id, number_in
-from autorater.serving.guard import field_error, resolve_media
-from autorater.serving.labelstudio import FROM_NAME, TO_NAME, checked_fps, marker_region
-from autorater.serving.rating import RatingSlots, ServiceRater
+from autorater.serving.labelstudio.formats import FROM_NAME, TO_NAME, checked_fps, marker_region
+from autorater.serving.service.guard import field_error, resolve_media
+from autorater.serving.service.rating import RatingSlots, ServiceRater
 
 MAX_TASKS = 64
 MAX_TAKEOVER_S = 86400.0

@@ -37,7 +37,7 @@ and writes a new snapshot once those pass :data:`SNAPSHOT_AFTER_BYTES`; a snapsh
 (restored from a backup, say) is ignored and rebuilt from the events. One write may append at most ``max_bytes``
 (the webhook: :data:`MAX_WRITE_BYTES`); more is refused (:class:`HistoryWriteTooLarge`) and changes nothing.
 
-The caller holds the folder's lock (serving.folder.folder_lock) around :meth:`LabelHistory.apply`.
+The caller holds the folder's lock (serving.labelling.folder.folder_lock) around :meth:`LabelHistory.apply`.
 
 Example:
     >>> history = suite_history("pool-suite")                                            # doctest: +SKIP

@@ -7,7 +7,7 @@ label with no outcome or a video that cannot be found is listed with its task, i
 
 Two kinds of labelling config are read:
 
-- the product's own (``labelstudio.labeling_config``): one ``TimelineLabels`` region of one frame, labelled
+- the product's own (``formats.labeling_config``): one ``TimelineLabels`` region of one frame, labelled
   ``success`` or ``failure``;
 - the common "choices + timeline" configs: the outcome from a ``Choices`` control (its choice, or a region's label,
   one of the words of success or failure: ``Success``, ``Failed``, ``pass``, ``yes``...; add your own with
@@ -42,8 +42,8 @@ from autorater.data.import_common import ImportReport, Label, SourceRow
 from autorater.data.import_suite import import_rows
 from autorater.data.paths import printable
 from autorater.data.suite import Problem
-from autorater.serving.labelstudio import annotator_id, checked_fps, frame_to_seconds, read_export
-from autorater.serving.labelstudio_http import public_url
+from autorater.serving.labelstudio.client import public_url
+from autorater.serving.labelstudio.formats import annotator_id, checked_fps, frame_to_seconds, read_export
 
 SUCCESS_WORDS = ("success", "successful", "succeeded", "pass", "passed", "yes", "true", "done", "completed")
 FAILURE_WORDS = ("failure", "failed", "fail", "no", "false", "not done", "incomplete")

@@ -36,7 +36,7 @@ import numpy as np
 
 from autorater.calibration import audit_size, certify_stratum, consistency_pvalue, mmd_test
 from autorater.data.suite import Suite
-from autorater.serving.folder import LabelJobError, LabelsFolder
+from autorater.serving.labelling.folder import LabelJobError, LabelsFolder
 
 STRATA = ("category", "camera")  # the default cut of a version into strata
 STRATUM_FIELDS = ("category", "camera", "agent")  # and "tag:NAME": the value of the scenario's "NAME:value" tag

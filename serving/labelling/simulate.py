@@ -16,8 +16,8 @@ import os
 from autorater.data.annotators import simulate_annotations
 from autorater.data.files import write_text_atomic
 from autorater.data.suite import load_truth
-from autorater.serving.folder import LabelsFolder
-from autorater.serving.labelstudio import annotations_to_export
+from autorater.serving.labelling.folder import LabelsFolder
+from autorater.serving.labelstudio.formats import annotations_to_export
 
 
 def simulate_queue_export(labels_dir: str | os.PathLike, out: str | os.PathLike, annotators: int = 3,

@@ -1,11 +1,11 @@
 """The Label Studio webhook of ``autorater serve``: ``POST /webhook`` writes the pool suite's labels (``--suite``).
 
-``ANNOTATION_CREATED`` / ``ANNOTATION_UPDATED``: the annotation is checked field by field like an export (the marker
-a time inside the video, counted at the video's own frame rate; the row passes the suite's record checks, so the
-suite always still loads) and goes through the suite's label history (serving.history): recorded, updated (a newer
-version), a duplicate, or stale (older than the label kept); an annotation Label Studio deleted is refused (409), and
-a time later than this machine's clock (plus a small skew) is refused (422), and so is an annotation id that another
-continuation's label holds (409). ``ANNOTATIONS_DELETED``: the ids are tombstoned and their labels leave
+``ANNOTATION_CREATED`` / ``ANNOTATION_UPDATED``: the annotation is checked field by field like an export (the marker a
+time inside the video, counted at the video's own frame rate; the row passes the suite's record checks, so the suite
+always still loads) and goes through the suite's label history (``serving.labelling.history``): recorded, updated (a
+newer version), a duplicate, or stale (older than the label kept); an annotation Label Studio deleted is refused
+(409), and a time later than this machine's clock (plus a small skew) is refused (422), and so is an annotation id
+that another continuation's label holds (409). ``ANNOTATIONS_DELETED``: the ids are tombstoned and their labels leave
 ``annotations.jsonl`` (the history keeps them). A webhook that would append more than ``history.MAX_WRITE_BYTES`` to
 the history is refused (413). Other actions are ignored.
 
@@ -27,16 +27,16 @@ from fastapi import APIRouter, HTTPException, Request
 from autorater.data.suite import Suite, SuiteFormatError, annotation_problems, record_to_dict
 from autorater.data.video import DEFAULT_LIMITS, VideoError, VideoLimits, video_info
 from autorater.serving.fields import bounded_id, shown, utc_now
-from autorater.serving.folder import folder_lock
-from autorater.serving.guard import field_error, json_body
-from autorater.serving.history import MAX_WRITE_BYTES, HistoryWriteTooLarge, arriving, suite_history
-from autorater.serving.labelstudio import (
+from autorater.serving.labelling.folder import folder_lock
+from autorater.serving.labelling.history import MAX_WRITE_BYTES, HistoryWriteTooLarge, arriving, suite_history
+from autorater.serving.labelstudio.formats import (
     ExportProblem,
     annotation_from_result,
     checked_fps,
     checked_frames,
     task_timing,
 )
+from autorater.serving.service.guard import field_error, json_body
 
 RECORDED_ACTIONS = {"ANNOTATION_CREATED": "create", "ANNOTATION_UPDATED": "update"}
 DELETED_ACTION = "ANNOTATIONS_DELETED"

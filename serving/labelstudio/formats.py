@@ -91,7 +91,7 @@ def build_tasks(suite: Suite, labels: list[dict], video_url_prefix: str | None =
 
     Args:
         suite: the suite being labelled.
-        labels: rows of ``labels.jsonl`` (serving.label).
+        labels: rows of ``labels.jsonl`` (serving.labelling.label).
         video_url_prefix: prepended to the suite-relative video path. Default
             ``/data/local-files/?d=<suite folder name>/``: Label Studio's local-files storage with
             ``LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT`` set to the folder that holds the suite.

@@ -169,8 +169,8 @@ def active_select(model_dir: str | os.PathLike, pool: Suite, budget: int, out: s
     ``selection.jsonl`` and the Label Studio files (``labelstudio/config.xml``, ``tasks.json``) into ``out``;
     returns a summary. ``allow_unverified``: load weights without a checksum (``Autorater.from_pretrained``)."""
     from autorater.rater import Rater
-    from autorater.serving.folder import LABELSTUDIO_DIR
-    from autorater.serving.labelstudio import write_labelstudio_files
+    from autorater.serving.labelling.folder import LABELSTUDIO_DIR
+    from autorater.serving.labelstudio.formats import write_labelstudio_files
 
     model_dir, out = Path(model_dir), Path(out)
     ids = unlabelled(pool)
@@ -234,8 +234,8 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
     from autorater.calibration import paired_comparison
     from autorater.mlflow_registry import promote
     from autorater.rater import Rater
-    from autorater.serving.ingest import append_annotations, read_labels
-    from autorater.serving.model_calibration import calibrate_model
+    from autorater.serving.labelling.ingest import append_annotations, read_labels
+    from autorater.serving.labelling.model_calibration import calibrate_model
     from autorater.training.baselines import predict_cached
     from autorater.training.evaluate import evaluate, gold_table
     from autorater.training.recipe import TrainConfig, recipe_for

@@ -1,6 +1,6 @@
 """``autorater label``: rate a new suite version in batches, resumably, and route the uncertain cases to humans.
 
-The job writes one labels folder (``autorater.serving.folder``: ``job.json``, ``parts/``, ``labels.jsonl``,
+The job writes one labels folder (``autorater.serving.labelling.folder``: ``job.json``, ``parts/``, ``labels.jsonl``,
 ``errors.jsonl``, ``summary.json``, ``labelstudio/``).
 
 Exactly once, whatever happens: batch ``k`` always holds the same continuations (the suite's order cut
@@ -13,7 +13,7 @@ Routing: the calibrated probability goes through the stored ``SelectivePolicy`` 
 auto-failure or a human); an undecodable video, an uncalibrated model and (with
 ``on_drift="route"``) a drifted suite send continuations to humans. A random audit slice of the
 auto-labelled continuations also goes to humans, so success rates can be estimated without bias
-(see serving.leaderboard). The audit draw hashes the continuation id with the seed: the same
+(see serving.analysis.leaderboard). The audit draw hashes the continuation id with the seed: the same
 continuations whatever the batch size, order or restarts.
 
 Example:
@@ -38,8 +38,8 @@ from autorater.data.files import jsonl_text
 from autorater.data.suite import Suite
 from autorater.device import DEFAULT_DEVICE, ray_gpus
 from autorater.rater import Rater, folder_fingerprint, model_name, read_record
-from autorater.serving.certify import STRATA, counts, parse_strata, plan_audit, stratum_fields
-from autorater.serving.folder import JOB_FILE, LabelJobError, LabelsFolder
+from autorater.serving.labelling.certify import STRATA, counts, parse_strata, plan_audit, stratum_fields
+from autorater.serving.labelling.folder import JOB_FILE, LabelJobError, LabelsFolder
 
 
 def audit_draw(continuation_id: str, seed: int, method: str = "blake2b") -> float:
@@ -134,7 +134,7 @@ def _decide(rows: list[dict], model_dir: Path, spec: dict, suite: Suite) -> tupl
     """Apply the stored calibration: each row gets ``decision`` (``provisional`` until the version's audit certifies
     it, ``auto`` with ``certify="references"``, or ``human``), ``audit``, its ``stratum`` and a ``reason`` when
     human."""
-    from autorater.serving.model_calibration import check_drift
+    from autorater.serving.labelling.model_calibration import check_drift
 
     scored = [r for r in rows if "error" not in r]
     drift = check_drift(model_dir, [r["logit"] for r in scored])
@@ -233,11 +233,11 @@ def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLi
         workers: decoding threads.
         batch_size: continuations per batch (and per part file).
         audit_share: share of a known stratum's provisional auto-labels audited by humans, at random (a new or
-            drifted stratum gets the audit that can certify it alone: serving.certify).
+            drifted stratum gets the audit that can certify it alone: serving.labelling.certify).
         seed: the audit draw's seed.
         on_drift: ``"warn"`` (say so in the summary; a drifted stratum gets a larger audit) or ``"route"`` (send a
             drifted or new stratum, or everything when the scores drifted, to humans).
-        video_url_prefix: how Label Studio reaches the videos (see serving.labelstudio.build_tasks).
+        video_url_prefix: how Label Studio reaches the videos (see serving.labelstudio.formats.build_tasks).
         backend: ``"local"`` (this process, ``workers`` decoding threads) or ``"ray"`` (Ray Data, an actor pool
             of ``workers`` actors, each loading the model once; same batches, same part files, same result).
         ray_address: the Ray cluster to join (None: start a local Ray on this machine).
@@ -248,7 +248,7 @@ def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLi
         certify: ``"audit"`` (auto-labels stay ``provisional`` until the version's own audit certifies them:
             ``autorater certify``) or ``"references"`` (the calibration references' promise is carried over
             unchecked, as before certification existed; the summary says so).
-        strata: the fields that cut the version into strata for the audit (serving.certify.parse_strata).
+        strata: the fields that cut the version into strata for the audit (serving.labelling.certify.parse_strata).
     """
     if certify not in ("audit", "references"):
         raise ValueError(f"certify must be 'audit' or 'references', got {certify!r}")

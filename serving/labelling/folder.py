@@ -9,10 +9,10 @@ the benchmarks read. :class:`LabelsFolder` is its one owner: every reader and wr
                                        the job finished; ``ingest`` rewrites it with the human labels merged in
       errors.jsonl                     the videos that could not be decoded (they went to humans)
       summary.json                     counts, coverage, the operating point, the drift check
-      labelstudio/config.xml           the Label Studio labelling config (serving.labelstudio)
+      labelstudio/config.xml           the Label Studio labelling config (serving.labelstudio.formats)
       labelstudio/tasks.json           the human queue, to import into Label Studio
       human_annotations.jsonl          the human labels taken back by ``ingest``, one per annotation
-      human_annotations_history.jsonl  their history: every change, in arrival order (serving.history); the human
+      human_annotations_history.jsonl  their history: every change, in arrival order (``history``); the human
                                        labels are a pure function of it (a folder written before the event format
                                        keeps its old lines, which are skipped)
       ingest-problems.jsonl            what ``ingest`` refused or noticed, one line per problem
@@ -42,7 +42,7 @@ from typing import Iterator, TypedDict
 
 from autorater.data.files import append_line_durably, jsonl_text, write_text_atomic
 from autorater.serving.fields import json_safe
-from autorater.serving.history import LabelHistory
+from autorater.serving.labelling.history import LabelHistory
 
 JOB_FILE, LABELS_FILE, ERRORS_FILE, SUMMARY_FILE, PARTS_DIR = (
     "job.json", "labels.jsonl", "errors.jsonl", "summary.json", "parts")
@@ -71,7 +71,7 @@ class LabelRow(TypedDict, total=False):
     decision: str  # "provisional" (auto until the version's audit certifies it) | "auto" (certified) | "human"
     reason: str  # why a continuation went to humans: "uncertain", "uncalibrated", "drift", "uncertified", ...
     audit: bool  # auto-labelled and drawn into the random audit slice (also sent to humans)
-    stratum: str  # the stratum it is certified in (serving.certify), e.g. "category=put_next|camera=corner"
+    stratum: str  # the stratum it is certified in (serving.labelling.certify), e.g. "category=put_next|camera=corner"
     certified_by: str | None  # after ``certify``: "pooled" (references and audit) or "audit" (the audit alone)
     error: str  # the video could not be decoded
     model_outcome: str
@@ -199,7 +199,7 @@ class LabelsFolder:
         write_text_atomic(self.summary, json.dumps(summary, indent=1, default=default) + "\n")
 
     def human_labels(self) -> LabelHistory:
-        """The human labels taken back by ``ingest`` and their history (serving.history)."""
+        """The human labels taken back by ``ingest`` and their history (serving.labelling.history)."""
         return LabelHistory(self.human, self.human_history)
 
     def append_problems(self, rows: list[dict]) -> None:
@@ -210,19 +210,19 @@ class LabelsFolder:
     @property
     def tasks_file(self) -> Path:
         """``labelstudio/tasks.json``: the human queue."""
-        from autorater.serving.labelstudio import TASKS_FILE
+        from autorater.serving.labelstudio.formats import TASKS_FILE
 
         return self.labelstudio / TASKS_FILE
 
     def read_tasks(self) -> list:
         """The Label Studio tasks of the human queue (ValueError naming the file when it cannot be read)."""
-        from autorater.serving.labelstudio import read_tasks
+        from autorater.serving.labelstudio.formats import read_tasks
 
         return read_tasks(self.tasks_file)
 
     def write_labelstudio(self, suite, labels: list[dict], video_url_prefix: str | None = None) -> int:
         """Write ``labelstudio/config.xml`` and ``tasks.json`` for the human queue; returns the task count."""
-        from autorater.serving.labelstudio import write_labelstudio_files
+        from autorater.serving.labelstudio.formats import write_labelstudio_files
 
         return write_labelstudio_files(self.labelstudio, suite, labels, video_url_prefix=video_url_prefix)
 
@@ -230,7 +230,7 @@ class LabelsFolder:
         """Make ``queue`` (the rows still waiting for a human label) the current ``labelstudio/tasks.json``; the
         previous file is kept as ``tasks-round-K.json`` when it differs. Returns the round number (1: the
         labelling job's own queue)."""
-        from autorater.serving.labelstudio import TASKS_FILE, labelstudio_texts
+        from autorater.serving.labelstudio.formats import TASKS_FILE, labelstudio_texts
 
         rounds = [int(m.group(1)) for f in self.labelstudio.glob("tasks-round-*.json")
                   if (m := re.fullmatch(r"tasks-round-(\d+)\.json", f.name))]

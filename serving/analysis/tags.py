@@ -24,7 +24,7 @@ from autorater.data.files import FolderChange
 from autorater.data.suite import SCENARIOS_FILE, Suite, jsonl_bytes
 from autorater.data.versions import check_tag, with_version_tag
 from autorater.data.where import parse_where, scenario_fields
-from autorater.serving.folder import folder_lock
+from autorater.serving.labelling.folder import folder_lock
 
 LOCK_WHAT = "suite import, ingest, tag or webhook"
 

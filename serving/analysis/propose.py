@@ -256,7 +256,7 @@ def propose_version(pool_dir: str | os.PathLike, labels: list[str | os.PathLike]
 
     Args:
         pool_dir: the pool suite (candidate scenarios with pilot continuations by today's agents).
-        labels: the current versions' labels folders or suites (``serving.versions.read_source``).
+        labels: the current versions' labels folders or suites (``serving.analysis.versions.read_source``).
         out: a new (or empty) folder for the draft version.
         n: how many scenarios.
         predictions: ``autorater predict`` output on the pool (default: the pool's annotations).
@@ -266,7 +266,7 @@ def propose_version(pool_dir: str | os.PathLike, labels: list[str | os.PathLike]
     Raises:
         ValueError: an empty pool, no predictions, ``n`` out of range, no current labels.
     """
-    from autorater.serving.versions import merged_rows, read_source
+    from autorater.serving.analysis.versions import merged_rows, read_source
 
     pool = Suite.load(pool_dir)
     if not pool.scenarios:

@@ -1,16 +1,16 @@
 """``autorater suite import --from-labelstudio-project ID --url URL --token TOKEN``: a suite straight from a running
-Label Studio project, beside the import of an export file (``labelstudio_import``).
+Label Studio project, beside the import of an export file (``labelstudio.imports``).
 
 Through ``label-studio-sdk`` (2.x): the project (``GET /api/projects/ID/``: its title and labelling config) and its
 JSON export of every task, labelled or not (``GET /api/projects/ID/export?export_type=JSON&download_all_tasks=true``,
 the endpoint behind Export > JSON). The export is written to a file and imported by
-:func:`autorater.serving.labelstudio_import.import_labelstudio`, so both roads read tasks the same way; the file is
+:func:`autorater.serving.labelstudio.imports.import_labelstudio`, so both roads read tasks the same way; the file is
 kept in the suite as ``labelstudio/project-ID-export.json``. The project's ``<Video frameRate>``, when it is a number,
 is the frame rate of its timeline (``--frame-rate`` wins over it).
 
 Tokens: a legacy access token or a personal access token (Account & Settings); the SDK sends the first as
 ``Authorization: Token ...`` and trades the second for an access token at ``/api/token/refresh``. The client sends
-nothing to an origin other than ``--url``'s (``labelstudio_http.sdk_client``: a redirect elsewhere is refused).
+nothing to an origin other than ``--url``'s (``labelstudio.client.sdk_client``: a redirect elsewhere is refused).
 
 Bounds: the export is streamed to a file (never held in memory whole), at most ``MAX_EXPORT_BYTES``, within
 ``EXPORT_DEADLINE_S`` overall, and parsed once, nesting bounded (``[`` x 100,000 is a one-line error); the labelling
@@ -32,9 +32,9 @@ from pathlib import Path
 
 from autorater.data.files import commit, open_new, temp_path
 from autorater.data.import_common import ImportReport
-from autorater.serving.labelstudio import read_export
-from autorater.serving.labelstudio_http import check_url, public_url, sdk_client
-from autorater.serving.labelstudio_import import import_labelstudio
+from autorater.serving.labelstudio.client import check_url, public_url, sdk_client
+from autorater.serving.labelstudio.formats import read_export
+from autorater.serving.labelstudio.imports import import_labelstudio
 
 EXPORT_DIR = "labelstudio"
 MAX_EXPORT_BYTES = 2 << 30  # 2 GiB: a larger answer is not an export of a video project's labels
@@ -106,7 +106,7 @@ def fetch_project_export(project_id: int, url: str, token: str, out_file: str | 
         url: Label Studio's address (http or https).
         token: an access token (legacy or personal).
         out_file: where the export is written.
-        client: a ``label_studio_sdk.LabelStudio`` (default: ``labelstudio_http.sdk_client``, which sends nothing to
+        client: a ``label_studio_sdk.LabelStudio`` (default: ``labelstudio.client.sdk_client``, which sends nothing to
             another origin).
         deadline_s: the whole fetch must end within this many seconds.
         max_bytes: the largest export taken.

@@ -44,7 +44,7 @@ from autorater.data.labels import label_table
 from autorater.data.suite import Suite
 from autorater.device import DEFAULT_DEVICE
 from autorater.rater import CALIBRATION_FILE, Rater, read_record
-from autorater.serving.certify import stratum_fields
+from autorater.serving.labelling.certify import stratum_fields
 
 
 @dataclass

@@ -3,8 +3,8 @@
 Per version, from its final labels:
 
 - the difficulty of every scenario and the ability of every agent, with 95% intervals, from the leaderboard's
-  item-response fit (``serving.leaderboard.ability_and_difficulty``: labels weighed by their source's error on the
-  gold references);
+  item-response fit (``serving.analysis.leaderboard.ability_and_difficulty``: labels weighed by their source's error
+  on the gold references);
 - the share of scenarios that *separate* the agents: labelled for at least two agents, and neither all passed nor
   all failed (with its Wilson interval);
 - the scenarios of *middle* difficulty for today's agents: the fitted chance of success of at least one agent lies
@@ -51,7 +51,7 @@ def saturation(rows: list[dict], gold: dict[str, str] | None, cells: dict[str, d
         gold: continuation id -> gold outcome (the references), or None.
         cells: per agent, its leaderboard cell on this version (``rate``, ``ci``), or None.
     """
-    from autorater.serving.leaderboard import ability_and_difficulty
+    from autorater.serving.analysis.leaderboard import ability_and_difficulty
 
     per_agent, per_scenario, _ = ability_and_difficulty(rows, gold)
     split = separating(rows)

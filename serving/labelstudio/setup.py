@@ -15,7 +15,7 @@ Through ``label-studio-sdk`` (2.x), against a running Label Studio:
 Each step finds what is already there before it creates anything: a second run changes nothing and says so.
 
 Both addresses must be http(s); neither client sends a credential to another origin (a redirect of ``/health`` or of
-an API call to another host is refused, ``autorater.serving.labelstudio_http``), and addresses are shown without a
+an API call to another host is refused, ``autorater.serving.labelstudio.client``), and addresses are shown without a
 ``user:password@``.
 
 Label Studio refuses ML backends and webhooks on loopback and private addresses unless it was started with
@@ -39,8 +39,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from autorater.serving.labelstudio import labeling_config
-from autorater.serving.labelstudio_http import RedirectRefused, check_url, open_url, public_url, sdk_client
+from autorater.serving.labelstudio.client import RedirectRefused, check_url, open_url, public_url, sdk_client
+from autorater.serving.labelstudio.formats import labeling_config
 
 WEBHOOK_ACTIONS = ("ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_DELETED")
 BASIC_AUTH_USER = "label-studio"

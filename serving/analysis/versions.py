@@ -10,7 +10,8 @@ Every cell (an agent on a version, on the union of the versions, on a category o
 leaderboard's estimate: ``calibration.rates.group_estimates`` over the cell's slice, so the labels are corrected by
 the gold references exactly as ``autorater leaderboard`` does on one folder, with its 95% interval. Between two
 versions, the rank agreement is Spearman's correlation of the agents' label shares, with a percentile bootstrap
-interval that resamples the scenarios of each version. The saturation of each version is ``serving.saturation``'s.
+interval that resamples the scenarios of each version. The saturation of each version is
+``serving.analysis.saturation``'s.
 
 Example:
     >>> board = version_board(["labels-v1", "labels-v2"], by_tags=["hard"])     # doctest: +SKIP
@@ -29,7 +30,7 @@ from scipy import stats
 from autorater.calibration.rates import group_estimates
 from autorater.data.suite import Suite
 from autorater.data.versions import scenario_version, version_key
-from autorater.serving.folder import JOB_FILE, LabelsFolder
+from autorater.serving.labelling.folder import JOB_FILE, LabelsFolder
 
 UNION = "all versions"
 
@@ -126,7 +127,7 @@ def version_board(paths: list[str | os.PathLike], by_tags: tuple[str, ...] | lis
         by_tags: tags to break the scores down by, beside the categories (each must be on some scenario).
         seed: seed of the permutation tests and bootstraps.
         n_boot: bootstrap resamples of the rank agreement.
-        saturation: add each version's saturation (``serving.saturation.saturation``).
+        saturation: add each version's saturation (``serving.analysis.saturation.saturation``).
 
     Raises:
         ValueError: a version with no labels, or a tag that no scenario carries (each with the fix).
@@ -167,7 +168,7 @@ def version_board(paths: list[str | os.PathLike], by_tags: tuple[str, ...] | lis
     board["ranking"] = sorted(agents, key=lambda a: -((board["agents"][a]["union"] or {}).get("rate") or 0))
     board["rank_agreement"] = rank_agreement({v: slices[v] for v in versions}, seed=seed, n_boot=n_boot)
     if saturation:
-        from autorater.serving.saturation import saturation as saturation_of
+        from autorater.serving.analysis.saturation import saturation as saturation_of
 
         board["saturation"] = {v: saturation_of(slices[v], gold, {a: cells[v].get(a) for a in agents})
                                for v in versions}
