@@ -88,8 +88,8 @@ def bench_leaderboard(labels_dir: Path, suite, repeats: int, audit_share: float,
 
 
 def _repeat(base, truths, agent_of, scenario_of, true_rate, gold, repeats, audit_share, annotators) -> dict:
+    from autorater.calibration.agents.rates import group_estimates
     from autorater.calibration.metrics import rank_metrics
-    from autorater.calibration.rates import group_estimates
     from autorater.data.annotators import simulate_annotations
     from autorater.data.labels import label_table, majority_vote
     from autorater.serving.analysis.leaderboard import ability_and_difficulty

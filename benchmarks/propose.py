@@ -136,7 +136,7 @@ def separation(held: list[dict], scenarios: list[str], agents: tuple[str, ...], 
 def _ability_gaps(held: list[dict], index: dict[str, int], agents: tuple[str, ...], order: list[str]) -> dict:
     """The item-response fit of the version's held-back runs: the mean width of the 95% intervals of the ability gaps
     between agents adjacent in the true order (standard errors combined as independent), and how many exclude 0."""
-    from autorater.calibration.irt import ItemResponseModel
+    from autorater.calibration.agents.irt import ItemResponseModel
 
     mine = [t for t in held if t["scenario_id"] in index]
     fit = ItemResponseModel().fit([t["agent"] for t in mine], [t["scenario_id"] for t in mine],

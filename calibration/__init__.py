@@ -1,15 +1,25 @@
-"""Calibration: metrics, temperature scaling, agreement reports, the selective labelling policy, and the
-estimators of agent success rates from imperfect labels (``rates``).
+"""Calibration: metrics, temperature scaling, agreement reports, the selective labelling policy, and (``agents``) the
+estimators of agent success rates and abilities from imperfect labels.
 
 Depends only on numpy, scipy, matplotlib (imported inside the plot functions) and krippendorff,
 never on the project's other packages, so any of them can import it.
 """
 
+from .agents.irt import ItemResponseModel
+from .agents.rates import (
+    bootstrap_interval,
+    corrected_consistency,
+    corrected_time_to_success,
+    group_estimates,
+    rate_estimate,
+    rate_pooled,
+    rate_vs_gold,
+    wilson_interval,
+)
 from .agreement import agreement_report, format_agreement_table
 from .audit import audit_size, audits_needed, certify_stratum, consistency_pvalue
 from .compare import paired_comparison
 from .drift import drift_check, mmd_test
-from .irt import ItemResponseModel
 from .marker import MarkerOffset
 from .metrics import (
     bootstrap_ci,
@@ -22,16 +32,6 @@ from .metrics import (
     reliability_curve,
 )
 from .plots import new_figure, plot_agreement_table, plot_reliability, plot_risk_coverage
-from .rates import (
-    bootstrap_interval,
-    corrected_consistency,
-    corrected_time_to_success,
-    group_estimates,
-    rate_estimate,
-    rate_pooled,
-    rate_vs_gold,
-    wilson_interval,
-)
 from .report import CalibrationRecord, read_calibration_json
 from .selective import InsufficientReferencesError, SelectivePolicy, agreement_lower_bound, certifying_size
 from .split import SplitCalibrator, cross_validated_calibration

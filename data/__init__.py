@@ -8,8 +8,8 @@ generated, not here.
 from autorater.data.annotators import simulate_annotations
 from autorater.data.files import json_text, jsonl_text, write_text_atomic
 from autorater.data.generate import generate_suite, swap_instructions
-from autorater.data.import_common import ImportReport
-from autorater.data.importing import import_table
+from autorater.data.imports.common import ImportReport
+from autorater.data.imports.table import import_table
 from autorater.data.labels import (
     aggregate,
     annotator_accuracy,

@@ -18,7 +18,7 @@ def row(i: int) -> dict:
 
 
 def import_loop(out: Path, media: Path, tables: Path) -> None:
-    from autorater.data.importing import import_table
+    from autorater.data.imports.table import import_table
     from autorater.data.suite import Suite
 
     print("ready", flush=True)

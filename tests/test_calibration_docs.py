@@ -5,7 +5,7 @@ import pytest
 
 
 @pytest.mark.parametrize("module", ["metrics", "temperature", "selective", "report", "marker", "split", "compare",
-                                    "irt", "audit", "drift"])
+                                    "agents.irt", "audit", "drift"])
 def test_docstring_examples_run(module):
     result = doctest.testmod(importlib.import_module(f"autorater.calibration.{module}"))
     assert result.failed == 0

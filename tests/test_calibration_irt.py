@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from autorater.calibration.irt import ItemResponseModel
+from autorater.calibration.agents.irt import ItemResponseModel
 from blas_threads import one_blas_thread  # noqa: F401 - autouse fixture
 
 

@@ -17,8 +17,8 @@ import torch
 
 from autorater.app import cli
 from autorater.data.example import encode_video
-from autorater.data.import_suite import probe_video
-from autorater.data.importing import import_table
+from autorater.data.imports.table import import_table
+from autorater.data.imports.to_suite import probe_video
 from autorater.data.video import VideoError, read_video
 from autorater.models import PRESETS, AutoModel
 from model_suites import one_thread

@@ -20,8 +20,8 @@ import pytest
 
 from autorater.app import cli
 from autorater.data.files import CHANGE_FILE, FolderChange, recover_folder, write_text_atomic
-from autorater.data.import_common import ImportReport, format_report
-from autorater.data.importing import import_table
+from autorater.data.imports.common import ImportReport, format_report
+from autorater.data.imports.table import import_table
 from autorater.data.paths import PathError, check_name, is_name, printable, resolve_under
 from autorater.data.suite import Problem, Suite, validate_suite
 from autorater.serving.labelstudio.client import public_url, read_token

@@ -17,7 +17,7 @@ import pytest
 
 from autorater.app import cli
 from autorater.data.example import encode_video
-from autorater.data.importing import import_table, read_table
+from autorater.data.imports.table import import_table, read_table
 from autorater.data.suite import Suite, validate_suite
 from model_suites import one_thread
 from tiny_suites import frames

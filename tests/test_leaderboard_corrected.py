@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from autorater.calibration.rates import corrected_consistency, corrected_time_to_success, error_counts
+from autorater.calibration.agents.rates import corrected_consistency, corrected_time_to_success, error_counts
 from blas_threads import one_blas_thread  # noqa: F401 - autouse fixture
 
 SE, SP = 0.9, 0.85  # the labels' sensitivity and specificity

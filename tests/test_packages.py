@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-PACKAGES = ["autorater", "autorater.app", "autorater.app.cli", "autorater.calibration", "autorater.data",
-            "autorater.data.worlds", "autorater.data.worlds.babyai", "autorater.data.worlds.metaworld",
-            "autorater.data.worlds.toy", "autorater.models", "autorater.models.events", "autorater.serving",
-            "autorater.serving.analysis", "autorater.serving.labelling", "autorater.serving.labelstudio",
-            "autorater.serving.service", "autorater.training"]
+PACKAGES = ["autorater", "autorater.app", "autorater.app.cli", "autorater.calibration", "autorater.calibration.agents",
+            "autorater.data", "autorater.data.imports", "autorater.data.worlds", "autorater.data.worlds.babyai",
+            "autorater.data.worlds.metaworld", "autorater.data.worlds.toy", "autorater.models",
+            "autorater.models.events", "autorater.serving", "autorater.serving.analysis", "autorater.serving.labelling",
+            "autorater.serving.labelstudio", "autorater.serving.service", "autorater.training"]
 HEAVY = ["torch", "mlflow", "optuna", "ray", "metaworld", "mujoco", "minigrid", "fastapi", "matplotlib"]
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from autorater.app import cli
-from autorater.calibration.rates import (
+from autorater.calibration.agents.rates import (
     MIN_POOLED,
     error_counts,
     error_heterogeneity,

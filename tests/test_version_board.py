@@ -118,7 +118,7 @@ def _rows(chance):
 
 
 def _cells(rows):
-    from autorater.calibration.rates import group_estimates
+    from autorater.calibration.agents.rates import group_estimates
 
     return group_estimates(rows, None, "agent_id")[0]
 

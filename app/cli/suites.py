@@ -145,8 +145,8 @@ def cmd_suite_import(args) -> int:
 
 
 def _suite_import(args) -> int:
-    from autorater.data.import_common import format_report
-    from autorater.data.importing import COLUMNS, import_table
+    from autorater.data.imports.common import format_report
+    from autorater.data.imports.table import COLUMNS, import_table
 
     if args.table:
         if not args.videos:
@@ -253,7 +253,7 @@ def add_commands(sub) -> None:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_suite_validate)
 
-    from autorater.data.importing import COLUMNS, REQUIRED
+    from autorater.data.imports.table import COLUMNS, REQUIRED
 
     p = suite.add_parser("import", help="a suite from your videos: a folder and a table (CSV, JSON Lines, Parquet), "
                                         "or a Label Studio JSON export",

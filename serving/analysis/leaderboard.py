@@ -45,7 +45,7 @@ specificity on the gold references (``corrected_consistency``): label noise make
 continuations look split. Both have bootstrap intervals over scenarios that also resample the
 references, and keep the uncorrected value beside them (``median_time_labelled_s``,
 ``consistency_labelled``). Scenario difficulty: the success rate of each scenario over all agents, and
-the item-response model's ``ability`` per agent and ``difficulty`` per scenario (``autorater.calibration.irt``).
+the item-response model's ``ability`` per agent and ``difficulty`` per scenario (``autorater.calibration.agents.irt``).
 The report is JSON plus an HTML page with the figures.
 
 Example:
@@ -59,8 +59,7 @@ import os
 
 import numpy as np
 
-from autorater.calibration.metrics import rank_metrics
-from autorater.calibration.rates import (
+from autorater.calibration.agents.rates import (
     MIN_POOLED,
     Z95,
     bootstrap_interval,
@@ -76,6 +75,7 @@ from autorater.calibration.rates import (
     rate_vs_gold,
     wilson_interval,
 )
+from autorater.calibration.metrics import rank_metrics
 from autorater.data.suite import Suite
 from autorater.serving.labelling.folder import LabelsFolder
 
@@ -201,7 +201,7 @@ def ability_and_difficulty(rows: list[dict], gold: dict[str, str] | None,
         ``({agent: {"ability", "ability_ci"}}, {scenario: {"difficulty", "difficulty_ci"}}, summary)``, the
         summary naming the model, the sources' error rates and the difficulty prior's sd.
     """
-    from autorater.calibration.irt import ItemResponseModel
+    from autorater.calibration.agents.irt import ItemResponseModel
 
     labelled = [r for r in rows if r.get("outcome") is not None]
     if not labelled:

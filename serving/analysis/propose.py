@@ -69,7 +69,7 @@ def fit_candidates(current: list[dict], pool: list[dict]) -> tuple[list[Candidat
         The candidates (pool scenarios with a prediction for at least one of today's agents) and the abilities
         (agent -> ability, interval).
     """
-    from autorater.calibration.irt import ItemResponseModel
+    from autorater.calibration.agents.irt import ItemResponseModel
 
     labelled = [r for r in current if r.get("outcome") is not None]
     today = sorted({r["agent_id"] for r in labelled})

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from autorater.calibration.rates import wilson_interval
+from autorater.calibration.agents.rates import wilson_interval
 
 MIDDLE = (0.2, 0.8)  # a fitted chance of success of some agent in this range: a scenario of middle difficulty
 CEILING = 0.99  # an interval whose top reaches this touches the ceiling

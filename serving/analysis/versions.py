@@ -7,8 +7,8 @@ scenarios carry several version tags are read alike; a continuation given by two
 again) counts once, from the later source.
 
 Every cell (an agent on a version, on the union of the versions, on a category or a chosen tag of each) is the
-leaderboard's estimate: ``calibration.rates.group_estimates`` over the cell's slice, so the labels are corrected by
-the gold references exactly as ``autorater leaderboard`` does on one folder, with its 95% interval. Between two
+leaderboard's estimate: ``calibration.agents.rates.group_estimates`` over the cell's slice, so the labels are corrected
+by the gold references exactly as ``autorater leaderboard`` does on one folder, with its 95% interval. Between two
 versions, the rank agreement is Spearman's correlation of the agents' label shares, with a percentile bootstrap
 interval that resamples the scenarios of each version. The saturation of each version is
 ``serving.analysis.saturation``'s.
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from autorater.calibration.rates import group_estimates
+from autorater.calibration.agents.rates import group_estimates
 from autorater.data.suite import Suite
 from autorater.data.versions import scenario_version, version_key
 from autorater.serving.labelling.folder import JOB_FILE, LabelsFolder

@@ -38,8 +38,8 @@ import re
 from pathlib import Path, PurePosixPath
 from urllib.parse import parse_qs, unquote, urlparse
 
-from autorater.data.import_common import ImportReport, Label, SourceRow
-from autorater.data.import_suite import import_rows
+from autorater.data.imports.common import ImportReport, Label, SourceRow
+from autorater.data.imports.to_suite import import_rows
 from autorater.data.paths import printable
 from autorater.data.suite import Problem
 from autorater.serving.labelstudio.client import public_url
@@ -67,9 +67,9 @@ def import_labelstudio(export: str | os.PathLike, media_root: str | os.PathLike,
         media_root: the folder its videos are under.
         frame_rate: the ``<Video frameRate>`` of the project (default: each task's ``fps``, else 24).
         success_labels, failure_labels: your project's names of the outcomes, beside the known words.
-        link, strict, name, version: as ``autorater.data.import_suite.import_rows``.
+        link, strict, name, version: as ``autorater.data.imports.to_suite.import_rows``.
         source: where the export came from, for a new suite's ``suite.json`` (default: the export's path).
-        stamp, extra_files: as ``autorater.data.import_suite.import_rows``.
+        stamp, extra_files: as ``autorater.data.imports.to_suite.import_rows``.
 
     Raises:
         ValueError: the export cannot be read, or ``frame_rate`` is not a frame rate (0.1..1000).

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autorater.data.files import commit, open_new, temp_path
-from autorater.data.import_common import ImportReport
+from autorater.data.imports.common import ImportReport
 from autorater.serving.labelstudio.client import check_url, public_url, sdk_client
 from autorater.serving.labelstudio.formats import read_export
 from autorater.serving.labelstudio.imports import import_labelstudio

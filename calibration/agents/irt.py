@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special, stats
 
-from ._checks import as_binary, as_float, check_fitted, same_length
+from .._checks import as_binary, as_float, check_fitted, same_length
 
 _EPS = 1e-12
 

@@ -1,4 +1,4 @@
-"""Rows into a suite: what the table import (``autorater.data.importing``) and the Label Studio export import
+"""Rows into a suite: what the table import (``autorater.data.imports.table``) and the Label Studio export import
 (``autorater.serving.labelstudio.imports``) share once they have read their source.
 
 Every video is probed once (it must open and decode; its frame count, frame rate, size and duration are read, and how
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from autorater.data.files import FolderChange, recover_folder
-from autorater.data.import_common import ImportReport, Label, SourceRow
+from autorater.data.imports.common import ImportReport, Label, SourceRow
 from autorater.data.paths import PathError, encodable, is_name, printable, resolve_under
 from autorater.data.suite import (
     SUITE_FILE,

@@ -33,7 +33,7 @@ Other columns are kept in the continuation's ``metadata``. Row numbers in messag
 JSON Lines (the CSV header is line 1) and 1-based rows for Parquet.
 
 Example:
-    >>> from autorater.data.import_common import format_report
+    >>> from autorater.data.imports.common import format_report
     >>> report = import_table("table.csv", videos="recordings", out="my-suite")    # doctest: +SKIP
     >>> print(format_report(report))                                               # doctest: +SKIP
 """
@@ -51,8 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autorater.data.import_common import DEFAULT_ANNOTATOR, ImportReport, Label, SourceRow
-from autorater.data.import_suite import import_rows
+from autorater.data.imports.common import DEFAULT_ANNOTATOR, ImportReport, Label, SourceRow
+from autorater.data.imports.to_suite import import_rows
 from autorater.data.suite import Problem
 
 COLUMNS = {"video": "video", "instruction": "instruction", "agent": "agent", "scenario": "scenario",

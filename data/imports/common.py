@@ -1,9 +1,9 @@
 """What the two importers of your own videos share at their ends: the rows they read (``SourceRow``, each with its
 ``Label``) and the report of an import (``ImportReport``, printed by ``format_report``).
 
-The table import (``autorater.data.importing``) and the Label Studio export import
+The table import (``autorater.data.imports.table``) and the Label Studio export import
 (``autorater.serving.labelstudio.imports``) each turn their source into ``SourceRow`` s, and
-``autorater.data.import_suite`` probes the rows' videos and writes them into a suite.
+``autorater.data.imports.to_suite`` probes the rows' videos and writes them into a suite.
 """
 
 from __future__ import annotations
