@@ -25,7 +25,9 @@ def test_every_exported_name_resolves(package):
 
 
 def test_importing_a_package_below_the_model_imports_no_heavy_library():
-    code = ("import json, sys, autorater.calibration, autorater.data, autorater.serving, autorater.training; "
+    code = ("import json, sys, autorater.calibration, autorater.data, autorater.serving, autorater.training, "
+            "autorater.serving.analysis, autorater.serving.labelling, autorater.serving.labelstudio, "
+            "autorater.serving.service, autorater.app; "
             f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(out) == []
@@ -63,6 +65,63 @@ def test_no_module_imports_a_private_name_of_another():
                     found += [f"{path.relative_to(root)}:{node.lineno} {alias.name}" for alias in node.names
                               if alias.name.startswith("_") and not alias.name.startswith("__")]
     assert not found, f"private names imported across modules (make them public in their module): {found}"
+
+
+# The installed product's folders and the packages they install as (benchmarks/ and tests/ are not installed).
+PRODUCT = {"autorater": "autorater", "data": "autorater.data", "calibration": "autorater.calibration",
+           "training": "autorater.training", "serving": "autorater.serving", "app": "autorater.app"}
+MAX_MODULES = 14  # .py files in one folder, __init__.py counted: past that, a folder no longer shows what it holds
+
+
+def _packages_in_tree() -> dict:
+    """Every package of the product's folders (a folder with an ``__init__.py``): installed name -> its ``__init__``."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    return {".".join([name, *init.parent.relative_to(root / folder).parts]): init
+            for folder, name in PRODUCT.items() for init in sorted((root / folder).rglob("__init__.py"))}
+
+
+def test_the_package_lists_name_every_package_of_the_tree():
+    """PACKAGES (the tests above) and pyproject's ``packages`` (what a wheel installs) both list every package."""
+    import tomllib
+    from pathlib import Path
+
+    tree = set(_packages_in_tree())
+    config = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    assert sorted(tree - set(PACKAGES)) == [] and sorted(set(PACKAGES) - tree) == []
+    installed = set(config["tool"]["setuptools"]["packages"])
+    assert sorted(tree - installed) == [], "add them to [tool.setuptools] packages in pyproject.toml"
+    assert sorted(installed - tree) == []
+
+
+def test_every_package_says_what_it_owns():
+    """Each package's ``__init__`` opens with a docstring: what the folder holds, so a reader need not open it all."""
+    import ast
+
+    bare = [name for name, init in _packages_in_tree().items()
+            if len((ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or "").split()) < 5]
+    assert not bare, f"packages without a docstring saying what they own: {bare}"
+
+
+def test_no_product_folder_holds_more_than_14_modules():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    folders = [path for folder in PRODUCT for path in [root / folder, *sorted((root / folder).rglob("*"))]
+               if path.is_dir() and path.name != "__pycache__"]
+    crowded = {str(path.relative_to(root)): n for path in folders if (n := len(list(path.glob("*.py")))) > MAX_MODULES}
+    assert not crowded, (f"folders of more than {MAX_MODULES} modules: {crowded} (fix: move the modules that belong "
+                         f"together into a package of their own, with a docstring saying what it owns)")
+
+
+def test_the_layers_rank_the_application_on_top_and_every_serving_package_as_serving():
+    assert _layer("autorater.app.cli.suites") == _layer("autorater.app.demo") == 5
+    serving = ("analysis", "labelling", "labelstudio", "service")
+    assert {_layer(f"autorater.serving.{package}.x") for package in serving} == {_layer("autorater.serving")} == {4}
+    assert _layer("autorater.data.imports.table") == 0 and _layer("autorater.calibration.agents.irt") == 1
+    assert _layer("autorater.models.general") == 2 and _layer("autorater.training.train") == 3
+    assert _layer("benchmarks.quality") == 6
 
 
 def _layer(module: str) -> int:
