@@ -89,7 +89,8 @@ def test_the_package_lists_name_every_package_of_the_tree():
 
     tree = set(_packages_in_tree())
     config = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text(encoding="utf-8"))
-    assert sorted(tree - set(PACKAGES)) == [] and sorted(set(PACKAGES) - tree) == []
+    assert sorted(tree - set(PACKAGES)) == [], "add them to PACKAGES"
+    assert sorted(set(PACKAGES) - tree) == []
     installed = set(config["tool"]["setuptools"]["packages"])
     assert sorted(tree - installed) == [], "add them to [tool.setuptools] packages in pyproject.toml"
     assert sorted(installed - tree) == []
