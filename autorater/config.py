@@ -41,6 +41,65 @@ def read_config_json(path: str | Path) -> dict:
 
 
 @dataclass
+class PartConfig:
+    """The config of one part of an architecture, nested under one field of its config (as transformers' composite
+    configs nest a vision and a text config): ``GeneralConfig.outcome`` is an ``OutcomeConfig``. Saved as a JSON
+    object inside config.json; its fields are checked like the config's (``ranges``)."""
+
+    ranges: ClassVar[dict[str, tuple[float, float]]] = {}
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "") -> "PartConfig":
+        if not isinstance(d, dict):
+            raise ValueError(f"{where or cls.__name__} must be a JSON object, got {str(d)[:60]!r}")
+        return cls(**check_fields(cls, d, where or cls.__name__))
+
+
+def check_fields(cls: type, d: dict, where: str) -> dict:
+    """``d``'s values for the dataclass ``cls``, checked: no unknown key, each of its default's type, numbers in
+    ``cls.ranges`` (else 0..1e6), strings and lists bounded; a part (a :class:`PartConfig` field) from its dict.
+    ValueError naming ``where`` and the field."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(d) - names
+    if unknown:
+        raise ValueError(f"unknown {where} field(s) {sorted(unknown)}; known: {sorted(names)}")
+    defaults, out = cls(), {}
+    for key, value in d.items():
+        default = getattr(defaults, key)
+        if isinstance(default, PartConfig):
+            out[key] = type(default).from_dict(value, f"{where} field {key!r}:")
+            continue
+        want = type(default)
+        ok = isinstance(value, want) and not (want is not bool and isinstance(value, bool))
+        if want is float and isinstance(value, int) and not isinstance(value, bool):
+            ok = True
+        if not ok:
+            raise ValueError(f"{where} field {key!r} must be {want.__name__}, got {str(value)[:60]!r}")
+        check_value(cls, where, key, value)
+        out[key] = value
+    return out
+
+
+def check_value(cls: type, where: str, key: str, value) -> None:
+    """ValueError naming the field when ``value`` is out of its range (``cls.ranges``) or too long."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, (int, float)):
+        low, high = cls.ranges.get(key, (0, 1_000_000))
+        if not low <= value <= high:  # int vs float compares exactly, without overflow; NaN fails it too
+            raise ValueError(f"{where} field {key!r} must be in {low:g}..{high:g}, got {str(value)[:40]}")
+    elif isinstance(value, str) and len(value) > MAX_CONFIG_TEXT:
+        raise ValueError(f"{where} field {key!r} is {len(value)} characters long, over {MAX_CONFIG_TEXT}")
+    elif isinstance(value, list):
+        if len(value) > MAX_CONFIG_LIST:
+            raise ValueError(f"{where} field {key!r} has {len(value)} entries, over {MAX_CONFIG_LIST}")
+        bad = next((v for v in value if not isinstance(v, str) or len(v) > MAX_CONFIG_TEXT), None)
+        if bad is not None:
+            raise ValueError(f"{where} field {key!r} must hold strings of up to {MAX_CONFIG_TEXT} "
+                             f"characters, got {str(bad)[:40]!r}")
+
+
+@dataclass
 class AutoraterConfig:
     """What every architecture has. Saved as ``config.json`` in a model folder, with ``architecture``."""
 
@@ -71,57 +130,49 @@ class AutoraterConfig:
     @classmethod
     def from_dict(cls, d: dict) -> "AutoraterConfig":
         """Build this class from a dict (``architecture``, when present, must be this class's). Unknown keys, wrong
-        types and values out of their range (``ranges``) are errors naming the field; missing keys take today's
-        default (after ``upgrade``)."""
+        types and values out of their range (``ranges``) are errors naming the field (a part's: ``field 'outcome'
+        ... field 'blocks'``); missing keys take today's default (after ``upgrade``)."""
         if not cls.architecture:
             raise TypeError("AutoraterConfig is the base of the architectures' configs: build one with "
                             "autorater.models.AutoConfig.from_dict (it reads 'architecture')")
         if d.get("architecture", cls.architecture) != cls.architecture:
             raise ValueError(f"a {cls.__name__} cannot hold architecture {d['architecture']!r}")
         d = {k: v for k, v in cls.upgrade(rename_fields(d)).items() if k != "architecture"}
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(d) - names
-        if unknown:
-            raise ValueError(f"unknown {cls.__name__} field(s) {sorted(unknown)}; known: {sorted(names)}")
-        defaults = cls()
-        for key, value in d.items():
-            want = type(getattr(defaults, key))
-            ok = isinstance(value, want) and not (want is not bool and isinstance(value, bool))
-            if want is float and isinstance(value, int) and not isinstance(value, bool):
-                ok = True
-            if not ok:
-                raise ValueError(f"{cls.__name__} field {key!r} must be {want.__name__}, got {str(value)[:60]!r}")
-        cls._check_ranges(d)
-        config = cls(**d)
-        size = config.decode_args()["size"]  # the decoded size (a model may decode larger than image_size)
+        config = cls(**check_fields(cls, d, cls.__name__))
+        size = config.decoded_size()
         pixels = config.clip_frames * size ** 2
         if pixels > MAX_CLIP_PIXELS:
             raise ValueError(f"{cls.__name__} fields 'clip_frames' x the decoded size^2 ({config.clip_frames} x "
                              f"{size}^2 = {pixels} pixels a rating) are over {MAX_CLIP_PIXELS} (fix: "
-                             f"fewer frames or a smaller image_size / outcome_size)")
+                             f"fewer frames or a smaller image_size / outcome.size)")
         return config
 
     @classmethod
-    def _check_ranges(cls, d: dict) -> None:
-        """ValueError naming the field of ``d`` whose value is out of its range."""
-        for key, value in d.items():
-            if isinstance(value, bool):
-                continue
-            if isinstance(value, (int, float)):
-                low, high = cls.ranges.get(key, (0, 1_000_000))
-                if not low <= value <= high:  # int vs float compares exactly, without overflow; NaN fails it too
-                    raise ValueError(f"{cls.__name__} field {key!r} must be in {low:g}..{high:g}, got "
-                                     f"{str(value)[:40]}")
-            elif isinstance(value, str) and len(value) > MAX_CONFIG_TEXT:
-                raise ValueError(f"{cls.__name__} field {key!r} is {len(value)} characters long, over "
-                                 f"{MAX_CONFIG_TEXT}")
-            elif isinstance(value, list):
-                if len(value) > MAX_CONFIG_LIST:
-                    raise ValueError(f"{cls.__name__} field {key!r} has {len(value)} entries, over {MAX_CONFIG_LIST}")
-                bad = next((v for v in value if not isinstance(v, str) or len(v) > MAX_CONFIG_TEXT), None)
-                if bad is not None:
-                    raise ValueError(f"{cls.__name__} field {key!r} must hold strings of up to {MAX_CONFIG_TEXT} "
-                                     f"characters, got {str(bad)[:40]!r}")
+    def parts(cls) -> dict[str, type["PartConfig"]]:
+        """The fields that hold a part's own config (``GeneralConfig.outcome``), by name."""
+        defaults = cls()
+        return {f.name: type(getattr(defaults, f.name)) for f in dataclasses.fields(cls)
+                if isinstance(getattr(defaults, f.name), PartConfig)}
+
+    @classmethod
+    def part_key(cls, key: str) -> tuple[str, str] | None:
+        """``"outcome.blocks"`` (or the flat name older folders and flags use, ``"outcome_blocks"``) -> ``("outcome",
+        "blocks")``; None for a field of the config itself."""
+        for name, part in cls.parts().items():
+            for prefix in (f"{name}.", f"{name}_"):
+                if key.startswith(prefix) and key[len(prefix):] in {f.name for f in dataclasses.fields(part)}:
+                    return name, key[len(prefix):]
+        return None
+
+    @classmethod
+    def default_of(cls, key: str):
+        """The default value of a field, or of a part's field (``"outcome.blocks"``); KeyError when there is none."""
+        at = cls.part_key(key)
+        if at is not None:
+            return getattr(getattr(cls(), at[0]), at[1])
+        if key not in {f.name for f in dataclasses.fields(cls)}:
+            raise KeyError(key)
+        return getattr(cls(), key)
 
     def save(self, path: str | Path) -> None:
         from autorater.data.files import write_text_atomic
@@ -134,28 +185,35 @@ class AutoraterConfig:
         return cls.from_dict(read_config_json(path))
 
     def replace(self, **changes) -> "AutoraterConfig":
+        """A copy with ``changes``; a part's field by its dotted or flat name (``outcome_blocks=0``)."""
+        nested: dict[str, dict] = {}
+        for key in list(changes):
+            at = self.part_key(key)
+            if at is not None:
+                nested.setdefault(at[0], {})[at[1]] = changes.pop(key)
+        for name, sub in nested.items():
+            changes[name] = dataclasses.replace(changes.get(name, getattr(self, name)), **sub)
         return dataclasses.replace(self, **changes)
 
-    def decode_args(self, takeover_s: float | None = None) -> dict:
-        """Keyword arguments of ``autorater.data.video.read_video`` that give this model its frames (of a clip taken
-        over at ``takeover_s``: a model that reads nothing of the replayed context is decoded from the takeover on)."""
-        return {"num_frames": self.clip_frames, "size": self.image_size, "fit": self.frame_fit}
+    def decoded_size(self) -> int:
+        """The size (px) a clip is decoded at for this model (the processor's ``decode_args``; a model may decode
+        larger than ``image_size``)."""
+        return self.image_size
 
-    lr_range: ClassVar[tuple[float, float]] = (5e-4, 5e-3)  # the peak learning rates ``autorater tune`` tries
 
-    def recipe_changes(self) -> dict:
-        """How this model's training recipe differs from its architecture's (``training.recipe.RECIPES``), by what the
-        config says. Nothing by default."""
-        return {}
-
-    def search_space(self, trial) -> tuple[dict, dict]:
-        """What ``autorater tune`` draws for this architecture beside the optimiser (an Optuna trial's
-        ``suggest_*``): (model config changes, training recipe changes). Nothing by default."""
-        return {}, {}
-
-    def feature_key(self, frozen: bool) -> str:
-        """A name for the inputs this config caches (training/cache.py): the same key, the same features."""
-        return f"frames-{self.image_size}px-{self.clip_frames}f{'-pad' if self.frame_fit == 'pad' else ''}"
+def with_changes(d: dict, changes: dict, cls: type[AutoraterConfig]) -> dict:
+    """A config dict of ``cls`` with ``changes`` applied: a part's field by its dotted or flat name
+    (``outcome.blocks``, ``outcome_blocks``), a part's dict merged into the part's (checked by ``from_dict`` after)."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in d.items()}
+    for key, value in changes.items():
+        at = cls.part_key(key)
+        if at is not None and isinstance(out.get(at[0]), dict):
+            out[at[0]][at[1]] = value
+        elif key in cls.parts() and isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return out
 
 
 def rename_fields(d: dict) -> dict:
@@ -183,15 +241,12 @@ class FrameEncoderConfig(AutoraterConfig):
     #                            the blocks below them are frozen and their output cached)
     pixel_cells: int = 0  # mean colours of each position on a k x k sub-grid beside the features ("pixels": its cells)
 
-    def feature_key(self, frozen: bool) -> str:
-        """The cache key: the encoder's frozen part's output (all of it when nothing trains), or the frames."""
-        if frozen and self.encoder == "pixels":
-            return f"pixels-{self.grid_size}g-{self.pixel_cells}k-{self.image_size}px-{self.clip_frames}f"
-        if frozen:
-            pixels = f"-pix{self.pixel_cells}" if self.pixel_cells else ""
-            top = f"-top{self.trainable_blocks}" if self.trainable_blocks else ""  # the cache holds the blocks below
-            return f"{self.encoder}-stage{self.encoder_stage}{top}-{self.image_size}px-{self.clip_frames}f{pixels}"
-        return super().feature_key(frozen)
+    def encoder_options(self) -> dict:
+        """What this config says about its frame encoder (``autorater.encoders.create_frame_encoder``): the stage it
+        reads, the block groups that train, the mean colours beside the features."""
+        return {"stage": self.encoder_stage, "trainable_blocks": self.trainable_blocks, "pixel_cells": self.pixel_cells,
+                "patch_size": max(1, self.image_size // 8)}
 
 
-__all__ = ["MAX_CLIP_PIXELS", "AutoraterConfig", "FrameEncoderConfig", "read_config_json", "rename_fields"]
+__all__ = ["MAX_CLIP_PIXELS", "AutoraterConfig", "FrameEncoderConfig", "PartConfig", "check_fields", "read_config_json",
+           "rename_fields", "with_changes"]

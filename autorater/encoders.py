@@ -46,7 +46,7 @@ class Stage:
 class EncoderSpec:
     """Everything about one frame encoder, in one place.
 
-    ``build(spec, options)`` makes the module from the options a config gives (:func:`encoder_options`);
+    ``build(spec, options)`` makes the module from the options a config gives (``FrameEncoderConfig.encoder_options``);
     ``weights`` names the installed package of its pretrained weights ("" when it trains from scratch or has no
     parameters); ``input_size``, ``mean`` and ``std`` are what those weights were trained with; ``stages`` is its
     stage map. A stage's block groups may train from the top down: 0 to all of them (``trainable_range``).
@@ -105,21 +105,12 @@ def register_text_encoder(name: str):
     return deco
 
 
-def encoder_options(config: AutoraterConfig) -> dict:
-    """What a config says about its frame encoder: the stage it reads, the block groups that train, and the fields
-    of the small encoders (cells, patches, width)."""
-    return {"stage": getattr(config, "encoder_stage", 0), "trainable_blocks": getattr(config, "trainable_blocks", 0),
-            "pixel_cells": getattr(config, "pixel_cells", 0), "grid_size": getattr(config, "grid_size", 0),
-            "patch_size": getattr(config, "patch_size", 0) or max(1, config.image_size // 8),
-            "width": getattr(config, "spatial_size", 32)}
-
-
 def create_frame_encoder(config: AutoraterConfig, **changes) -> nn.Module:
     """The frame encoder ``config.encoder`` names, built with the config's options (``changes`` override them)."""
     name = changes.pop("encoder", config.encoder)
     if name not in FRAME_ENCODERS:
         raise ValueError(f"unknown frame encoder {name!r}; known: {sorted(FRAME_ENCODERS)}")
-    return FRAME_ENCODERS[name].create({**encoder_options(config), **changes})
+    return FRAME_ENCODERS[name].create({**config.encoder_options(), **changes})
 
 
 def create_text_encoder(config: AutoraterConfig) -> nn.Module:
@@ -214,8 +205,9 @@ class PatchEmbed(_FrameEncoder):
         return self.proj(images * 2 - 1)
 
 
-register_frame_encoder(EncoderSpec("patch", lambda spec, o: PatchEmbed(patch=o["patch_size"], dim=max(16, o["width"]))))
-register_frame_encoder(EncoderSpec("tiny_cnn", lambda spec, o: TinyCNN(width=max(8, o["width"]))))
+register_frame_encoder(EncoderSpec("patch", lambda spec, o: PatchEmbed(patch=o["patch_size"],
+                                                                      dim=max(16, o.get("width", 32)))))
+register_frame_encoder(EncoderSpec("tiny_cnn", lambda spec, o: TinyCNN(width=max(8, o.get("width", 32)))))
 
 
 class PixelCells(_FrameEncoder):
@@ -239,8 +231,8 @@ class PixelCells(_FrameEncoder):
 
 
 def _pixels(spec: EncoderSpec, o: dict) -> nn.Module:
-    if o["grid_size"] < 1 or o["pixel_cells"] < 1:
-        raise ValueError(f"the pixels encoder needs grid_size >= 1 and pixel_cells >= 1, got {o['grid_size']}, "
+    if o.get("grid_size", 0) < 1 or o["pixel_cells"] < 1:
+        raise ValueError(f"the pixels encoder needs grid_size >= 1 and pixel_cells >= 1, got {o.get('grid_size', 0)}, "
                          f"{o['pixel_cells']}")
     return PixelCells(o["grid_size"], o["pixel_cells"])
 

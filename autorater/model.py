@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from autorater.architecture import Processor
 from autorater.config import AutoraterConfig, read_config_json
 from autorater.device import module_device
 from autorater.encoders import create_frame_encoder
@@ -101,8 +102,7 @@ class Autorater(nn.Module):
     """
 
     config_class: type[AutoraterConfig] | None = None  # the architecture's config (set by each subclass)
-    position_free = False  # True: the head finds things by content, not by place, so its feature maps may be
-    #                        cropped in training (TrainConfig.crop)
+    processor_class: type = Processor  # what it reads of a video before any weight (autorater/models/spec.py)
 
     def __init__(self, config: AutoraterConfig):
         if self.config_class is None or type(config) is not self.config_class:
@@ -110,6 +110,7 @@ class Autorater(nn.Module):
                             f"config, got {type(config).__name__} (fix: autorater.models.AutoModel.from_config)")
         super().__init__()
         self.config = config
+        self.processor = self.processor_class(config)
         self.frame_encoder = create_frame_encoder(config)
 
     def grid_size(self) -> tuple[int, int]:
@@ -121,25 +122,25 @@ class Autorater(nn.Module):
     def forward(self, times_s: torch.Tensor, takeover_s: torch.Tensor, instructions: list[str],
                 frames: torch.Tensor | None = None, features: torch.Tensor | None = None,
                 targets: Targets | None = None, clip_index: torch.Tensor | None = None,
-                outcome: torch.Tensor | None = None) -> AutoraterOutput:
+                encoded: dict | None = None) -> AutoraterOutput:
         """Rate a batch of clips.
 
         Args:
             times_s: (b, t) time of each sampled frame, seconds from the first frame.
             takeover_s: (b,) when the agent takes over, seconds.
             instructions: b instructions.
-            frames: (b, t, H, W, 3) uint8; or pass ``features`` and ``outcome``, what :meth:`encode` returns
-                (the feature cache's entries).
+            frames: (b, t, H, W, 3) uint8; or pass what :meth:`encode` returns (the feature cache's entries): its
+                ``"x"`` as ``features`` (every frame's), the rest as ``encoded`` (an architecture's other encoded
+                inputs, per clip, carried as they are).
             targets: when given, the output carries the loss.
-            clip_index: (b,) long: row i rates clip ``clip_index[i]`` of ``frames`` / ``features`` (a batch whose
-                rows pair one video with several instructions encodes each video once).
-            outcome: an architecture with an outcome path (``outcome_encoder``): its cached inputs (b, k, ...).
+            clip_index: (b,) long: row i rates clip ``clip_index[i]`` of ``frames`` / ``features`` / ``encoded`` (a
+                batch whose rows pair one video with several instructions encodes each video once).
         """
         device = self.device
         times_s, takeover_s = times_s.to(device), takeover_s.to(device)
         if features is None:
-            cached = self.encode(frames.to(device), times_s, takeover_s)
-            features, outcome = cached["x"], cached.get("outcome")
+            encoded = self.encode(frames.to(device), times_s, takeover_s)
+            features = encoded.pop("x")
         if clip_index is None:
             features = self.frame_encoder.finish(features.to(device), read_frames(times_s, takeover_s))
         else:
@@ -148,21 +149,25 @@ class Autorater(nn.Module):
                 0, clip_index, torch.arange(len(clip_index), device=device))  # a row of each clip: same times
             keep = read_frames(times_s[row_of], takeover_s[row_of])
             features = self.frame_encoder.finish(features.to(device), keep)[clip_index]
-        extra = {}
-        if outcome is not None:  # the outcome path's trainable part, once per clip
-            extra["outcome"] = self.outcome_encoder.finish(outcome.to(device))
+        if encoded:  # their trainable parts, once per clip
+            encoded = self.finish_encoded({k: v.to(device) for k, v in encoded.items()})
             if clip_index is not None:
-                extra["outcome"] = extra["outcome"][clip_index]
+                encoded = {k: v[clip_index] for k, v in encoded.items()}
         if targets is not None:
             targets = dataclasses.replace(targets, **{f.name: getattr(targets, f.name).to(device)
                                                       for f in dataclasses.fields(targets)
                                                       if isinstance(getattr(targets, f.name), torch.Tensor)})
-        return self.forward_head(features, times_s, takeover_s, instructions, targets, **extra)
+        return self.forward_head(features, times_s, takeover_s, instructions, targets, encoded=encoded or None)
 
     def encode(self, frames: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor) -> dict:
-        """What the feature cache stores of decoded clips (b, t, H, W, 3): the frame encoder's fixed part's output
-        (``"x"``), and an outcome path's (``"outcome"``, architectures that have one)."""
-        return {"x": self.frame_encoder.cacheable(frames)}
+        """What the feature cache stores of decoded clips (b, t, H, W, 3): a mapping of the encoders' fixed parts'
+        outputs, ``"x"`` the stream of every frame's (an architecture may add its own keys, per clip)."""
+        return {"x": self.frame_encoder.cacheable(self.processor.prepare(frames, times_s, takeover_s)["x"])}
+
+    def finish_encoded(self, encoded: dict) -> dict:
+        """An architecture's other encoded inputs (``encode``'s keys beside ``"x"``) through their trainable parts.
+        As they are by default."""
+        return encoded
 
     @property
     def device(self) -> torch.device:
@@ -170,7 +175,8 @@ class Autorater(nn.Module):
         return module_device(self)
 
     def forward_head(self, features: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor,
-                     instructions: list[str], targets: Targets | None = None) -> AutoraterOutput:
+                     instructions: list[str], targets: Targets | None = None,
+                     encoded: dict | None = None) -> AutoraterOutput:
         raise NotImplementedError
 
     def init_from_data(self, features: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor,
@@ -225,7 +231,7 @@ class Autorater(nn.Module):
                              f"diverged; lower the learning rate or resume from an earlier checkpoint)")
         write_text_atomic(path / CONFIG_FILE, json_text(self.config.to_dict()))
         tmp = temp_path(path / WEIGHTS_FILE)
-        save_file(state, str(tmp), metadata={"format": "autorater", "encoder": getattr(self.config, "encoder", ""),
+        save_file(state, str(tmp), metadata={"format": "autorater", "encoder": self.config.to_dict().get("encoder", ""),
                                              "weights_sha256": weights_sha256(state),
                                              "config_sha256": config_sha256(self.config.to_dict())})
         commit(tmp, path / WEIGHTS_FILE)

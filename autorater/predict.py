@@ -15,6 +15,7 @@ import torch
 
 from autorater.data.video import DEFAULT_LIMITS, VideoInfo, VideoLimits, read_video
 from autorater.model import Autorater
+from autorater.models import processor_for
 
 
 @dataclass
@@ -31,9 +32,9 @@ class ClipInput:
 
 def load_clip(path: str | Path, instruction: str, takeover_s: float, config, limits: VideoLimits = DEFAULT_LIMITS,
               deadline: float | None = None) -> ClipInput:
-    """Decode a video as the model ``config`` reads it (``decode_args``) under ``limits`` and ``deadline``
-    (``read_video``); raises data.video.VideoError naming the file."""
-    clip = read_video(path, **config.decode_args(takeover_s), limits=limits, deadline=deadline)
+    """Decode a video as the model ``config`` reads it (its processor's ``decode_args``) under ``limits`` and
+    ``deadline`` (``read_video``); raises data.video.VideoError naming the file."""
+    clip = read_video(path, **processor_for(config).decode_args(takeover_s), limits=limits, deadline=deadline)
     return ClipInput(clip.frames, clip.times_s.astype(np.float32), clip.info.duration_s, float(takeover_s),
                      instruction, clip.info)
 
@@ -54,10 +55,10 @@ def real_length(times_s: torch.Tensor) -> int:
 @torch.no_grad()
 def predict_batch(model: Autorater, *, times_s: torch.Tensor, durations_s: Sequence[float],
                   takeovers_s: Sequence[float], instructions: Sequence[str], frames: torch.Tensor | None = None,
-                  features: torch.Tensor | None = None, outcome: torch.Tensor | None = None,
+                  features: torch.Tensor | None = None, encoded: dict | None = None,
                   calibration: dict | None = None) -> dict[str, np.ndarray]:
     """Raw model outputs for one batch, from frames (b, t, H, W, 3) or cached encoder features (``features``, and
-    ``outcome`` for a model with an outcome path).
+    what else the model encodes per clip, ``encoded``, carried as it is).
 
     ``calibration`` is the model folder's calibration.json (``autorater.rater.read_calibration``; None or {}: none).
 
@@ -72,7 +73,7 @@ def predict_batch(model: Autorater, *, times_s: torch.Tensor, durations_s: Seque
     times_s = times_s[:, :t]
     frames, features = (x[:, :t] if x is not None else None for x in (frames, features))
     out = model(times_s=times_s, takeover_s=torch.tensor(list(takeovers_s), dtype=torch.float32),
-                instructions=list(instructions), frames=frames, features=features, outcome=outcome).cpu()
+                instructions=list(instructions), frames=frames, features=features, encoded=encoded).cpu()
     durations = torch.tensor(list(durations_s), dtype=torch.float32)
     marker, spread = model.decode_marker(out.marker_logits, times_s, durations)
     failure_marker = None

@@ -221,11 +221,11 @@ class Rater:
 
     def rate(self, ids: list[str], *, times_s: torch.Tensor, durations_s: Sequence[float],
              takeovers_s: Sequence[float], instructions: Sequence[str], frames: torch.Tensor | None = None,
-             features: torch.Tensor | None = None, outcome: torch.Tensor | None = None) -> Predictions:
-        """Rate one batch from frames (b, t, H, W, 3) or cached encoder features (b, t, c, h, w) and, for a model
-        with an outcome path, its cached inputs (``outcome``, b, k, ...)."""
+             features: torch.Tensor | None = None, encoded: dict | None = None) -> Predictions:
+        """Rate one batch from frames (b, t, H, W, 3) or cached encoder features (b, t, c, h, w) and what else the
+        model encodes per clip (``encoded``: the cache's entries beside the features, as they are)."""
         raw = predict_batch(self.model, times_s=times_s, durations_s=durations_s, takeovers_s=takeovers_s,
-                            instructions=instructions, frames=frames, features=features, outcome=outcome,
+                            instructions=instructions, frames=frames, features=features, encoded=encoded,
                             calibration=self.calibration)
         modes = self.config.failure_modes
         return Predictions(ids, raw["logit"], raw["p_success"], raw["marker_s"], raw["marker_spread_s"],

@@ -84,7 +84,7 @@ def measure(suite, blocks: int, args, cache: Path) -> dict:
             "cache_mb_per_video": round(cache_bytes / n / 2**20, 3), "step_s": round(step_s, 3),
             "clips_per_s": round(min(args.batch, n) / step_s, 1),
             "head_step_s": None if head_step_s is None else round(head_step_s, 4),
-            "outcome_images_per_s": round(min(args.batch, n) * config.outcome_frames / step_s, 1),
+            "outcome_images_per_s": round(min(args.batch, n) * config.outcome.frames / step_s, 1),
             "rate_videos_per_s": round(rate, 2),
             "trainable_parameters": sum(p.numel() for p in trainable_parameters(model, tc.train_only))}
 

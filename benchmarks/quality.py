@@ -62,7 +62,7 @@ def _throughput(model, suite, limit: int) -> dict:
     ids = suite.continuation_ids()[:limit]
     start = time.perf_counter()
     for cid in ids:
-        read_video(suite.video_path(cid), **model.config.decode_args(suite.takeover_of(cid)))
+        read_video(suite.video_path(cid), **model.processor.decode_args(suite.takeover_of(cid)))
     decode = len(ids) / (time.perf_counter() - start)
     start = time.perf_counter()
     for _ in Rater(model).rate_suite(suite, ids=ids):
@@ -373,18 +373,21 @@ def parse_overrides(items: list[str], cls, flag: str = "--set") -> dict:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
             out[key] = value
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    defaults = cls()
+    defaults, parts = cls(), cls.parts() if hasattr(cls, "parts") else {}  # a model config's parts: outcome.blocks
+    fields = {f.name for f in dataclasses.fields(cls)} - set(parts)
+    known = sorted(fields) + [f"{p}.{f.name}" for p, part in parts.items() for f in dataclasses.fields(part)]
     for key, value in out.items():
-        if key not in fields:
-            raise SystemExit(f"{flag} {key}: not a {cls.__name__} field; known: {', '.join(sorted(fields))}")
-        want = type(getattr(defaults, key))
+        at = cls.part_key(key) if parts else None
+        if at is None and key not in fields:
+            raise SystemExit(f"{flag} {key}: not a {cls.__name__} field; known: {', '.join(known)}")
+        default = getattr(getattr(defaults, at[0]), at[1]) if at else getattr(defaults, key)
+        want = type(default)
         ok = isinstance(value, want) and (want is bool or not isinstance(value, bool))
         if want is float and isinstance(value, int) and not isinstance(value, bool):
             out[key], ok = float(value), True
         if not ok:
             raise SystemExit(f"{flag} {key}={value!r}: must be {want.__name__} (fix: e.g. {flag} "
-                             f"{key}={json.dumps(getattr(defaults, key))})")
+                             f"{key}={json.dumps(default)})")
     return out
 
 

@@ -21,13 +21,7 @@ from autorater.data.suite import Annotation, Continuation, Reference, Scenario, 
 from autorater.data.video import write_video
 
 N_FRAMES, FPS, SIZE = 8, 8.0, 32
-_T = {"architecture": "transformer"}
-GROUNDINGS = [{"architecture": "events"}, {**_T, "grounding": "film"},
-              {**_T, "grounding": "cells", "frame_pool": True, "token_norm": True},
-              {**_T, "grounding": "film", "cell_verify": True},
-              {**_T, "grounding": "film", "cell_verify": True, "verify_words": True},
-              {**_T, "grounding": "film", "cell_verify": True, "verify_words": True,
-               "verify_places": 2}]  # model options
+GROUNDINGS = [{"architecture": "events"}, {"architecture": "events", "members": 2}]  # model options
 
 
 def tiny_preset(options: dict):
@@ -35,15 +29,12 @@ def tiny_preset(options: dict):
     from autorater.models import PRESETS
 
     options = dict(options)
-    name = "tiny" if options.pop("architecture", "events") == "events" else "tiny_transformer"
+    name = {"events": "tiny", "general": "tiny-general"}[options.pop("architecture", "events")]
     return PRESETS[name].replace(**options)
 
 
 def grounding_id(options: dict) -> str:
-    if options.get("architecture", "events") == "events":
-        return "events"
-    return (options["grounding"] + ("+verify" if options.get("cell_verify") else "")
-            + ("+words" if options.get("verify_words") else "") + ("+places" if options.get("verify_places") else ""))
+    return "-".join(f"{v}" if k == "architecture" else f"{k}{v}" for k, v in options.items())
 MARKER_S = 0.5  # the square appears at frame 4
 COLOURS = {"red": (230, 20, 20), "blue": (20, 20, 230)}
 

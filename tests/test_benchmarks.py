@@ -5,19 +5,26 @@ import numpy as np
 import pytest
 import torch
 
-from autorater.models import PRESETS, TransformerConfig
+from autorater.models import PRESETS, EventsConfig, GeneralConfig
 from autorater.training.recipe import TrainConfig
 from benchmarks.quality import parse_overrides
 from benchmarks.quality_suites import plans
 
 
 def test_set_takes_json_values_and_bare_strings():
-    got = parse_overrides(["image_size=112", "text_encoder=bow", "cell_verify=true", 'encoder="tiny_cnn"'],
-                          TransformerConfig)
-    assert got == {"image_size": 112, "text_encoder": "bow", "cell_verify": True, "encoder": "tiny_cnn"}
-    assert PRESETS["transformer"].replace(**got).encoder == "tiny_cnn"
+    got = parse_overrides(["image_size=112", "text_encoder=bow", "pose=true", 'encoder="tiny_cnn"'], EventsConfig)
+    assert got == {"image_size": 112, "text_encoder": "bow", "pose": True, "encoder": "tiny_cnn"}
+    assert PRESETS["babyai-grid"].replace(**got).encoder == "tiny_cnn"
     with pytest.raises(SystemExit, match="not a GeneralConfig field"):  # each architecture has its own fields
         parse_overrides(["places=3"], type(PRESETS["general"]))
+
+
+def test_set_reaches_a_part_of_the_config_by_its_dotted_or_flat_name():
+    got = parse_overrides(["outcome.blocks=0", "outcome_dim=64"], GeneralConfig)
+    config = PRESETS["general"].replace(**got)
+    assert (config.outcome.blocks, config.outcome.dim, config.outcome.frames) == (0, 64, 4)
+    with pytest.raises(SystemExit, match="must be int"):
+        parse_overrides(["outcome.blocks=all"], GeneralConfig)
 
 
 def test_each_world_holds_out_scenarios_agents_tasks_and_meta_world_a_camera():
@@ -42,10 +49,10 @@ def test_train_set_checks_train_config_fields_and_widens_ints_to_floats():
 
 
 @pytest.mark.parametrize("item, names", [("image_size", "FIELD=VALUE"), ("imagesize=112", "imagesize"),
-                                         ("image_size=big", "must be int.*image_size=112"), ("cell_verify=1", "bool")])
+                                         ("image_size=big", "must be int.*image_size=112"), ("pose=1", "bool")])
 def test_a_bad_set_names_the_field_and_the_fix(item, names):
     with pytest.raises(SystemExit, match=names):
-        parse_overrides([item], TransformerConfig)
+        parse_overrides([item], EventsConfig)
 
 
 def test_the_probe_window_ends_one_after_the_marker_and_stays_in_the_clip():

@@ -42,7 +42,7 @@ def test_every_architecture_takes_its_encoder_fields_from_one_place():
     from autorater.config import FrameEncoderConfig
     from autorater.models import ARCHITECTURES
 
-    for config_class, _ in ARCHITECTURES.values():
+    for config_class in (spec.config_class for spec in ARCHITECTURES.values()):
         assert issubclass(config_class, FrameEncoderConfig), config_class
         assert all(config_class.ranges[k] == FrameEncoderConfig.ranges[k] for k in FrameEncoderConfig.ranges)
 

@@ -134,21 +134,24 @@ def test_the_place_prior_centres_on_the_cell_that_changes_at_the_marker():
     assert wide.max() < narrow.max()  # the places start at different widths
 
 
-def test_an_old_transformer_folder_without_the_architecture_field_loads_as_a_transformer(tmp_path):
+@pytest.mark.parametrize("architecture", [None, "transformer"])
+def test_a_folder_of_the_retired_first_design_is_refused_with_the_release_that_reads_it(tmp_path, architecture):
     import json
 
-    model = AutoModel.from_config(PRESETS["tiny_transformer"])
+    model = AutoModel.from_config(PRESETS["tiny"])
     model.save_pretrained(tmp_path / "m")
     cfg = json.loads((tmp_path / "m" / "config.json").read_text())
-    for key in ("architecture", "grid_size"):
-        del cfg[key]
-    (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
+    del cfg["architecture"]  # the first design's folders: no architecture field, or "transformer"
+    (tmp_path / "m" / "config.json").write_text(json.dumps({**cfg, **({"architecture": architecture}
+                                                                      if architecture else {})}))
     saved_before_the_config_checksum(tmp_path / "m")
-    assert AutoModel.from_pretrained(tmp_path / "m").config.architecture == "transformer"
+    with pytest.raises(ValueError, match=r"config.json: architecture 'transformer' .* retired; autorater 0.1.0 .* "
+                                         r"\(fix: load it with that release, or retrain"):
+        AutoModel.from_pretrained(tmp_path / "m")
 
 
 def test_an_unknown_architecture_is_refused_with_the_known_ones():
-    with pytest.raises(ValueError, match="known: general, events, transformer"):
+    with pytest.raises(ValueError, match="known: general, events"):
         AutoConfig.from_dict({**PRESETS["tiny"].to_dict(), "architecture": "lstm"})
 
 

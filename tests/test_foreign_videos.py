@@ -20,11 +20,11 @@ from autorater.data.example import encode_video
 from autorater.data.imports.table import import_table
 from autorater.data.imports.to_suite import probe_video
 from autorater.data.video import VideoError, read_video
-from autorater.models import PRESETS, AutoModel
+from autorater.models import PRESETS, AutoModel, processor_for
 from model_suites import one_thread
 from tiny_suites import read_lines
 
-GENERAL = PRESETS["general"].decode_args()  # what the default model decodes: 40 frames, 128 px, letterboxed
+GENERAL = processor_for(PRESETS["general"]).decode_args()  # the default model decodes: 40 frames, letterboxed
 
 
 def picture(n: int, h: int, w: int, seed: int = 0) -> np.ndarray:

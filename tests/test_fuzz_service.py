@@ -12,14 +12,12 @@ import json
 import math
 import random
 
-import pytest
-import torch
 from fastapi.testclient import TestClient
 
 from autorater.data.suite import Suite
 from autorater.serving.labelstudio.formats import labeling_config
 from autorater.serving.service.app import create_app
-from hardening_env import make_hardening_env, suite_rows, task_of, webhook_payload
+from hardening_env import suite_rows, task_of, webhook_payload
 from tiny_suites import FPS, N_FRAMES
 
 WEIRD = [None, True, False, 0, -1, 1, 2 ** 70, -1e308, 1e308, 1e-320, float("nan"), float("inf"), -float("inf"),
@@ -30,12 +28,6 @@ CIDS = ["c1", "c2", "c3", "c4"]
 N_PER_KIND = {"rate": 120, "predict": 100, "webhook": 160, "delete": 20, "setup": 30, "upload": 40, "raw": 60,
               "auth": 40, "paths": 30}
 FUZZED = sum(N_PER_KIND.values())
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    torch.set_num_threads(1)
-    return make_hardening_env(tmp_path_factory.mktemp("fuzz-service"))
 
 
 def _mutate(obj, rng: random.Random, times: int = 1):

@@ -14,7 +14,7 @@ import torch
 
 from autorater.app import cli
 from autorater.data.video import read_video
-from autorater.models import DEFAULT_PRESET, PRESETS, AutoModel, GeneralConfig
+from autorater.models import DEFAULT_PRESET, PRESETS, AutoModel, GeneralConfig, processor_for
 from model_suites import CAMERA_SHAPE, camera_suite, one_thread, trained_by_cli
 from tiny_suites import read_lines
 
@@ -33,7 +33,8 @@ def test_the_default_recipe_is_the_general_model():
 def test_a_wide_frame_is_letterboxed_not_stretched(tmp_path):
     suite = camera_suite(tmp_path / "s", n_scenarios=2, per_scenario=1)
     video = suite.video_path(suite.continuation_ids()[0])
-    clip = read_video(video, **GeneralConfig(image_size=128, clip_frames=8, outcome_frames=0).decode_args())
+    config = GeneralConfig(image_size=128, clip_frames=8).replace(outcome_frames=0)
+    clip = read_video(video, **processor_for(config).decode_args())
     assert clip.frames.shape[1:] == (128, 128, 3)
     rows = clip.frames.reshape(len(clip.frames), 128, -1).max(-1).max(0)  # the brightest value of each row
     content = round(128 * CAMERA_SHAPE[0] / CAMERA_SHAPE[1])  # 160 wide -> 128: 96 high -> ~77 rows
@@ -59,7 +60,7 @@ def test_the_general_model_reads_the_instruction_in_words_it_never_saw(trained):
     model = AutoModel.from_pretrained(trained["model"])
     suite = trained["suite"]
     cid = suite.continuation_ids()[0]
-    clip = read_video(suite.video_path(cid), **model.config.decode_args())
+    clip = read_video(suite.video_path(cid), **model.processor.decode_args())
     frames = torch.from_numpy(clip.frames)[None].expand(2, -1, -1, -1, -1)
     times = torch.from_numpy(clip.times_s).float()[None].expand(2, -1)
     with torch.no_grad():

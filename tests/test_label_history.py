@@ -14,12 +14,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-import torch
 
 from autorater.data.files import jsonl_text
 from autorater.data.suite import Suite
 from autorater.serving.labelling.history import LabelHistory, arriving, suite_history
-from hardening_env import make_hardening_env, make_pool, suite_rows, webhook_payload
+from hardening_env import suite_rows, webhook_payload
 
 STREAM = Path(__file__).parent / "data" / "labelstudio_webhook_stream.json"
 # (HTTP status, "status" of the answer) for each event of the stream, in order
@@ -30,18 +29,6 @@ EXPECTED = [(201, "recorded"), (201, "updated"), (201, "stale"), (201, "recorded
 # annotation id -> (continuation, outcome, marker_s) that the suite must hold at the end
 FINAL = {11: ("c1", "failure", 0.25), 13: ("c3", "failure", 0.875), 14: ("c4", "success", 0.375),
          15: ("c1", "success", 0.625), 16: ("c2", "success", 0.25)}
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    torch.set_num_threads(1)
-    return make_hardening_env(tmp_path_factory.mktemp("history"))
-
-
-@pytest.fixture()
-def pool(env, tmp_path):
-    """A fresh copy of the suite under a media root, and a client whose webhook writes to it."""
-    return make_pool(env, tmp_path)
 
 
 def _ls_rows(root) -> dict:

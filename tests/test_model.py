@@ -14,7 +14,6 @@ import socket
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from autorater.model import Autorater, AutoraterOutput, Targets
@@ -79,16 +78,6 @@ def test_outputs_have_the_documented_shapes_and_are_finite(grounding):
         assert torch.isfinite(getattr(out, k)).all(), k
 
 
-def test_every_head_input_option_combines():
-    model = tiny_model(architecture="transformer", frame_pool=True, direct_pool=True, event_pooling=True,
-                       mlp_heads=True, cell_verify=True,
-                       verify_words=True)
-    with torch.no_grad():
-        out = model(**inputs())
-    assert out.success_logit.shape == (B,) and out.match_logit.shape == (B,)
-    assert torch.isfinite(out.success_logit).all() and torch.isfinite(out.match_logit).all()
-
-
 @pytest.mark.parametrize("grounding", GROUNDINGS, ids=grounding_id)
 def test_cached_features_give_the_same_outputs_as_frames(grounding):
     model, x = tiny_model(**grounding), inputs()
@@ -106,14 +95,11 @@ def test_the_loss_comes_only_when_targets_are_passed(grounding):
     out = model(**inputs())
     assert out.loss is None and out.losses == {}
     out = model(**inputs(), targets=targets())
-    events = model.config.architecture == "events"
-    assert set(out.losses) == ({"event", "counterfactual", "match"} if events else
-                               {"success", "marker", "failure", "match"})
+    assert set(out.losses) == {"event", "counterfactual", "match"}
     assert out.loss.shape == () and torch.isfinite(out.loss) and out.loss.requires_grad
     assert all(torch.isfinite(v) for v in out.losses.values())
     out.loss.backward()
-    head = model.events.mlp[-1] if events else model.success_head
-    assert head.weight.grad.abs().sum() > 0
+    assert all(head.mlp[-1].weight.grad.abs().sum() > 0 for head in model.event_heads)
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
@@ -138,18 +124,7 @@ def _free_outputs(seed: int = 0) -> AutoraterOutput:
                            match_logit=torch.randn(B, generator=g).requires_grad_())
 
 
-def test_nan_success_targets_are_ignored():
-    model, out = tiny_model(architecture="transformer"), _free_outputs()
-    losses = model.losses(out, targets(success=(1.0, float("nan"), 0.0)))
-    known = torch.tensor([0, 2])
-    expected = F.binary_cross_entropy_with_logits(out.success_logit[known].detach(), torch.tensor([1.0, 0.0]))
-    assert torch.isfinite(losses["success"]) and torch.allclose(losses["success"], expected)
-    losses["success"].backward()
-    grad = out.success_logit.grad
-    assert grad[1] == 0 and (grad[known] != 0).all()  # the unknown row gets no push either way
-
-
-@pytest.mark.parametrize("architecture, key", [("transformer", "success"), ("events", "event")])
+@pytest.mark.parametrize("architecture, key", [("events", "event")])
 def test_all_nan_success_targets_give_a_zero_success_loss_and_a_finite_total(architecture, key):
     model = tiny_model(architecture=architecture).train()
     out = model(**inputs(), targets=targets(success=(float("nan"),) * B))
@@ -157,17 +132,6 @@ def test_all_nan_success_targets_give_a_zero_success_loss_and_a_finite_total(arc
     assert torch.isfinite(out.loss)
     out.loss.backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
-
-
-def test_a_mismatched_instruction_gets_no_marker_or_failure_mode_loss():
-    model, out = tiny_model(architecture="transformer"), _free_outputs()
-    tg = targets()
-    tg.match = torch.tensor([1.0, 0.0, 0.0])  # row 1 has a failure mode, row 2 a marker: both now mismatched
-    losses = model.losses(out, tg)
-    marker_grad, failure_grad = torch.autograd.grad(losses["marker"] + losses["failure"],
-                                                    [out.marker_logits, out.failure_logits], allow_unused=True)
-    assert marker_grad[1:].abs().sum() == 0 and marker_grad[0].abs().sum() > 0
-    assert failure_grad is None or failure_grad.abs().sum() == 0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -283,7 +247,7 @@ def test_a_folder_without_its_files_is_not_a_model_folder(tmp_path, missing):
 
 
 def test_from_dict_fills_defaults_for_missing_keys():
-    from autorater.models import EventsConfig, TransformerConfig
+    from autorater.models import EventsConfig
 
     defaults, tiny = EventsConfig(), PRESETS["tiny"]
     old = tiny.to_dict()
@@ -294,7 +258,8 @@ def test_from_dict_fills_defaults_for_missing_keys():
     for key in dropped:
         assert getattr(cfg, key) == getattr(defaults, key), key
     assert all(getattr(cfg, k) == v for k, v in old.items())
-    assert AutoConfig.from_dict({}) == TransformerConfig()  # no architecture: the first design's folders
+    with pytest.raises(ValueError, match="retired.*0.1.0"):  # no architecture: the first design's folders
+        AutoConfig.from_dict({})
     assert AutoConfig.from_dict(tiny.to_dict()) == tiny
     for preset in PRESETS.values():
         assert AutoConfig.from_dict(preset.to_dict()) == preset
@@ -305,8 +270,8 @@ def test_each_architecture_has_only_its_own_fields():
 
     from autorater.models import ARCHITECTURES
 
-    own = {name: {f.name for f in fields(cfg)} for name, (cfg, _) in ARCHITECTURES.items()}
-    assert "hidden_size" not in own["events"] | own["general"] and "places" not in own["transformer"] | own["general"]
+    own = {name: {f.name for f in fields(spec.config_class)} for name, spec in ARCHITECTURES.items()}
+    assert "places" not in own["general"] and "outcome" not in own["events"]
     assert not {"vocab", "grid_size", "pose", "front_places", "mirror_tta"} & own["general"]  # nothing of a grid
 
 
@@ -337,9 +302,8 @@ def test_an_old_folder_without_newer_config_fields_still_loads(tmp_path):
 # Marker decoding
 
 
-@pytest.mark.parametrize("head", ["distribution", "crossing"])
-def test_decoded_markers_lie_inside_the_video(head):
-    model = tiny_model(architecture="transformer", marker_head=head)
+def test_decoded_markers_lie_inside_the_video():
+    model = tiny_model()
     g = torch.Generator().manual_seed(0)
     n = 96
     durations = 0.5 + 10 * torch.rand(n, generator=g)  # seconds
@@ -363,19 +327,11 @@ def test_a_peaked_marker_distribution_decodes_to_its_frame_time_or_the_end():
     assert (spread < 0.01).all()
 
 
-def test_a_crossing_marker_decodes_to_the_first_reached_frame_or_the_end():
-    model = tiny_model(architecture="transformer", marker_head="crossing")
-    times = (torch.arange(T) + 0.5).repeat(3, 1) / T
-    reached_from = torch.tensor([2, 0, T])  # row 2 never reaches the goal
-    logits = torch.where(torch.arange(T + 1)[None] >= reached_from[:, None], 8.0, -8.0)
-    marker, _ = model.decode_marker(logits, times, torch.ones(3))
-    assert marker.tolist() == pytest.approx([times[0, 2].item(), times[0, 0].item(), 1.0])
-
-
 def test_docstring_examples_run():
+    import autorater.architecture
     import autorater.models
 
-    for module in (autorater.model, autorater.config, autorater.models, autorater.models.transformer):
+    for module in (autorater.model, autorater.config, autorater.models, autorater.architecture):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert result.failed == 0 and result.attempted > 0, module.__name__
 
@@ -396,37 +352,34 @@ def test_records_say_success_exactly_when_the_written_p_success_is_at_least_one_
 # The real encoders (the one test that is not tiny: about 6 s, most of it importing timm and transformers)
 
 
-def test_base_preset_encoders_load_offline_and_round_trip(tmp_path, monkeypatch):
+def test_the_default_preset_encoders_load_offline_and_round_trip(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
 
     def no_network(*args, **kwargs):
-        raise AssertionError(f"network access while building the base encoders: {args}")
+        raise AssertionError(f"network access while building the default encoders: {args}")
 
     monkeypatch.setattr(socket.socket, "connect", no_network)
     monkeypatch.setattr(socket, "create_connection", no_network)
     torch.manual_seed(0)
-    model = AutoModel.from_config(PRESETS["transformer"]).eval()
+    model = AutoModel.from_config(PRESETS["general"].replace(failure_modes=MODES)).eval()
     frames = torch.randint(0, 256, (1, 2, 128, 128, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
     x = {"frames": frames, "times_s": torch.tensor([[0.0, 0.5]]), "takeover_s": torch.zeros(1),
          "instructions": ["go to the red ball"]}
     with torch.no_grad():
-        features = model.frame_encoder(frames)  # (b, t, c, h, w): lite0 stage 3 is stride 16, 112 channels
-        tokens, mask = model.text_encoder(x["instructions"])  # (b, l, 384), (b, l)
+        features = model.frame_encoder(frames)  # (b, t, c, h, w): lite0 stage 2 is stride 8
         out = model(**x)
-    assert features.shape == (1, 2, 112, 8, 8) and torch.isfinite(features).all()
+    assert features.shape[:2] == (1, 2) and features.shape[-2:] == (16, 16) and torch.isfinite(features).all()
     assert features.std() > 0 and not torch.equal(features[0, 0], features[0, 1])  # real weights, not constants
-    assert tokens.shape[0] == 1 and tokens.shape[2] == 384 and torch.isfinite(tokens).all()
-    assert mask.dtype == torch.bool and mask.shape == tokens.shape[:2] and mask.all()
     assert out.success_logit.shape == (1,) and out.marker_logits.shape == (1, 3)
     assert all(torch.isfinite(getattr(out, k)).all() for k in ("success_logit", "marker_logits", "match_logit"))
     assert not any(p.requires_grad for p in model.frame_encoder.parameters())
-    assert not any(p.requires_grad for p in model.text_encoder.parameters())
 
     model.save_pretrained(tmp_path / "m")
     stored = load_file(str(tmp_path / "m" / "model.safetensors"))
-    assert not any(k.startswith(("frame_encoder.", "text_encoder.")) for k in stored)  # rebuilt from packages
-    assert (tmp_path / "m" / "model.safetensors").stat().st_size < 10 * 2 ** 20
+    assert not any(k.startswith(("frame_encoder.", "outcome_encoder.bottom.")) for k in stored)  # from packages
+    assert not any(".words." in k for k in stored)  # MiniLM too
+    assert (tmp_path / "m" / "model.safetensors").stat().st_size < 20 * 2 ** 20
     loaded = AutoModel.from_pretrained(tmp_path / "m")
     with torch.no_grad():
         assert outputs_equal(out, loaded(**x))
@@ -435,38 +388,13 @@ def test_base_preset_encoders_load_offline_and_round_trip(tmp_path, monkeypatch)
 def test_patch_encoder_gives_one_trainable_token_per_tile():
     from autorater.encoders import create_frame_encoder
 
-    cfg = PRESETS["tiny_transformer"].replace(encoder="patch", image_size=32, spatial_size=16)
-    encoder = create_frame_encoder(cfg)
+    encoder = create_frame_encoder(PRESETS["tiny"].replace(image_size=32), encoder="patch", width=16)
     frames = torch.zeros(2, 3, 32, 32, 3, dtype=torch.uint8)
     frames[0, :, :4, :4] = 255  # one bright tile changes exactly one token
     out = encoder(frames)
     assert out.shape == (2, 3, 16, 8, 8) and not getattr(encoder, "frozen", False)
     changed = (out[0] - out[1]).abs().sum(dim=(0, 1)) > 1e-6  # (8, 8) grid
     assert changed.sum() == 1 and changed[0, 0]
-
-
-def test_verify_words_without_the_verifier_is_refused():
-    with pytest.raises(ValueError, match="verify_words .* needs cell_verify=True"):
-        tiny_model(architecture="transformer", verify_words=True)
-    with pytest.raises(ValueError, match="verify_places .* needs cell_verify=True"):
-        tiny_model(architecture="transformer", verify_places=2)
-
-
-def test_a_place_reads_only_where_it_looks():
-    from autorater.models.transformer import PlacePool
-
-    torch.manual_seed(0)
-    pool = PlacePool(per_cell=3, grid=(4, 4), places=2, dim=8)
-    with torch.no_grad():
-        pool.where.fill_(-1e4)
-        pool.where[:, 5] = 0.0  # both places look at cell (1, 1) only
-    h = torch.randn(2, 3, 4, 4)
-    elsewhere = h.clone()
-    elsewhere[:, :, 3, 2] += 5.0  # another cell changes
-    there = h.clone()
-    there[:, :, 1, 1] += 5.0  # the watched cell changes
-    assert torch.allclose(pool(h), pool(elsewhere)) and not torch.allclose(pool(h), pool(there))
-    assert pool(h).shape == (2, 8)
 
 
 @pytest.mark.parametrize("members", [1, 2])

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from autorater.model import read_safetensors_header
-from autorater.models import PRESETS, AutoConfig, AutoModel
-from autorater.models.outcome import OutcomeHead, augment_frames, outcome_frame_index, outcome_loss
+from autorater.models import PRESETS, AutoConfig, AutoModel, processor_for
+from autorater.models.outcome import OUTCOME_INPUT, OutcomeHead, augment_frames, outcome_frame_index, outcome_loss
 from autorater.predict import calibrate_outputs
 
 TINY = PRESETS["tiny-general"]
@@ -83,9 +83,9 @@ def test_a_two_rate_model_rates_frames_and_its_cached_inputs_alike(two_rate):
     with torch.no_grad():
         direct = two_rate(times_s=times, takeover_s=takeover, instructions=words, frames=frames)
         cached = two_rate.encode(frames, times, takeover)
-        again = two_rate(times_s=times, takeover_s=takeover, instructions=words, features=cached["x"].half(),
-                         outcome=cached["outcome"].half())
-    assert cached["outcome"].shape[:2] == (2, TINY.outcome_frames)
+        again = two_rate(times_s=times, takeover_s=takeover, instructions=words, features=cached.pop("x").half(),
+                         encoded={k: v.half() for k, v in cached.items()})
+    assert cached[OUTCOME_INPUT].shape[:2] == (2, TINY.outcome.frames)
     assert torch.allclose(direct.success_logit, again.success_logit, atol=0.05)  # float16 in the cache
 
 
@@ -103,10 +103,16 @@ def test_a_two_rate_folder_keeps_the_top_blocks_and_the_head_not_the_bottom(two_
         assert torch.allclose(two_rate(**x).success_logit, loaded(**x).success_logit, atol=1e-5)
 
 
+def flat(config) -> dict:
+    """A general config dict as folders saved it before the outcome path had its own config: ``outcome_*``."""
+    d = config.to_dict()
+    return {**{k: v for k, v in d.items() if k != "outcome"}, **{f"outcome_{k}": v for k, v in d["outcome"].items()}}
+
+
 def test_a_general_folder_from_before_the_outcome_path_loads_without_one(tmp_path):
-    old = {k: v for k, v in TINY.to_dict().items() if not k.startswith("outcome_")}
+    old = {k: v for k, v in flat(TINY).items() if not k.startswith("outcome_")}
     config = AutoConfig.from_dict(old)
-    assert config.outcome_frames == 0 and config.decode_args()["size"] == config.image_size
+    assert config.outcome.frames == 0 and processor_for(config).decode_args()["size"] == config.image_size
     assert not hasattr(AutoModel.from_config(config), "outcome_encoder")
 
 
@@ -120,7 +126,8 @@ def test_the_cache_holds_real_frames_only_and_one_entry_per_video(tmp_path):
     model = AutoModel.from_config(TINY.replace(clip_frames=N_FRAMES + 4, failure_modes=["timeout"]))
     clips = cache.load(model, paths + paths[:1], takeovers_s=[0.0, 0.0, 0.0])  # the first video twice
     assert cache.misses == 2 and len(list((tmp_path / "cache").rglob("*.safetensors"))) == 2
-    assert clips.outcome.shape[:2] == (3, TINY.outcome_frames) and torch.equal(clips.outcome[0], clips.outcome[2])
+    maps = clips.encoded[OUTCOME_INPUT]
+    assert maps.shape[:2] == (3, TINY.outcome.frames) and torch.equal(maps[0], maps[2])
     assert clips.features.shape[1] == N_FRAMES  # not padded to clip_frames
 
 
@@ -147,7 +154,7 @@ def test_the_whole_encoder_trains_from_augmented_pixels_when_asked(tmp_path):
     from safetensors.torch import load_file
 
     (entry,) = [p for p in (tmp_path / "cache").rglob("*.safetensors")][:1]
-    assert load_file(str(entry))["outcome"].dtype == torch.uint8
+    assert load_file(str(entry))[OUTCOME_INPUT].dtype == torch.uint8
 
 
 def test_an_ensemble_rates_the_mean_probability_of_its_heads():
@@ -168,10 +175,10 @@ def test_an_ensemble_rates_the_mean_probability_of_its_heads():
 def test_a_folder_from_before_the_ensemble_loads_with_its_one_attention_head(tmp_path):
     one = AutoModel.from_config(TINY.replace(failure_modes=["timeout"], outcome_members=1))
     one.save_pretrained(tmp_path / "m")
-    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    config = flat(AutoConfig.from_dict(json.loads((tmp_path / "m" / "config.json").read_text())))
     del config["outcome_members"], config["outcome_pooling"]  # written before the fields existed
     old = AutoConfig.from_dict(config)
-    assert old.outcome_members == 1 and old.outcome_pooling == "attention"
+    assert old.outcome.members == 1 and old.outcome.pooling == "attention"
     shapes, _ = read_safetensors_header(tmp_path / "m" / "model.safetensors")
     assert "outcome.gate" in shapes and not any(k.startswith("outcome.0.") for k in shapes)
 
@@ -237,5 +244,5 @@ def test_the_default_trains_jointly_and_the_parts_preset_apart():
 
     assert not recipe_for(PRESETS["general"]).parts_apart  # block group 4 learns: one joint step
     parts = PRESETS["general-parts"]
-    assert recipe_for(parts).parts_apart and parts.outcome_members == 5 and parts.outcome_blocks == 0
+    assert recipe_for(parts).parts_apart and parts.outcome.members == 5 and parts.outcome.blocks == 0
     assert not recipe_for(parts, parts_apart=False).parts_apart  # an explicit change wins

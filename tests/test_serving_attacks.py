@@ -32,21 +32,10 @@ from autorater.serving.labelling.history import (
 )
 from autorater.serving.service import mlbackend
 from autorater.serving.service.app import create_app
-from hardening_env import make_hardening_env, make_pool, suite_rows, task_of, webhook_payload
+from hardening_env import suite_rows, task_of, webhook_payload
 from tiny_suites import frames
 
 JSON = {"content-type": "application/json"}
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    torch.set_num_threads(1)
-    return make_hardening_env(tmp_path_factory.mktemp("attacks"))
-
-
-@pytest.fixture()
-def pool(env, tmp_path):
-    return make_pool(env, tmp_path)
 
 
 def _no_server_paths(response, *roots: Path) -> None:

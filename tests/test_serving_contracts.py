@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from fastapi.testclient import TestClient
 
 from autorater.data.suite import Suite
@@ -27,28 +26,16 @@ from autorater.data.video import FrameTooLarge, VideoLimits, read_video
 from autorater.models import AutoModel
 from autorater.serving.labelstudio.formats import label_interface
 from autorater.serving.service.app import create_app
-from hardening_env import make_hardening_env, make_pool, suite_rows, task_of, webhook_payload
+from hardening_env import make_pool, suite_rows, task_of, webhook_payload
 from tiny_suites import FPS, N_FRAMES
 
 HUGE = "1" + "0" * 400  # an integer of 401 digits: float() and math.isfinite() raise OverflowError on it
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    torch.set_num_threads(1)
-    return make_hardening_env(tmp_path_factory.mktemp("contracts"))
-
-
-@pytest.fixture(scope="module")
-def client(env):
-    return TestClient(create_app(env["model"], env["media"], suite=env["suite"].root, timeout_s=30),
-                      raise_server_exceptions=False)
-
-
-@pytest.fixture()
-def pool(env, tmp_path):
-    """A fresh copy of the suite under a media root, and a client whose webhook writes to it."""
-    return make_pool(env, tmp_path)
+def client(env, tmp_path_factory):
+    """A client over this module's own copy of the suite (the session's ``env`` is read, never written)."""
+    return make_pool(env, tmp_path_factory.mktemp("contracts"))["client"]
 
 
 def _post(client, path: str, obj, big: dict | None = None):

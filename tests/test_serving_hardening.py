@@ -35,20 +35,8 @@ from autorater.serving.labelstudio.formats import (
     parse_export,
 )
 from autorater.serving.service.app import create_app
-from hardening_env import make_hardening_env, make_pool, region, suite_rows, task_of, webhook_payload
+from hardening_env import region, suite_rows, task_of, webhook_payload
 from tiny_suites import FPS, N_FRAMES
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    torch.set_num_threads(1)
-    return make_hardening_env(tmp_path_factory.mktemp("hardening"))
-
-
-@pytest.fixture()
-def pool(env, tmp_path):
-    """A fresh copy of the suite under a media root, and a client whose webhook writes to it."""
-    return make_pool(env, tmp_path)
 
 
 def _finite_and_loads(root) -> list:

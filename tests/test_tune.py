@@ -56,21 +56,6 @@ def test_suggest_samples_inside_the_documented_events_space_and_replays():
         assert suggest(optuna.trial.FixedTrial(trial.params), base_m, base_t) == (m, t)
 
 
-def test_suggest_samples_inside_the_documented_transformer_space_and_replays():
-    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
-    base_m, base_t = PRESETS["tiny_transformer"], TrainConfig(epochs=2)
-    for _ in range(20):
-        trial = study.ask()
-        m, t = suggest(trial, base_m, base_t)
-        assert 3e-4 <= t.lr <= 3e-3 and 1e-3 <= t.weight_decay <= 1e-1
-        assert m.hidden_size in (64, 128, 192) and m.num_layers in (1, 2, 3) and m.spatial_size in (32, 64, 96)
-        assert 0 <= m.dropout <= 0.3 and 0.1 <= t.mismatch_share <= 1.0
-        assert 0.1 <= t.marker_weight <= 1.0 and 0.1 <= t.match_weight <= 1.0
-        assert (m.encoder, m.image_size, m.clip_frames, t.epochs) == ("tiny_cnn", 32, 8, 2)  # cache inputs untouched
-        study.tell(trial, 0.0)
-        assert suggest(optuna.trial.FixedTrial(trial.params), base_m, base_t) == (m, t)
-
-
 def test_objective_is_balanced_accuracy_minus_a_capped_marker_penalty():
     assert objective_value({"val_balanced_accuracy": 0.8, "val_marker_median_abs_error_s": 1.0}) == \
         pytest.approx(0.8 - MARKER_PENALTY_PER_S)

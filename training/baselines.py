@@ -48,16 +48,16 @@ def predict_cached(model: Autorater, suite: Suite, cache_dir: str, last_frame_on
         rows += rater.rate(batch, times_s=clips.times_s[part], durations_s=clips.durations_s[part].tolist(),
                            takeovers_s=[suite.takeover_of(c) for c in batch],
                            instructions=[suite.instruction_of(c) for c in batch],
-                           outcome=None if clips.outcome is None else clips.outcome[part],
+                           encoded={k: v[part] for k, v in clips.encoded.items()},
                            **{key: clips.features[part]}).records(name)
     return [r if i not in clips.errors else {"continuation_id": r["continuation_id"], "error": clips.errors[i]}
             for i, r in enumerate(rows)]
 
 
 def _last_frame(clips: CachedClips) -> CachedClips:
-    """Each clip's last frame only (an outcome path's last frame only: the last one it reads)."""
+    """Each clip's last frame only (of every per-frame input the model encodes: the last one it reads)."""
     return CachedClips(clips.features[:, -1:], clips.times_s[:, -1:], clips.durations_s, clips.is_frames, clips.errors,
-                       outcome=None if clips.outcome is None else clips.outcome[:, -1:])
+                       encoded={k: v[:, -1:] for k, v in clips.encoded.items()})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -126,11 +126,10 @@ class BarcodeBaseline:
 
 def _frame_config(model_config: AutoraterConfig) -> AutoraterConfig:
     """Decoded frames (a trainable encoder's cache): 32 frames at 64 px, enough for a bar code, small in memory."""
-    from autorater.models import TransformerConfig
+    from autorater.models import EventsConfig
 
-    return TransformerConfig(encoder="tiny_cnn", text_encoder="bow", image_size=64,
-                             clip_frames=min(32, model_config.clip_frames), spatial_size=8, hidden_size=16,
-                             num_layers=1, num_heads=1)
+    return EventsConfig(encoder="tiny_cnn", image_size=64, clip_frames=min(32, model_config.clip_frames),
+                        pixel_cells=0, places=1)  # a trainable encoder: its cache holds the decoded frames
 
 
 def train_barcode(suites: list[Suite], model_config: AutoraterConfig, tc: TrainConfig, epochs: int = 30,

@@ -13,12 +13,12 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from autorater.architecture import Processor
 from autorater.config import AutoraterConfig
 from autorater.data.suite import Suite
 from autorater.encoders import tokenize_words
 from autorater.model import Autorater, Targets
-from autorater.models import AutoModel
-from autorater.models.outcome import augment_frames
+from autorater.models import AutoModel, spec_of
 from autorater.predict import real_length
 from autorater.training.augment import (
     contradicts,
@@ -60,6 +60,8 @@ class TrainingData:
     decisive: frozenset = frozenset()  # categories whose labelled failures include an early mistake (not only
     #                                    timeouts): acting on a wrong object ends the episode there
     groups: list[str] | None = None  # split groups: scenarios that share a video (a suite and its instruction
+    #                                  swaps), never split between training and validation
+    processor: Processor | None = None  # the model's: it may augment the clips' other encoded inputs
 
 
 def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig,
@@ -67,8 +69,7 @@ def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainCon
     """Labels from the annotations, the vocabulary and failure modes, the model, and cached features."""
     ex = build_examples(suites, aggregation=tc.aggregation)
     cfg = model_config
-    if hasattr(cfg, "vocab") and not cfg.vocab and (cfg.text_encoder == "bow" or getattr(cfg, "verify_words", False)
-                                                    or cfg.architecture == "events"):
+    if spec_of(cfg).learns_words(cfg) and not cfg.vocab:
         cfg = cfg.replace(vocab=sorted({w for t in ex.instructions for w in tokenize_words(t)}))
     if not cfg.failure_modes:
         cfg = cfg.replace(failure_modes=sorted({m for m in ex.failure_mode if m}))
@@ -85,8 +86,8 @@ def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainCon
     decisive = frozenset(c for c, m, p in zip(ex.categories, ex.failure_mode, ex.p_success)
                          if p < 0.5 and m and m != "timeout")
     return model, TrainingData(ex, clips, torch.from_numpy(marker), torch.tensor(failure, dtype=torch.long),
-                        pixel_cells=cfg.pixel_cells if cfg.encoder == "pixels" else 0, decisive=decisive,
-                        groups=shared_video_groups(ex.scenario_keys, clips.hashes))
+                               pixel_cells=cfg.pixel_cells if cfg.encoder == "pixels" else 0, decisive=decisive,
+                               groups=shared_video_groups(ex.scenario_keys, clips.hashes), processor=model.processor)
 
 
 def shared_video_groups(scenario_keys: Sequence[str], hashes: Sequence[str | None] | None) -> list[str]:
@@ -241,11 +242,11 @@ def make_batch(data: TrainingData, rows: np.ndarray, tc: TrainConfig, rng: np.ra
                       outcome_weights=(tc.outcome_weight, tc.outcome_negatives))
     inputs = {"times_s": times, "takeover_s": torch.tensor([ex.takeover_s[i] for i in idx.tolist()]),
               "instructions": instructions, ("frames" if clips.is_frames else "features"): feats}
-    if clips.outcome is not None:
-        outcome = clips.outcome[rows]
-        if rng is not None and tc.augment_pixels and outcome.dtype == torch.uint8:  # frames: the encoder trains
-            outcome = augment_frames(outcome, torch.Generator().manual_seed(int(rng.integers(2 ** 31))))
-        inputs["outcome"] = outcome
+    if clips.encoded:  # what else the model encodes, per clip, as it is (the processor may augment it)
+        encoded = {k: v[rows] for k, v in clips.encoded.items()}
+        if rng is not None and tc.augment_pixels and data.processor is not None:
+            encoded = data.processor.augment(encoded, rng)
+        inputs["encoded"] = encoded
     if rng is not None:
         inputs["clip_index"] = clip
     return inputs, targets

@@ -5,8 +5,8 @@ loop runs only the top.
 
 Entries are keyed by the video's content (SHA-1 of its bytes) and by everything that changes the
 features (encoder, stage, image size, frames sampled), and stored as safetensors files under
-``root/<key>/<sha1>.safetensors``: what ``Autorater.encode`` returns (the stream's features of every frame and,
-for a model with an outcome path, that path's inputs for the few frames it reads), the real frames only (a clip
+``root/<key>/<sha1>.safetensors``: what ``Autorater.encode`` returns (the stream's features of every frame, ``x``,
+and whatever else the architecture encodes, per clip, carried without knowing its keys), the real frames only (a clip
 shorter than ``clip_frames`` is padded when loaded, to the longest clip asked for). A video listed under several
 instructions (a suite and its swaps) is one entry. For a trainable encoder the cache holds the decoded frames.
 
@@ -18,14 +18,13 @@ Example:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from autorater.config import AutoraterConfig
 from autorater.data.files import content_sha1
 from autorater.data.video import VideoError, read_video
 from autorater.model import Autorater
@@ -41,7 +40,8 @@ class CachedClips:
     is_frames: bool  # True when ``features`` holds decoded frames (trainable encoder)
     errors: dict[int, str]  # row -> message for videos that could not be decoded (their rows are zeros)
     hashes: list[str | None] | None = None  # each row's video content (SHA-1): one video under two instructions
-    outcome: torch.Tensor | None = None  # (n, k, ...) an outcome path's inputs (float16 maps or uint8 frames)
+    encoded: dict[str, torch.Tensor] = field(default_factory=dict)  # what else the model encodes, per clip (n, ...),
+    #                                 carried as it is (``Autorater.encode``'s keys beside "x")
 
     def take(self, rows) -> "CachedClips":
         """These rows only (errors and hashes re-indexed)."""
@@ -50,13 +50,13 @@ class CachedClips:
         return CachedClips(self.features[rows], self.times_s[rows], self.durations_s[rows], self.is_frames,
                            {at[r]: e for r, e in self.errors.items() if r in at},
                            [self.hashes[r] for r in rows] if self.hashes else None,
-                           None if self.outcome is None else self.outcome[rows])
+                           {k: v[rows] for k, v in self.encoded.items()})
 
 
-def cache_key(config: AutoraterConfig, frozen: bool) -> str:
-    """A folder name per input setting; ``-s3``: entries hold a clip's real frames only (``-s2``: padded at the end
-    to ``clip_frames``, the sampling since the events model)."""
-    return config.feature_key(frozen) + "-s3"
+def cache_key(model: Autorater, frozen: bool) -> str:
+    """A folder name per input setting (the model's processor's); ``-s3``: entries hold a clip's real frames only
+    (``-s2``: padded at the end to ``clip_frames``, the sampling since the events model)."""
+    return model.processor.cache_key(frozen) + "-s3"
 
 
 class FeatureCache:
@@ -73,13 +73,13 @@ class FeatureCache:
         caches the frames from the takeover on), computing and storing the missing ones."""
         from safetensors.torch import load_file
 
-        cfg, encoder = model.config, model.frame_encoder
+        processor, encoder = model.processor, model.frame_encoder
         frozen = not encoder.caches_frames  # the cache holds the encoder's fixed part's output, else the frames
-        folder = self.root / cache_key(cfg, frozen)
+        folder = self.root / cache_key(model, frozen)
         folder.mkdir(parents=True, exist_ok=True)
         hashes, errors = [], {}
         takeovers = list(takeovers_s) if takeovers_s is not None else [None] * len(paths)
-        decode = [cfg.decode_args(t) for t in takeovers]
+        decode = [processor.decode_args(t) for t in takeovers]
         for i, p in enumerate(paths):
             try:
                 hashes.append(content_sha1(p))
@@ -99,7 +99,7 @@ class FeatureCache:
         bar = None
         if progress and todo:
             from tqdm import tqdm
-            bar = tqdm(total=len(todo), desc=f"encoding ({cache_key(cfg, frozen)})", unit="video")
+            bar = tqdm(total=len(todo), desc=f"encoding ({cache_key(model, frozen)})", unit="video")
         for start in range(0, len(todo), batch_size):
             chunk = todo[start:start + batch_size]
             clips = {}
@@ -131,7 +131,8 @@ class FeatureCache:
                            times_s=torch.stack([_pad(r["times_s"], t) for r in rows]),
                            durations_s=torch.cat([r["duration_s"] for r in rows]),
                            is_frames=not frozen, errors=errors, hashes=hashes,
-                           outcome=torch.stack([r["outcome"] for r in rows]) if "outcome" in template else None)
+                           encoded={k: torch.stack([r[k] for r in rows]) for k in template
+                                    if k not in ("x", "times_s", "duration_s")})
 
     @staticmethod
     @torch.no_grad()

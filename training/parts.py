@@ -1,6 +1,6 @@
 """The general model's parts trained apart, each on its own cache (issue 49), in the order they depend on each other:
 
-1. the **outcome heads** (``outcome_members`` of them, each from its own seed) alone on the cached frozen maps of the
+1. the **outcome heads** (``outcome.members`` of them, each from its own seed) alone on the cached frozen maps of the
    outcome frames and the instruction's sentence vectors, computed once (:class:`OutcomeInputs`): a step reads a few
    tensors, so a head trains to convergence in a minute or two on 2 cores where the joint step (every frame of the
    stream beside it) cost 0.3-0.9 s;
@@ -37,6 +37,7 @@ from autorater.data.splits import split_groups
 from autorater.data.suite import Suite
 from autorater.model import Autorater
 from autorater.models import AutoModel
+from autorater.models.general import GeneralConfig, GeneralModel
 from autorater.models.outcome import OutcomeHead, outcome_frame_index, outcome_loss, outcome_times
 from autorater.training.batches import TrainingData, predict_rows, prepare, seeded
 from autorater.training.recipe import TrainConfig
@@ -73,17 +74,18 @@ class OutcomeInputs:
 
 def outcome_inputs(model: Autorater, data: TrainingData, tc: TrainConfig) -> OutcomeInputs:
     """The outcome heads' inputs of every row of ``data`` (whose cache holds a frozen outcome encoder's maps)."""
-    if data.clips.outcome is None or not model.outcome_encoder.frozen:
-        raise ValueError("the parts train apart on the cached maps of a frozen outcome encoder (fix: outcome_blocks "
+    maps = GeneralModel.outcome_maps(data.clips.encoded)
+    if maps is None or not model.outcome_encoder.frozen:
+        raise ValueError("the parts train apart on the cached maps of a frozen outcome encoder (fix: outcome.blocks "
                          "0, or train_config parts_apart false to train the encoder's top blocks jointly)")
     ex, times = data.ex, data.clips.times_s
     takeover = torch.tensor(ex.takeover_s, dtype=torch.float32)
-    share, since = outcome_times(times, takeover, outcome_frame_index(times, takeover, data.clips.outcome.shape[1]))
+    share, since = outcome_times(times, takeover, outcome_frame_index(times, takeover, maps.shape[1]))
     head = model.outcome_heads[0]
     words = [head.sentences(ex.instructions[i:i + 512], model.config.use_instruction)
              for i in range(0, len(ex), 512)]
     swapped = ex.swapped or [False] * len(ex)
-    return OutcomeInputs(maps=data.clips.outcome, share=share, since_s=since, text=torch.cat(words).float(),
+    return OutcomeInputs(maps=maps, share=share, since_s=since, text=torch.cat(words).float(),
                          target=torch.tensor(ex.p_success, dtype=torch.float32),
                          weight=torch.tensor([tc.swap_weight if s else 1.0 for s in swapped]))
 
@@ -175,25 +177,35 @@ def _prefixed(log: Callable[[int, dict], None] | None, prefix: str) -> Callable[
     return lambda epoch, metrics: log(epoch, {f"{prefix}{k}": v for k, v in metrics.items() if k != "epoch"})
 
 
+def stream_config(config: GeneralConfig) -> GeneralConfig:
+    """The general model's config with no outcome path: its event stream alone."""
+    return config.replace(outcome=dataclasses.replace(config.outcome, frames=0))
+
+
+def stream_data(data: TrainingData) -> TrainingData:
+    """``data`` without the outcome path's cached maps (what the stream alone reads)."""
+    clips = dataclasses.replace(data.clips, encoded=GeneralModel.stream_inputs(data.clips.encoded))
+    return dataclasses.replace(data, clips=clips)
+
+
 def train_stream(suites: Sequence[Suite], model: Autorater, data: TrainingData, tc: TrainConfig, joint: Loop,
                  log: Callable[[int, dict], None] | None = None, progress: bool = False,
                  should_stop: Callable[[int, dict], bool] | None = None) -> TrainResult:
     """The event stream alone on its cache (``data`` without the outcome maps): ``joint``, the event models' training
     loop, on ``model``'s config with no outcome path."""
-    stream_data = dataclasses.replace(data, clips=dataclasses.replace(data.clips, outcome=None))
-    return joint(suites, model.config.replace(outcome_frames=0), dataclasses.replace(tc, parts_apart=False),
-                 log=_prefixed(log, "stream_"), progress=progress, prepared=(model, stream_data),
+    return joint(suites, stream_config(model.config), dataclasses.replace(tc, parts_apart=False),
+                 log=_prefixed(log, "stream_"), progress=progress, prepared=(model, stream_data(data)),
                  should_stop=should_stop)
 
 
 def train_outcome_heads(model: Autorater, data: TrainingData, train_rows: np.ndarray, val_rows: np.ndarray,
                         tc: TrainConfig, log: Callable[[int, dict], None] | None = None,
                         progress: bool = False) -> list[list[dict]]:
-    """``outcome_members`` fresh heads, head i drawn and trained from seed ``tc.seed + 1000 i`` (head 0 is the same
+    """``outcome.members`` fresh heads, head i drawn and trained from seed ``tc.seed + 1000 i`` (head 0 is the same
     whatever the number of members), each alone (:func:`fit_outcome_head`); put into ``model``; their curves."""
     inputs = outcome_inputs(model, data, tc)
     heads, curves = [], []
-    members = range(model.config.outcome_members)
+    members = range(model.config.outcome.members)
     if progress:
         from tqdm import tqdm
         members = tqdm(members, desc="outcome heads", unit="head")
@@ -231,8 +243,7 @@ def train_parts(suites: Sequence[Suite], model_config: AutoraterConfig, tc: Trai
     with torch.no_grad():
         model.outcome_gate.zero_()
     z_out = predict_rows(model, data, rows)["logit"]
-    z_event = predict_rows(stream.model, dataclasses.replace(data, clips=dataclasses.replace(data.clips, outcome=None)),
-                           rows)["logit"]
+    z_event = predict_rows(stream.model, stream_data(data), rows)["logit"]
     target = np.array([data.ex.p_success[r] for r in rows])
     groups = [(data.groups or data.ex.scenario_keys)[r] for r in rows]
     gate, gain = fit_gate(z_out, z_event, target, groups) if tc.fit_gate else (0.0, 0.0)

@@ -3,8 +3,8 @@ reads (a preset name or a JSON file), and the recipe's decisions about the suite
 
 Example:
     >>> model_config, tc = load_config("general")
-    >>> tc.epochs == RECIPES["general"]["epochs"] and model_config.architecture == "general"
-    True
+    >>> tc.epochs == spec_of(model_config).recipe["epochs"], type(model_config).__name__
+    (True, 'GeneralConfig')
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import Sequence
 
 import numpy as np
 
-from autorater.config import AutoraterConfig
+from autorater.config import AutoraterConfig, with_changes
 from autorater.data.suite import Suite
 from autorater.data.worlds import world_of
 from autorater.device import DEFAULT_DEVICE
-from autorater.models import AutoConfig
+from autorater.models import AutoConfig, spec_of
 
 
 @dataclass
@@ -55,8 +55,8 @@ class TrainConfig:
     balance_classes: bool = False  # events: successes and failures weigh the same in each batch's event loss
     crop: float = 0.0  # > 0: each training clip seen through a random window of ``crop``..1 of its feature map's
     #                   sides (one size a batch, a place per clip): a crop of the picture, the viewpoint moved a
-    #                   little. Only for heads that find things by content, not by place (``position_free``: the
-    #                   general model); skipped for the others
+    #                   little. Only for heads that find things by content, not by place (their spec's
+    #                   ``augmentations``: the general model); skipped for the others
     counterfactual_weight: float = 0.3  # events: P(success) of a success video under another instruction
     outcome_weight: float = 1.0  # the outcome path's loss (models with one: autorater/models/outcome.py)
     outcome_negatives: float = 0.0  # outcome path: weight of the rows pairing a success video with another task's
@@ -111,16 +111,11 @@ class TrainConfig:
         return cls(**d)
 
 
-# An architecture's recipe where it differs from ``TrainConfig()``'s defaults. The general model's 10 epochs and 10 of
-# match warm-up are what fitted the CPU budget when every part trains in one step; a config whose outcome path is frozen
-# trains its parts apart (``recipe_changes``: the ``general-parts`` preset, docs/results/2026-11-27-parts-apart.md).
-RECIPES: dict[str, dict] = {"general": {"epochs": 10, "patience": 4, "match_warmup_epochs": 10}}
-
-
 def recipe_for(model_config: AutoraterConfig, **changes) -> TrainConfig:
-    """The training recipe of ``model_config``'s architecture (``RECIPES``) and its config (``recipe_changes``), with
-    ``changes``."""
-    return TrainConfig(**{**RECIPES.get(model_config.architecture, {}), **model_config.recipe_changes(), **changes})
+    """The training recipe of ``model_config``'s architecture (its spec's ``recipe``) and of its config (the spec's
+    ``recipe_changes``: the ``general-parts`` preset trains its parts apart), with ``changes``."""
+    spec = spec_of(model_config)
+    return TrainConfig(**{**spec.recipe, **spec.recipe_changes(model_config), **changes})
 
 
 def with_min_steps(tc: TrainConfig, n_train: int) -> TrainConfig:
@@ -180,13 +175,13 @@ def load_config_file(path: str | Path | None) -> tuple[AutoraterConfig, TrainCon
     preset = d.get("preset", DEFAULT_PRESET)
     if preset not in PRESETS:
         raise ValueError(f"{path}: unknown preset {preset!r}; known: {sorted(PRESETS)}")
-    start = PRESETS[preset].to_dict()
-    if d.get("model", {}).get("architecture", start["architecture"]) != start["architecture"]:
-        start = {}  # another architecture than the preset's: its own defaults
-    model = AutoConfig.from_dict({**start, **d.get("model", {})})
-    return model, TrainConfig.from_dict({**RECIPES.get(model.architecture, {}), **d.get("train", {})})
+    changes, start = d.get("model", {}), PRESETS[preset]
+    if changes.get("architecture", start.architecture) != start.architecture:
+        model = AutoConfig.from_dict(changes)  # another architecture than the preset's: its own defaults
+    else:
+        model = AutoConfig.from_dict(with_changes(start.to_dict(), changes, type(start)))
+    return model, TrainConfig.from_dict({**spec_of(model).recipe, **d.get("train", {})})
 
 
-
-__all__ = ["RECIPES", "TrainConfig", "generated", "load_config", "load_config_file", "recipe_for", "top_down",
+__all__ = ["TrainConfig", "generated", "load_config", "load_config_file", "recipe_for", "top_down",
            "with_min_steps"]

@@ -22,13 +22,14 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from autorater.architecture import AUGMENTATIONS, ArchitectureSpec
 from autorater.calibration import marker_metrics, outcome_metrics
 from autorater.config import AutoraterConfig
 from autorater.data.splits import split_groups
 from autorater.data.suite import Suite
 from autorater.device import resolve_device
 from autorater.model import Autorater
-from autorater.models import AutoModel
+from autorater.models import AutoModel, spec_of
 from autorater.training.batches import (
     TrainingData,
     finished_features,
@@ -199,7 +200,7 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
             with the same ``model_config``): fine-tuning a champion on new labels.
     """
     tc = tc or TrainConfig()
-    if tc.parts_apart and getattr(model_config, "outcome_frames", 0) and init_state is None and not tc.init_from:
+    if tc.parts_apart and spec_of(model_config).has_parts(model_config) and init_state is None and not tc.init_from:
         from autorater.training.parts import train_parts  # a fine-tuning start trains its parts jointly
 
         return train_parts(suites, model_config, tc, joint=train, out=out, log=log, progress=progress,
@@ -211,18 +212,9 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
 def _train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig, out: str | Path | None,
            log: Callable[[int, dict], None] | None, progress: bool, prepared: tuple[Autorater, TrainingData] | None,
            should_stop: Callable[[int, dict], bool] | None, init_state: dict | None) -> TrainResult:
-    if tc.rotate and not top_down(suites):  # the saved recipe says what was done
-        tc = dataclasses.replace(tc, rotate=False)
     start = time.time()
     model, data = prepared if prepared is not None else prepare(suites, model_config, tc, progress)
-    if tc.mirror and not mirrorable(data):
-        tc = dataclasses.replace(tc, mirror=False)
-    if tc.recolour and not (mirrorable(data) and generated(suites)):
-        tc = dataclasses.replace(tc, recolour=False)
-    if tc.relax and not generated(suites):
-        tc = dataclasses.replace(tc, relax=0.0)
-    if tc.crop and not type(model).position_free:
-        tc = dataclasses.replace(tc, crop=0.0)
+    tc, notes = supported_augmentations(tc, spec_of(model_config), suites, data)
     if prepared is not None:  # a fresh model with this trial's architecture, same cached inputs
         torch.manual_seed(tc.seed)
         learned = {k: getattr(model.config, k) for k in ("vocab", "failure_modes") if hasattr(model_config, k)}
@@ -258,7 +250,7 @@ def _train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConf
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / tc.warmup_steps) * 0.5 * (1 + np.cos(np.pi * min(1.0, s / max(1, steps)))))
     rng = np.random.default_rng(tc.seed)
-    warm_up = fresh and hasattr(model, "match_score") and model.config.use_instruction  # an event model's match
+    warm_up = fresh and spec_of(model_config).match_warmup and model.config.use_instruction  # event heads' match
     if warm_up and tc.match_warmup_epochs and tc.match_weight > 0:
         warm_up_match(model, data, train_rows, tc, rng, progress)
     result = TrainResult(model=model, n_train=len(train_rows), n_val=len(val_rows))
@@ -290,11 +282,31 @@ def _train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConf
     result.verdict = convergence_verdict(result.history, tc.epochs)
     if out is not None:
         model.save_pretrained(out, metadata={"train_config": tc.to_dict(), "best": result.best,
-                                             "verdict": result.verdict,
+                                             "verdict": result.verdict, "recipe_notes": notes,
                                              "n_train": result.n_train, "n_val": result.n_val,
                                              "train_suites": [f"{s.info.name}@{s.info.version}" for s in suites],
                                              "wall_s": round(result.wall_s, 1)})
     return result
+
+
+def supported_augmentations(tc: TrainConfig, spec: ArchitectureSpec, suites: Sequence[Suite],
+                            data: TrainingData) -> tuple[TrainConfig, list[str]]:
+    """``tc`` with the augmentations this architecture (its spec's ``augmentations``) and these data do not allow
+    switched off, and a note for each (saved in the model's metadata: the recipe says what was done)."""
+    reasons = {"rotate": None if top_down(suites) else "the suites are not top-down (a first-person frame has one "
+                                                        "orientation)",
+               "mirror": None if mirrorable(data) else "the cached inputs have no exact mirror",
+               "recolour": None if mirrorable(data) and generated(suites) else "not MiniGrid's palette",
+               "relax": None if generated(suites) else "not MiniGrid's colour words",
+               "crop": None, "augment_pixels": None}
+    changes, notes = {}, []
+    for name in AUGMENTATIONS:
+        value = getattr(tc, name)
+        why = reasons[name] if name in spec.augmentations else f"the {spec.name} architecture does not support it"
+        if value and why:
+            changes[name] = type(value)(0)
+            notes.append(f"{name} off: {why}")
+    return dataclasses.replace(tc, **changes), notes
 
 
 def trainable_parameters(model: Autorater, train_only: Sequence[str]) -> list[torch.nn.Parameter]:
@@ -325,15 +337,13 @@ def load_init_state(folder: str | Path, config: AutoraterConfig) -> dict[str, to
     config ranges, tensor shapes, the weights' checksum, finite values) and checked against ``config`` (same
     encoders, words and failure modes; other fields may differ, e.g. a new module to train)."""
     start_model = AutoModel.from_pretrained(folder)
-    start = start_model.config
-    for key in ("architecture", "encoder", "encoder_stage", "pixel_cells", "grid_size", "image_size", "clip_frames",
-                "text_encoder", "vocab", "places", "place_inputs", "members", "queries", "hidden",
-                "failure_modes", "hidden_size", "spatial_size", "grounding"):
-        if key == "vocab" and not getattr(start, "vocab", None):  # the start reads no learned words
+    start, want = start_model.config.to_dict(), config.to_dict()
+    for key in ("architecture", *spec_of(config).init_keys):
+        if key == "vocab" and not start.get("vocab"):  # the start reads no learned words
             continue
-        if getattr(start, key, None) != getattr(config, key, None):
-            raise ValueError(f"init_from {folder}: its {key} ({getattr(start, key)!r:.60}) differs from this run's "
-                             f"({getattr(config, key)!r:.60}); start from a model trained on the same data with "
+        if start.get(key) != want.get(key):
+            raise ValueError(f"init_from {folder}: its {key} ({start.get(key)!r:.60}) differs from this run's "
+                             f"({want.get(key)!r:.60}); start from a model trained on the same data with "
                              f"the same encoders, or train from scratch")
     return start_model.trainable_state_dict()
 

@@ -41,7 +41,7 @@ from typing import Sequence
 from autorater.config import AutoraterConfig
 from autorater.data.files import write_text_atomic
 from autorater.mlflow_registry import ensure_experiment, mlflow_client, redact_uri
-from autorater.models import AutoConfig
+from autorater.models import AutoConfig, spec_of
 from autorater.training.recipe import TrainConfig
 from autorater.training.tracking import TrainingRun, flatten_params, log_run_metrics
 
@@ -67,15 +67,16 @@ def default_storage(workdir: str | os.PathLike = "runs") -> str:
 def suggest(trial, model_cfg: AutoraterConfig, train_cfg: TrainConfig) -> tuple[AutoraterConfig, TrainConfig]:
     """Sample one point of the search space onto copies of the base configs: the optimiser's learning rate (in the
     architecture's ``lr_range``) and weight decay (1e-3 .. 1e-1, log), then what the architecture's own
-    ``search_space(trial)`` draws (each config class documents its space: ``autorater/models/``).
+    ``search_space(trial)`` draws (its spec's; each documents its space: ``autorater/models/``).
 
     Nothing here changes the encoder, image size or frames sampled: trials share one feature cache.
     Works with a live ``optuna.Trial`` and with ``optuna.trial.FixedTrial(params)`` (replay).
     """
-    low, high = model_cfg.lr_range
+    spec = spec_of(model_cfg)
+    low, high = spec.lr_range
     optimiser = {"lr": trial.suggest_float("lr", low, high, log=True),
                  "weight_decay": trial.suggest_float("weight_decay", 1e-3, 1e-1, log=True)}
-    model_changes, train_changes = model_cfg.search_space(trial)
+    model_changes, train_changes = spec.search_space(trial)
     return model_cfg.replace(**model_changes), dataclasses.replace(train_cfg, **optimiser, **train_changes)
 
 

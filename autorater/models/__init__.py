@@ -1,20 +1,21 @@
-"""The model registry: one module per architecture, each with its own config dataclass and model class.
+"""The model registry: one :class:`ArchitectureSpec` per architecture, registered here, in one place.
 
 ==============  ================================  ===================================================
 architecture    module                            what
 ==============  ================================  ===================================================
 ``general``     ``autorater/models/general.py``   the default, for any camera: pretrained image
-                                                  features (timm) and MiniLM sentence vectors into the
-                                                  event head; nothing in it knows the world
-``events``      ``autorater/models/events/model.py``    the BabyAI grid recipe (preset ``babyai-grid``):
+                                                  features (timm) and MiniLM sentence vectors; composed
+                                                  of the event stream (the marker) and the outcome path
+``events``      ``autorater/models/events/``      the BabyAI grid recipe (preset ``babyai-grid``):
                                                   tile colours, dead reckoning, the training words
-``transformer`` ``autorater/models/transformer.py``  the first design: one clip-level transformer
 ==============  ================================  ===================================================
 
 ``AutoModel.from_config(config)`` builds the class its config names; ``AutoModel.from_pretrained(folder)`` reads
 ``config.json``'s ``architecture`` (``AutoConfig``): the dispatch lives here, above the base classes, which know none
-of their subclasses. To add an architecture: a module with a config subclass and a model subclass (``config_class``
-set), and one line in :data:`ARCHITECTURES`.
+of their subclasses. To add an architecture: a module with a config class, a model class and its ``SPEC``
+(``autorater.architecture.ArchitectureSpec``), and one line in :data:`ARCHITECTURES`. The first design
+(``transformer``) is retired: its folders are refused with the release that still reads them
+(:data:`RETIRED`).
 
 Example:
     >>> PRESETS["general"].architecture, PRESETS["babyai-grid"].architecture
@@ -28,39 +29,25 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from autorater.architecture import ArchitectureSpec, Processor
 from autorater.config import AutoraterConfig, read_config_json, rename_fields
 from autorater.model import CONFIG_FILE, Autorater
+from autorater.models import events, general
 from autorater.models.events import EventsConfig, EventsModel
 from autorater.models.general import GeneralConfig, GeneralModel
-from autorater.models.transformer import TransformerConfig, TransformerModel
 
-ARCHITECTURES: dict[str, tuple[type[AutoraterConfig], type]] = {
-    "general": (GeneralConfig, GeneralModel),
-    "events": (EventsConfig, EventsModel),
-    "transformer": (TransformerConfig, TransformerModel),
-}
+ARCHITECTURES: dict[str, ArchitectureSpec] = {spec.name: spec for spec in (
+    general.SPEC,
+    events.SPEC,
+)}
 
 DEFAULT_PRESET = "general"
 
-_TRANSFORMER = TransformerConfig(encoder="efficientnet_lite0", pixel_cells=0, image_size=128, clip_frames=32,
-                                 text_encoder="minilm")
+PRESETS: dict[str, AutoraterConfig] = {name: config for spec in ARCHITECTURES.values()
+                                       for name, config in spec.presets.items()}
 
-PRESETS: dict[str, AutoraterConfig] = {
-    "general": GeneralConfig(),  # the default recipe, every world (README, "The model")
-    # The parts trained apart on a frozen cache, five outcome heads (issue 49): better on unseen scenarios and agents
-    # from one camera, worse on unseen tasks, unmeasured on BabyAI (docs/results/2026-11-27-parts-apart.md)
-    "general-parts": GeneralConfig(outcome_blocks=0, outcome_dim=128, outcome_pooling="max", outcome_members=5),
-    "babyai-grid": EventsConfig(pose=True, front_places=True),  # BabyAI only: its grid, its words
-    "base": EventsConfig(pose=True, front_places=True),  # the grid preset's name before the general model
-    "transformer": _TRANSFORMER,
-    # Tiny models for tests and quick checks.
-    "tiny": EventsConfig(image_size=32, grid_size=4, pixel_cells=2, clip_frames=8, places=2),
-    "tiny-general": GeneralConfig(image_size=64, clip_frames=8, queries=2, hidden=32, outcome_size=64, outcome_dim=32,
-                                  outcome_members=2, outcome_blocks=0, outcome_pooling="max",
-                                  outcome_queries=2, outcome_layers=1),
-    "tiny_transformer": _TRANSFORMER.replace(encoder="tiny_cnn", image_size=32, clip_frames=8, text_encoder="bow",
-                                             spatial_size=16, hidden_size=32, num_layers=1, num_heads=2, dropout=0.0),
-}
+# Architectures no longer built, and the last release that reads their folders.
+RETIRED = {"transformer": "autorater 0.1.0 (git commit 169eba9, 2026-11-27)"}
 
 
 # Every field of the one config all architectures shared before the registry: a saved ``config.json`` of that time
@@ -73,19 +60,34 @@ LEGACY_SHARED_FIELDS = frozenset((
     "frame_pool direct_pool cell_verify verify_window verify_words verify_places marker_head failure_modes").split())
 
 
+def spec_of(config: AutoraterConfig | str) -> ArchitectureSpec:
+    """The registered spec of a config (or of an architecture's name)."""
+    name = config if isinstance(config, str) else config.architecture
+    if name in RETIRED:
+        raise ValueError(f"architecture {name!r} (the first design) is retired; {RETIRED[name]} is the last release "
+                         f"that reads its folders (fix: load it with that release, or retrain: autorater train "
+                         f"--config general)")
+    if name not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {name!r}; known: {', '.join(ARCHITECTURES)}")
+    spec = ARCHITECTURES[name]
+    if not isinstance(config, str) and type(config) is not spec.config_class:
+        raise ValueError(f"no architecture is registered for {type(config).__name__} (fix: build the config with "
+                         f"AutoConfig.from_dict or a preset of autorater.models.PRESETS)")
+    return spec
+
+
 def config_class(architecture: str) -> type[AutoraterConfig]:
-    if architecture not in ARCHITECTURES:
-        raise ValueError(f"unknown architecture {architecture!r}; known: {', '.join(ARCHITECTURES)}")
-    return ARCHITECTURES[architecture][0]
+    return spec_of(architecture).config_class
 
 
 def model_class(config: AutoraterConfig) -> type:
     """The model class of ``config``'s architecture."""
-    for config_type, model_type in ARCHITECTURES.values():
-        if type(config) is config_type:
-            return model_type
-    raise ValueError(f"no architecture is registered for {type(config).__name__} (fix: build the config with "
-                     f"AutoConfig.from_dict or a preset of autorater.models.PRESETS)")
+    return spec_of(config).model_class
+
+
+def processor_for(config: AutoraterConfig) -> Processor:
+    """What a model of ``config`` reads of a video (its decoding arguments, its cache key), without building it."""
+    return spec_of(config).processor(config)
 
 
 class AutoConfig:
@@ -133,10 +135,11 @@ class AutoModel:
             config = AutoConfig.load(path / CONFIG_FILE)
         except ValueError as err:  # an unknown field, a wrong type or an unknown architecture: name the file
             msg = str(err)
-            raise ValueError(msg if str(path / CONFIG_FILE) in msg else f"{path / CONFIG_FILE}: {msg} (fix: "
-                             f"restore the config.json saved with this model)") from None
+            fix = "" if "(fix:" in msg else " (fix: restore the config.json saved with this model)"
+            raise ValueError(msg if str(path / CONFIG_FILE) in msg else f"{path / CONFIG_FILE}: {msg}{fix}") from None
         return model_class(config).from_pretrained(path, allow_unverified=allow_unverified, config=config)
 
 
-__all__ = ["ARCHITECTURES", "DEFAULT_PRESET", "PRESETS", "AutoConfig", "AutoModel", "EventsConfig", "EventsModel",
-           "GeneralConfig", "GeneralModel", "TransformerConfig", "TransformerModel", "config_class", "model_class"]
+__all__ = ["ARCHITECTURES", "DEFAULT_PRESET", "PRESETS", "RETIRED", "ArchitectureSpec", "AutoConfig", "AutoModel",
+           "EventsConfig", "EventsModel", "GeneralConfig", "GeneralModel", "config_class", "model_class",
+           "processor_for", "spec_of"]

@@ -27,18 +27,31 @@ a tile, a palette or a pose.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from autorater.architecture import AUGMENTATIONS, ArchitectureSpec, FrameProcessor
 from autorater.config import FrameEncoderConfig
 from autorater.encoders import create_frame_encoder
-from autorater.models.events import EventsModel, event_loss_space
+from autorater.model import Autorater
+from autorater.models.events import event_loss_space
 from autorater.models.events.head import SentenceText
-from autorater.models.outcome import OutcomeHead, outcome_frame_index, outcome_loss, outcome_times
+from autorater.models.events.stream import event_classes, members, one_or_ensemble, stream_output
+from autorater.models.outcome import (
+    OUTCOME_INPUT,
+    OutcomeConfig,
+    OutcomeHead,
+    augment_frames,
+    outcome_frame_index,
+    outcome_loss,
+    outcome_times,
+)
 
 
 @dataclass
@@ -47,9 +60,7 @@ class GeneralConfig(FrameEncoderConfig):
 
     architecture = "general"
     ranges = {**FrameEncoderConfig.ranges, "queries": (1, 64), "hidden": (1, 4096), "members": (1, 16),
-              "max_text_tokens": (1, 512), "context_frames": (-1, 1024), "outcome_frames": (0, 64),
-              "outcome_size": (16, 1024), "outcome_stage": (0, 16), "outcome_blocks": (0, 64), "outcome_dim": (1, 4096),
-              "outcome_queries": (1, 64), "outcome_layers": (1, 16), "outcome_members": (1, 16)}
+              "max_text_tokens": (1, 512), "context_frames": (-1, 1024)}
     frame_fit = "pad"  # the aspect is kept: black bars, never a stretched picture
     image_size: int = 128
     clip_frames: int = 40  # sampled over the video; 5 s at 8 fps
@@ -62,60 +73,81 @@ class GeneralConfig(FrameEncoderConfig):
     hidden: int = 128  # the per-frame event classifier's width
     members: int = 1  # independently initialised heads, their outcome distributions averaged
     max_text_tokens: int = 32
-    # The outcome path (autorater/models/outcome.py): P(success) from a few larger frames through the same encoder
-    # cut deeper, its top blocks learning; the stream above (every frame, small, frozen) places the marker.
-    outcome_frames: int = 4  # the takeover frame, the last and evenly between; 0: no outcome path (the event head's
-    #                          P(success), as folders before it)
-    outcome_size: int = 224  # px, letterboxed; clips are decoded at this size, the stream resized to image_size
-    outcome_stage: int = 3  # the encoder stage it reads (lite0 3: stride 16, 112 channels)
-    outcome_blocks: int = 1  # block groups below that stage that learn: 0 frozen (the stage-3 maps cached; the
-    #                          heads then train alone on them, TrainConfig.parts_apart: the ``general-parts``
-    #                          preset); 1 = block 4 from a cached 14 x 14 x 80 map; 2 = blocks 3-4 from 28 x 28 x 40;
-    #                          6 = the whole encoder, the stem too, from pixels (a GPU's). Those train jointly with
-    #                          the stream (parts_apart off)
-    outcome_dim: int = 256  # 128 in ``general-parts`` (256 cost 3x the step of 128 on the CPU)
-    outcome_queries: int = 4  # instruction queries attending over each frame's positions
-    outcome_layers: int = 2  # transformer layers over the frames
-    outcome_pooling: str = "attention"  # a frame's positions: attended by the words' queries ("attention"); or
-    #                               modulated by the words, mean and max ("max", ``general-parts``: attention
-    #                               plateaued on frozen maps, docs/results/2026-11-27-parts-apart.md)
-    outcome_members: int = 1  # outcome heads, each trained alone from its own seed; P(success) is their mean
-    #                           probability, before calibration (5 in ``general-parts``)
+    # The outcome path, a part with its own config (autorater/models/outcome.py): P(success) from a few larger frames
+    # through the same encoder cut deeper, its top blocks learning; the stream above (every frame, small, frozen)
+    # places the marker.
+    outcome: OutcomeConfig = field(default_factory=OutcomeConfig)
 
     @classmethod
     def upgrade(cls, d: dict) -> dict:
         """Folders from before the encoder could fine-tune: frozen, no reference frame, the whole video decoded; from
         before the outcome path: none (the event head judged the outcome); from before the ensemble: one outcome
-        head, its positions attended by queries."""
-        return {"trainable_blocks": 0, "reference_frame": False, "context_frames": -1, "outcome_frames": 0,
-                "outcome_members": 1, "outcome_pooling": "attention", **d}
+        head, its positions attended by queries; from before the outcome path had its own config: its flat
+        ``outcome_*`` fields, nested."""
+        d = {"trainable_blocks": 0, "reference_frame": False, "context_frames": -1, **d}
+        flat = {k[len("outcome_"):]: d.pop(k) for k in list(d) if k.startswith("outcome_")}
+        if "outcome" not in d:
+            d["outcome"] = {"frames": 0, "members": 1, "pooling": "attention", **flat}
+        elif flat:
+            raise ValueError(f"a general model config holds both 'outcome' and flat fields {sorted(flat)} (fix: move "
+                             f"them into 'outcome')")
+        return d
 
-    def recipe_changes(self) -> dict:
-        """A frozen outcome path (``outcome_blocks`` 0) is cached whole: its heads train apart, in minutes
-        (training/parts.py); a learning top trains jointly with the stream."""
-        return {"parts_apart": self.outcome_blocks == 0}
+    def decoded_size(self) -> int:
+        """With an outcome path, clips are decoded once at the larger size; the stream is resized from it."""
+        return max(self.image_size, self.outcome.size) if self.outcome.frames else self.image_size
 
-    def search_space(self, trial) -> tuple[dict, dict]:
-        """``queries`` 2 .. 8 (instruction queries over the positions), and the event models' loss weights and match
-        warm-up (``event_loss_space``)."""
-        return {"queries": trial.suggest_int("queries", 2, 8)}, event_loss_space(trial)
+
+class GeneralProcessor(FrameProcessor):
+    """The general model's inputs: the clip decoded once (letterboxed at the larger size, from ``context_frames``
+    before the takeover), the stream of every frame resized to ``image_size`` (``"x"``), and the outcome path's
+    frames (:func:`outcome_frame_index`) at ``outcome.size``, augmented in training when its encoder learns from
+    pixels."""
 
     def decode_args(self, takeover_s: float | None = None) -> dict:
-        args = super().decode_args(takeover_s)
-        if self.outcome_frames:  # decoded once, at the larger size; the stream is resized from it
-            args["size"] = max(self.image_size, self.outcome_size)
-        if self.context_frames >= 0 and takeover_s is not None:
-            args.update(start_s=float(takeover_s), before=self.context_frames)
+        args, config = super().decode_args(takeover_s), self.config
+        if config.context_frames >= 0 and takeover_s is not None:
+            args.update(start_s=float(takeover_s), before=config.context_frames)
         return args
 
-    def feature_key(self, frozen: bool) -> str:
-        pixels = f"-pix{self.pixel_cells}" if self.pixel_cells else ""
-        top = f"-top{self.trainable_blocks}" if self.trainable_blocks else ""  # the cache holds the blocks below
-        context = f"-ctx{self.context_frames}" if self.context_frames >= 0 else ""
-        outcome = (f"-out{self.outcome_frames}f{self.outcome_size}px-s{self.outcome_stage}t{self.outcome_blocks}"
-                   if self.outcome_frames else "")
-        return (f"{self.encoder}-stage{self.encoder_stage}{top}-{self.image_size}px-{self.clip_frames}f{context}"
-                f"{pixels}{outcome}-pad")
+    def prepare(self, frames: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor) -> dict:
+        config = self.config
+        out = {"x": resize_frames(frames, config.image_size)}
+        if config.outcome.frames:
+            index = outcome_frame_index(times_s.to(frames.device), takeover_s.to(frames.device), config.outcome.frames)
+            picked = frames[torch.arange(len(frames), device=frames.device)[:, None], index]
+            out[OUTCOME_INPUT] = resize_frames(picked, config.outcome.size)
+        return out
+
+    def cache_key(self, frozen: bool) -> str:
+        config, path = self.config, self.config.outcome
+        pixels = f"-pix{config.pixel_cells}" if config.pixel_cells else ""
+        top = f"-top{config.trainable_blocks}" if config.trainable_blocks else ""  # the cache holds the blocks below
+        context = f"-ctx{config.context_frames}" if config.context_frames >= 0 else ""
+        outcome = f"-out{path.frames}f{path.size}px-s{path.stage}t{path.blocks}" if path.frames else ""
+        return (f"{config.encoder}-stage{config.encoder_stage}{top}-{config.image_size}px-{config.clip_frames}f"
+                f"{context}{pixels}{outcome}-pad")
+
+    def augment(self, encoded: dict, rng: np.random.Generator) -> dict:
+        """An outcome encoder that trains from pixels (its cache holds frames): a random crop and colour jitter per
+        clip (:func:`augment_frames`)."""
+        frames = encoded.get(OUTCOME_INPUT)
+        if frames is None or frames.dtype != torch.uint8:
+            return encoded
+        generator = torch.Generator().manual_seed(int(rng.integers(2 ** 31)))
+        return {**encoded, OUTCOME_INPUT: augment_frames(frames, generator)}
+
+
+def general_search_space(trial) -> tuple[dict, dict]:
+    """``queries`` 2 .. 8 (instruction queries over the positions), and the event models' loss weights and match
+    warm-up (``event_loss_space``)."""
+    return {"queries": trial.suggest_int("queries", 2, 8)}, event_loss_space(trial)
+
+
+def general_recipe_changes(config: GeneralConfig) -> dict:
+    """A frozen outcome path (``outcome.blocks`` 0) is cached whole: its heads train apart, in minutes
+    (training/parts.py); a learning top trains jointly with the stream."""
+    return {"parts_apart": bool(config.outcome.frames) and config.outcome.blocks == 0}
 
 
 class QueryMatch(nn.Module):
@@ -213,43 +245,63 @@ class GeneralHead(nn.Module):
         return self.mlp(x).log_softmax(-1), match
 
 
-class GeneralModel(EventsModel):
-    """The events model (competing risks over frames, :class:`EventsModel`) with :class:`GeneralHead` on the stream of
-    every frame, and with ``outcome_frames`` the outcome path (:class:`OutcomeHead`), whose logit is the model's
-    P(success); the event head then places the marker (in a success frame for a called success)."""
+class GeneralModel(Autorater):
+    """Composed of two parts: the event stream (``autorater/models/events/stream.py``: competing risks over frames)
+    with :class:`GeneralHead` on every frame, which places the marker; and with ``outcome.frames`` the outcome path
+    (:class:`OutcomeHead` on a few larger frames, its own config :class:`OutcomeConfig`), whose logit is the model's
+    P(success) (the marker then lies in a success frame for a called success)."""
 
     config_class = GeneralConfig
-    position_free = True  # queries attend by content; the classifier reads mean and max over positions
+    processor_class = GeneralProcessor
 
     def __init__(self, config: GeneralConfig):
         super().__init__(config)
-        if config.outcome_frames:
-            self.outcome_encoder = create_frame_encoder(config, stage=config.outcome_stage,
-                                                        trainable_blocks=config.outcome_blocks)
-            heads = [self.make_outcome_head() for _ in range(config.outcome_members)]
-            self.outcome = heads[0] if len(heads) == 1 else nn.ModuleList(heads)  # one head: the weights' old names
+        if self.frame_encoder.caches_frames or config.encoder in ("pixels",):
+            raise ValueError(f"the general model reads a pretrained image encoder's feature maps; "
+                             f"{config.encoder!r} is not one (fix: a timm encoder, e.g. efficientnet_lite0)")
+        self.events = one_or_ensemble([GeneralHead(
+            self.frame_encoder.out_channels, 1 + len(event_classes(config.failure_modes)), config.queries,
+            config.hidden, use_instruction=config.use_instruction, max_tokens=config.max_text_tokens,
+            reference=config.reference_frame) for _ in range(config.members)])
+        if config.outcome.frames:
+            self.outcome_encoder = create_frame_encoder(config, stage=config.outcome.stage,
+                                                        trainable_blocks=config.outcome.blocks)
+            self.outcome = one_or_ensemble([self.make_outcome_head() for _ in range(config.outcome.members)])
+
+    @property
+    def event_heads(self) -> list[nn.Module]:
+        """The stream's heads (one, or the members of an ensemble)."""
+        return members(self.events)
+
+    @staticmethod
+    def run_head(head, features, instructions, active):
+        return head(features, instructions, active)
+
+    @staticmethod
+    def match_score(head, features, instructions, active):
+        return head.match_score(features, instructions, active)
 
     def make_outcome_head(self) -> OutcomeHead:
         """A fresh outcome head of this config (drawn from torch's default generator)."""
         config = self.config
-        return OutcomeHead(self.outcome_encoder.out_channels, config.outcome_dim, config.outcome_queries,
-                           config.outcome_layers, max_tokens=config.max_text_tokens, pooling=config.outcome_pooling)
+        return OutcomeHead(self.outcome_encoder.out_channels, config.outcome.dim, config.outcome.queries,
+                           config.outcome.layers, max_tokens=config.max_text_tokens, pooling=config.outcome.pooling)
 
     @property
     def outcome_heads(self) -> list[OutcomeHead]:
         """The outcome heads (one, or the members of the ensemble)."""
-        return list(self.outcome) if isinstance(self.outcome, nn.ModuleList) else [self.outcome]
+        return members(self.outcome)
 
     def set_outcome_heads(self, heads: list[OutcomeHead]) -> None:
-        """Put ``heads`` in as the outcome heads (as many as ``outcome_members``; the first holds the gate)."""
-        if len(heads) != self.config.outcome_members:
-            raise ValueError(f"{len(heads)} outcome heads for outcome_members={self.config.outcome_members}")
-        self.outcome = heads[0] if len(heads) == 1 else nn.ModuleList(heads)
+        """Put ``heads`` in as the outcome heads (as many as ``outcome.members``; the first holds the gate)."""
+        if len(heads) != self.config.outcome.members:
+            raise ValueError(f"{len(heads)} outcome heads for outcome.members={self.config.outcome.members}")
+        self.outcome = one_or_ensemble(heads)
 
     def first_outcome_heads(self, k: int) -> "GeneralModel":
         """A copy of this model with its first ``k`` outcome heads only (the same gate): a smaller ensemble, or one
         head, to compare with the whole on the same videos."""
-        small = type(self)(self.config.replace(outcome_members=k))
+        small = type(self)(self.config.replace(outcome=dataclasses.replace(self.config.outcome, members=k)))
         small.load_state_dict({n: v for n, v in self.state_dict().items() if not n.startswith("outcome.")},
                               strict=False)
         small.set_outcome_heads([copy.deepcopy(head) for head in self.outcome_heads[:k]])
@@ -278,27 +330,41 @@ class GeneralModel(EventsModel):
         return log_p - log_q
 
     def encode(self, frames: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor) -> dict:
-        """The stream's cached features of every frame (resized to ``image_size``) and the outcome path's of the
-        frames it reads (:func:`outcome_frame_index`, at the decoded size)."""
-        config = self.config
-        if not config.outcome_frames:
-            return super().encode(frames, times_s, takeover_s)
-        index = outcome_frame_index(times_s.to(frames.device), takeover_s.to(frames.device), config.outcome_frames)
-        picked = frames[torch.arange(len(frames), device=frames.device)[:, None], index]
-        return {"x": self.frame_encoder.cacheable(resize_frames(frames, config.image_size)),
-                "outcome": self.outcome_encoder.cacheable(resize_frames(picked, config.outcome_size))}
+        """The stream's cached features of every frame (``"x"``, resized to ``image_size``) and the outcome path's of
+        the frames it reads (at ``outcome.size``): the processor picks and resizes, each encoder's fixed part runs."""
+        prepared = self.processor.prepare(frames, times_s, takeover_s)
+        out = {"x": self.frame_encoder.cacheable(prepared["x"])}
+        if OUTCOME_INPUT in prepared:
+            out[OUTCOME_INPUT] = self.outcome_encoder.cacheable(prepared[OUTCOME_INPUT])
+        return out
 
-    def forward_head(self, features, times_s, takeover_s, instructions, targets=None, outcome=None):
-        out = super().forward_head(features, times_s, takeover_s, instructions, targets)
-        if not self.config.outcome_frames:
+    @staticmethod
+    def outcome_maps(encoded: dict) -> torch.Tensor | None:
+        """The outcome path's cached inputs among what this model encodes (None: none)."""
+        return encoded.get(OUTCOME_INPUT)
+
+    @staticmethod
+    def stream_inputs(encoded: dict) -> dict:
+        """What this model encodes, less the outcome path's (what the stream alone reads)."""
+        return {k: v for k, v in encoded.items() if k != OUTCOME_INPUT}
+
+    def finish_encoded(self, encoded: dict) -> dict:
+        """The outcome path's trainable part on its cached input, once per clip."""
+        return {k: self.outcome_encoder.finish(v) if k == OUTCOME_INPUT else v for k, v in encoded.items()}
+
+    def forward_head(self, features, times_s, takeover_s, instructions, targets=None, encoded=None):
+        out = stream_output(self.event_heads, self.run_head, [(features, instructions)], times_s, takeover_s,
+                            self.config.failure_modes, targets)
+        if not self.config.outcome.frames:
             return out
-        if outcome is None:
-            raise ValueError("this model judges the outcome from its outcome path: pass `outcome` (what encode "
-                             "returns as 'outcome') beside the features, or pass the frames")
+        maps = (encoded or {}).get(OUTCOME_INPUT)
+        if maps is None:
+            raise ValueError(f"this model judges the outcome from its outcome path: pass its encoded inputs (what "
+                             f"encode returns as {OUTCOME_INPUT!r}) beside the features, or pass the frames")
         # the stream's evidence beside the few frames: an event the chosen frames miss (a success undone before
         # the last frame) is still in the event head's P(success), weighed by a gate (learned from 0 when trained
         # jointly; fitted on held-out rows, or left at 0, when the parts train apart)
-        out.success_logit = (self.outcome_logit(outcome, times_s, takeover_s, instructions)
+        out.success_logit = (self.outcome_logit(maps, times_s, takeover_s, instructions)
                              + self.outcome_gate * out.success_logit.detach())
         if targets is not None:
             own, others = targets.outcome_weights
@@ -310,22 +376,23 @@ class GeneralModel(EventsModel):
             out.loss = out.loss + own * out.losses["outcome"]
         return out
 
-    def check_config(self) -> None:
-        if self.frame_encoder.caches_frames or self.config.encoder in ("pixels",):
-            raise ValueError(f"the general model reads a pretrained image encoder's feature maps; "
-                             f"{self.config.encoder!r} is not one (fix: a timm encoder, e.g. efficientnet_lite0)")
 
-    def make_head(self) -> nn.Module:
-        config = self.config
-        return GeneralHead(self.frame_encoder.out_channels, 1 + len(self.event_classes), config.queries,
-                           config.hidden, use_instruction=config.use_instruction, max_tokens=config.max_text_tokens,
-                           reference=config.reference_frame)
+SPEC = ArchitectureSpec(
+    name="general", config_class=GeneralConfig, model_class=GeneralModel,
+    presets={
+        "general": GeneralConfig(),  # the default recipe, every world (README, "The model")
+        # The parts trained apart on a frozen cache, five outcome heads (issue 49): better on unseen scenarios and
+        # agents from one camera, worse on unseen tasks, unmeasured on BabyAI (docs/results/2026-11-27-parts-apart.md)
+        "general-parts": GeneralConfig(outcome=OutcomeConfig(blocks=0, dim=128, pooling="max", members=5)),
+        "tiny-general": GeneralConfig(image_size=64, clip_frames=8, queries=2, hidden=32, outcome=OutcomeConfig(
+            size=64, dim=32, members=2, blocks=0, pooling="max", queries=2, layers=1)),  # tests
+    },
+    # 10 epochs and 10 of match warm-up are what fitted the CPU budget when every part trains in one step
+    recipe={"epochs": 10, "patience": 4, "match_warmup_epochs": 10}, recipe_changes=general_recipe_changes,
+    search_space=general_search_space, match_warmup=True, has_parts=lambda config: bool(config.outcome.frames),
+    init_keys=("encoder", "encoder_stage", "pixel_cells", "image_size", "clip_frames", "members", "queries", "hidden",
+               "failure_modes"),
+    augmentations=frozenset(AUGMENTATIONS))  # it finds things by content, not by place: a crop too
 
-    def run_head(self, head, features, instructions, active):
-        return head(features, instructions, active)
 
-    def match_score(self, head, features, instructions, active):
-        return head.match_score(features, instructions, active)
-
-
-__all__ = ["GeneralConfig", "GeneralHead", "GeneralModel", "QueryMatch"]
+__all__ = ["SPEC", "GeneralConfig", "GeneralHead", "GeneralModel", "GeneralProcessor", "QueryMatch"]

@@ -30,14 +30,43 @@ Example:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from autorater.config import PartConfig
 from autorater.models.events.head import SentenceText
 
 POOLINGS = ("attention", "max")  # how a frame's positions become one vector (OutcomeHead)
+OUTCOME_INPUT = "outcome"  # the key of the outcome path's inputs in what the general model encodes (the cache's)
+
+
+@dataclass
+class OutcomeConfig(PartConfig):
+    """The outcome path's fields (``GeneralConfig.outcome``; the flat ``outcome_*`` fields of folders saved before
+    it are mapped here on loading): P(success) from a few larger frames through the stream's encoder cut deeper, its
+    top blocks learning."""
+
+    ranges = {"frames": (0, 64), "size": (16, 1024), "stage": (0, 16), "blocks": (0, 64), "dim": (1, 4096),
+              "queries": (1, 64), "layers": (1, 16), "members": (1, 16)}
+    frames: int = 4  # the takeover frame, the last and evenly between; 0: no outcome path (the event head's
+    #                  P(success), as folders before it)
+    size: int = 224  # px, letterboxed; clips are decoded at this size, the stream resized to image_size
+    stage: int = 3  # the encoder stage it reads (lite0 3: stride 16, 112 channels)
+    blocks: int = 1  # block groups below that stage that learn: 0 frozen (the stage-3 maps cached; the heads then
+    #                  train alone on them, TrainConfig.parts_apart: the ``general-parts`` preset); 1 = block 4 from a
+    #                  cached 14 x 14 x 80 map; 2 = blocks 3-4 from 28 x 28 x 40; 6 = the whole encoder, the stem
+    #                  too, from pixels (a GPU's). Those train jointly with the stream (parts_apart off)
+    dim: int = 256  # 128 in ``general-parts`` (256 cost 3x the step of 128 on the CPU)
+    queries: int = 4  # instruction queries attending over each frame's positions
+    layers: int = 2  # transformer layers over the frames
+    pooling: str = "attention"  # a frame's positions: attended by the words' queries ("attention"); or modulated
+    #                             by the words, mean and max ("max", ``general-parts``: attention plateaued on frozen
+    #                             maps, docs/results/2026-11-27-parts-apart.md)
+    members: int = 1  # outcome heads, each trained alone from its own seed; P(success) is their mean probability,
+    #                   before calibration (5 in ``general-parts``)
 
 
 def outcome_frame_index(times_s: torch.Tensor, takeover_s: torch.Tensor, k: int) -> torch.Tensor:
@@ -165,4 +194,5 @@ def augment_frames(frames: torch.Tensor, generator: torch.Generator, smallest: f
     return out.clamp(0, 1).mul(255.0).round().to(torch.uint8).permute(0, 1, 3, 4, 2).contiguous()
 
 
-__all__ = ["POOLINGS", "OutcomeHead", "augment_frames", "outcome_frame_index", "outcome_loss", "outcome_times"]
+__all__ = ["OUTCOME_INPUT", "POOLINGS", "OutcomeConfig", "OutcomeHead", "augment_frames", "outcome_frame_index",
+           "outcome_loss", "outcome_times"]

@@ -11,18 +11,18 @@ is shared with ``general``.
 
 from __future__ import annotations
 
-import itertools
-import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import torch
 from torch import nn
 
-from autorater.config import AutoraterConfig, FrameEncoderConfig
+from autorater.architecture import ArchitectureSpec, FrameProcessor
+from autorater.config import FrameEncoderConfig
 from autorater.model import Autorater, AutoraterOutput, Targets
-from autorater.models.events.head import WINDOW_S, EventHead, active_frames, event_losses, first_events, log1mexp
+from autorater.models.events.head import WINDOW_S, EventHead
 from autorater.models.events.mirror import mirror_all, mirror_words
+from autorater.models.events.stream import event_classes, members, one_or_ensemble, stream_output
 
 
 @dataclass
@@ -53,14 +53,18 @@ class EventsConfig(FrameEncoderConfig):
         """The first events folders read no place inputs."""
         return d if "place_inputs" in d else {**d, "place_inputs": False}
 
-    def search_space(self, trial) -> tuple[dict, dict]:
-        """=====================  ===================  =============================================
-        places                 2 .. 8               learned places the instruction is matched at
-        match_weight           0.3 .. 3.0, log      loss weight of the instruction match
-        counterfactual_weight  0.1 .. 1.0, log      loss weight of P(success) under another instruction
-        match_warmup_epochs    0, 5, 10, 15, 20     epochs training the match alone first
-        =====================  ===================  ============================================="""
-        return {"places": trial.suggest_int("places", 2, 8)}, event_loss_space(trial)
+    def encoder_options(self) -> dict:
+        return {**super().encoder_options(), "grid_size": self.grid_size}
+
+
+def events_search_space(trial) -> tuple[dict, dict]:
+    """=====================  ===================  =============================================
+    places                 2 .. 8               learned places the instruction is matched at
+    match_weight           0.3 .. 3.0, log      loss weight of the instruction match
+    counterfactual_weight  0.1 .. 1.0, log      loss weight of P(success) under another instruction
+    match_warmup_epochs    0, 5, 10, 15, 20     epochs training the match alone first
+    =====================  ===================  ============================================="""
+    return {"places": trial.suggest_int("places", 2, 8)}, event_loss_space(trial)
 
 
 def event_loss_space(trial) -> dict:
@@ -71,52 +75,35 @@ def event_loss_space(trial) -> dict:
 
 
 class EventsModel(Autorater):
-    """Per-frame events chained into a competing-risks likelihood over the clip (autorater/models/events/head.py).
-
-    An ensemble's clip-level distributions (outcome, marker, failure mode) are the mixture of its members';
-    each member is trained on its own losses, as if alone. With ``mirror_tta``, prediction also mixes in
-    each member's rating of the mirrored clips. Subclasses change the head (:meth:`make_head`).
-    """
+    """The event stream (``stream.py``: per-frame events chained into a competing-risks likelihood over the clip) on
+    tile cells. With ``mirror_tta``, prediction also mixes in each member's rating of the mirrored clips."""
 
     config_class = EventsConfig
+    processor_class = FrameProcessor
 
-    def __init__(self, config: AutoraterConfig):
+    def __init__(self, config: EventsConfig):
         super().__init__(config)
-        self.check_config()
-        if config.members < 1:
-            raise ValueError(f"members must be >= 1, got {config.members}")
-        # One head keeps the first folders' weight names ("events.*"); an ensemble is "events.<k>.*".
-        self.events = self.make_head() if config.members == 1 else \
-            nn.ModuleList([self.make_head() for _ in range(config.members)])
-
-    def check_config(self) -> None:
-        config = self.config
         for option in ("pose", "front_places", "mirror_tta"):
-            if getattr(config, option) and config.encoder != "pixels":
+            if config.to_dict()[option] and config.encoder != "pixels":
                 raise ValueError(f"{option} reads first-person 'pixels' cells; encoder {config.encoder!r} has "
                                  f"none (fix: set {option} to false, or use the pixels encoder)")
-
-    def make_head(self) -> nn.Module:
-        config, grid = self.config, self.grid_size()
-        return EventHead(self.frame_encoder.out_channels, grid[0] * grid[1], config.vocab, 1 + len(self.event_classes),
-                         config.places, use_instruction=config.use_instruction, raw_colours=config.encoder == "pixels",
-                         place_inputs=config.place_inputs, pose_cells=config.pixel_cells if config.pose else 0,
-                         front_places=config.front_places, grid=grid[0], text=config.text_encoder)
+        grid = self.grid_size()
+        classes = 1 + len(event_classes(config.failure_modes))
+        self.events = one_or_ensemble([EventHead(
+            self.frame_encoder.out_channels, grid[0] * grid[1], config.vocab, classes,
+            config.places, use_instruction=config.use_instruction, raw_colours=config.encoder == "pixels",
+            place_inputs=config.place_inputs, pose_cells=config.pixel_cells if config.pose else 0,
+            front_places=config.front_places, grid=grid[0], text=config.text_encoder) for _ in range(config.members)])
 
     @property
     def event_heads(self) -> list[nn.Module]:
         """The heads (one, or the members of an ensemble)."""
-        return list(self.events) if isinstance(self.events, nn.ModuleList) else [self.events]
-
-    @property
-    def event_classes(self) -> list[str]:
-        """The event classes after "none": success, then each failure mode that is an event."""
-        return ["success"] + ([m for m in self.config.failure_modes if m != "timeout"] or ["failure"])
+        return members(self.events)
 
     def views(self, features: torch.Tensor, instructions: list[str]) -> list[tuple[torch.Tensor, list[str]]]:
         """The inputs each member rates at prediction: the clips, and with ``mirror_tta`` their mirror."""
         views = [(features, instructions)]
-        if getattr(self.config, "mirror_tta", False):
+        if self.config.mirror_tta:
             views.append((mirror_all(features, self.config.pixel_cells), [mirror_words(t) for t in instructions]))
         return views
 
@@ -124,8 +111,6 @@ class EventsModel(Autorater):
                        marker_index: torch.Tensor, success: torch.Tensor, seed: int) -> None:
         """The grid's learned places start where the training clips change most around their success markers
         (:func:`place_priors`); each member of an ensemble from its own noise."""
-        if self.config.architecture != "events":
-            return
         with torch.no_grad():
             heads = self.event_heads
             priors = place_priors(features, times_s, takeover_s, marker_index, success, self.config.places,
@@ -133,58 +118,24 @@ class EventsModel(Autorater):
             for head, prior in zip(heads, priors):
                 head.match.where.copy_(prior)
 
-    def run_head(self, head: nn.Module, features: torch.Tensor, instructions: list[str],
+    @staticmethod
+    def run_head(head: nn.Module, features: torch.Tensor, instructions: list[str],
                  active: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One head's per-frame class log-probabilities (b, t, classes) and instruction match (b, t)."""
         return head(features, instructions)
 
-    def match_score(self, head: nn.Module, features: torch.Tensor, instructions: list[str],
+    @staticmethod
+    def match_score(head: nn.Module, features: torch.Tensor, instructions: list[str],
                     active: torch.Tensor) -> torch.Tensor:
         """(b, t) one head's instruction match alone (the training's warm-up)."""
         return head.match_score(features, instructions)
 
     def forward_head(self, features: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor,
-                     instructions: list[str],
-             targets: Targets | None = None) -> AutoraterOutput:
-        active = active_frames(times_s, takeover_s)
-        modes = self.config.failure_modes
-        if targets is not None:
-            # Each failure mode's event class (-1: "timeout", no event); the appended -1 serves unknown modes (-1).
-            class_of = torch.tensor([-1 if m == "timeout" else self.event_classes.index(m) for m in modes] + [-1],
-                                    device=features.device)
-            failure_class = class_of[targets.failure_mode]
-            timeout = (targets.marker_index == times_s.shape[1]) | ((targets.failure_mode >= 0) & (failure_class < 0))
-        log_ps, marker, failure, matches, losses, won, lost = [], [], [], [], [], [], []
+                     instructions: list[str], targets: Targets | None = None, encoded: dict | None = None
+                     ) -> AutoraterOutput:
         views = self.views(features, instructions) if targets is None else [(features, instructions)]
-        for head, (feats, words) in itertools.product(self.event_heads, views):
-            logp, match = self.run_head(head, feats, words, active)  # (b, t, classes), (b, t)
-            first, none = first_events(logp, active)  # (b, t, events), (b,)
-            log_ps.append(torch.logsumexp(first[..., 0], 1))
-            marker.append(torch.cat([torch.logsumexp(first, -1), none[:, None]], 1))  # log P(first event at t / none)
-            won.append(first[..., 0])  # log P(the first event is a success, at t)
-            lost.append(torch.cat([torch.logsumexp(first[..., 1:], -1), none[:, None]], 1))  # a failure at t / none
-            failure.append(torch.stack([none if m == "timeout" else torch.logsumexp(
-                first[..., self.event_classes.index(m)], 1) for m in modes], -1)
-                           if modes else none.new_zeros(len(none), 1))
-            matches.append(torch.logsumexp(2 * match.masked_fill(~active, -1e4), 1) / 2)
-            if targets is not None:
-                losses.append(event_losses(first, none, match, active, times_s, targets.success, targets.marker_index,
-                                           failure_class, own=~(targets.match < 0.5), timeout=timeout,
-                                           balanced=targets.balanced))
-
-        def mixture(xs):  # log of the members' mean probability
-            return torch.logsumexp(torch.stack(xs), 0) - math.log(len(xs))
-
-        log_p = mixture(log_ps)
-        out = AutoraterOutput(success_logit=log_p - log1mexp(log_p), marker_logits=mixture(marker),
-                              failure_logits=mixture(failure), match_logit=torch.stack(matches).mean(0),
-                              success_marker_logits=mixture(won), failure_marker_logits=mixture(lost))
-        if targets is not None:
-            out.losses = {k: torch.stack([m[k] for m in losses]).mean() for k in losses[0]}
-            w = dict(zip(("event", "marker", "failure", "match", "counterfactual"), targets.weights))
-            out.loss = w["event"] * out.losses["event"] + w["match"] * out.losses["match"] + \
-                w.get("counterfactual", 0.3) * out.losses["counterfactual"]
-        return out
+        return stream_output(self.event_heads, self.run_head, views, times_s, takeover_s, self.config.failure_modes,
+                             targets)
 
 
 def place_priors(features: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor, marker_index: torch.Tensor,
@@ -226,4 +177,19 @@ def place_priors(features: torch.Tensor, times_s: torch.Tensor, takeover_s: torc
     return [-d2[None] / (2 * widths ** 2) + n for n in noise]
 
 
-__all__ = ["EventsConfig", "EventsModel", "event_loss_space", "place_priors"]
+def learns_words(config: EventsConfig) -> bool:
+    """The grid recipe reads the training set's words (a bag of them, and the tile words)."""
+    return True
+
+
+SPEC = ArchitectureSpec(
+    name="events", config_class=EventsConfig, model_class=EventsModel,
+    presets={"babyai-grid": EventsConfig(pose=True, front_places=True),  # BabyAI only: its grid, its words
+             "base": EventsConfig(pose=True, front_places=True),  # the grid preset's name before the general model
+             "tiny": EventsConfig(image_size=32, grid_size=4, pixel_cells=2, clip_frames=8, places=2)},  # tests
+    search_space=events_search_space, learns_words=learns_words, match_warmup=True,
+    init_keys=("encoder", "encoder_stage", "pixel_cells", "grid_size", "image_size", "clip_frames", "text_encoder",
+               "vocab", "places", "place_inputs", "members", "failure_modes"),
+    augmentations=frozenset({"rotate", "mirror", "recolour", "relax"}))
+
+__all__ = ["SPEC", "EventsConfig", "EventsModel", "event_loss_space", "events_search_space", "place_priors"]
