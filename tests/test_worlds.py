@@ -69,3 +69,12 @@ def test_a_suite_names_its_world():
     assert world_of({"generator": "data.generate.generate_suite"}) == "babyai"  # suites from before worlds
     assert world_of({"generator": "data.generate.generate_suite", "world": "metaworld"}) == "metaworld"
     assert world_of({"tool": "someone else's"}) is None and world_of(None) is None
+
+
+def test_a_world_says_which_training_augmentations_need_its_renderer():
+    from autorater.data.worlds import world_allows
+
+    babyai, metaworld = {"world": "babyai"}, {"world": "metaworld"}
+    assert world_allows([babyai, babyai], "recolour") and world_allows([babyai], "relax")
+    assert not world_allows([babyai, metaworld], "recolour")  # every suite's world must allow it
+    assert not world_allows([None], "relax") and not world_allows([], "relax")  # a suite from elsewhere: none

@@ -19,7 +19,7 @@ import numpy as np
 
 from autorater.config import AutoraterConfig, with_changes
 from autorater.data.suite import Suite
-from autorater.data.worlds import world_of
+from autorater.data.worlds import world_allows
 from autorater.device import DEFAULT_DEVICE
 from autorater.models import AutoConfig, spec_of
 
@@ -75,13 +75,13 @@ class TrainConfig:
     #                      episode in a mirrored world, with the same outcome and marker. Needs inputs a mirror
     #                      maps exactly (decoded frames or "pixels" cells); other encoders' features skip it
     recolour: bool = False  # permute the objects' colours (green, blue, purple, yellow) in half the clips and in
-    #                        their instructions; MiniGrid's palette (training/augment.py): only for suites from the
-    #                        generator (``generated``), and with inputs a mirror may use
+    #                        their instructions; MiniGrid's palette (training/augment.py): only for suites of a world
+    #                        that allows it (its ``AUGMENTATIONS``: BabyAI's), and with inputs a mirror may use
     relax: float = 0.5  # share of the success clips of a batch also shown under their instruction with one colour
     #                     word dropped ("pick up the ball": asks for less, still a success), with two negatives
     #                     (that instruction on a video of another object; the clip with a colour word changed);
-    #                     categories where a wrong object is a failure only (not go_to); generated suites only
-    #                     (MiniGrid's colour words). Without it a colourless instruction reads as a weak match
+    #                     categories where a wrong object is a failure only (not go_to); suites of a world that
+    #                     allows it only (BabyAI's colour words). Without it a colourless instruction reads as a weak match
     ema: float = 0.995  # decay per step of an exponential moving average of the trainable weights (Polyak
     #                     averaging, ~2 epochs of 2,000 clips); validation, early stopping and the saved model use
     #                     the average. 0: off
@@ -139,10 +139,10 @@ def top_down(suites: Sequence[Suite]) -> bool:
     return bool(suites) and all((s.info.source or {}).get("view") == "full" for s in suites)
 
 
-def generated(suites: Sequence[Suite]) -> bool:
-    """Whether every suite declares the generator's BabyAI world (MiniGrid's renderer and palette), which the
-    BabyAI-only augmentations (recolour, relax) assume."""
-    return bool(suites) and all(world_of(s.info.source) == "babyai" for s in suites)
+def world_allows_all(suites: Sequence[Suite], augmentation: str) -> bool:
+    """Whether the worlds that made every suite allow ``augmentation`` (their ``AUGMENTATIONS``: BabyAI's recolour
+    and relax need MiniGrid's palette and colour words); a suite from elsewhere allows none."""
+    return world_allows([s.info.source for s in suites], augmentation)
 
 
 def load_config(spec: str | Path | None) -> tuple[AutoraterConfig, TrainConfig]:
@@ -183,5 +183,5 @@ def load_config_file(path: str | Path | None) -> tuple[AutoraterConfig, TrainCon
     return model, TrainConfig.from_dict({**spec_of(model).recipe, **d.get("train", {})})
 
 
-__all__ = ["TrainConfig", "generated", "load_config", "load_config_file", "recipe_for", "top_down",
-           "with_min_steps"]
+__all__ = ["TrainConfig", "load_config", "load_config_file", "recipe_for", "top_down",
+           "with_min_steps", "world_allows_all"]

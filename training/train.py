@@ -40,7 +40,7 @@ from autorater.training.batches import (
     seeded,
     subset_data,
 )
-from autorater.training.recipe import TrainConfig, generated, load_config_file, top_down, with_min_steps
+from autorater.training.recipe import TrainConfig, load_config_file, top_down, with_min_steps, world_allows_all
 from autorater.training.result import TrainResult, convergence_verdict
 
 
@@ -296,8 +296,9 @@ def supported_augmentations(tc: TrainConfig, spec: ArchitectureSpec, suites: Seq
     reasons = {"rotate": None if top_down(suites) else "the suites are not top-down (a first-person frame has one "
                                                         "orientation)",
                "mirror": None if mirrorable(data) else "the cached inputs have no exact mirror",
-               "recolour": None if mirrorable(data) and generated(suites) else "not MiniGrid's palette",
-               "relax": None if generated(suites) else "not MiniGrid's colour words",
+               "recolour": None if mirrorable(data) and world_allows_all(suites, "recolour") else
+               "the suites' world has no palette to permute, or the inputs no exact mirror",
+               "relax": None if world_allows_all(suites, "relax") else "the suites' world has no colour words to drop",
                "crop": None, "augment_pixels": None}
     changes, notes = {}, []
     for name in AUGMENTATIONS:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 __all__ = ["WORLDS", "INTERFACE", "World", "WorldOptions", "NoOptions", "OptionInfo", "ScenarioJob", "SwapJob",
-           "load_world", "world_of", "option", "options_of", "option_infos"]
+           "load_world", "world_allows", "world_of", "option", "options_of", "option_infos"]
 
 # The registry: a world's name and its package (imported by ``load_world``). One line per world.
 WORLDS: dict[str, str] = {
@@ -235,7 +235,9 @@ class World(Protocol):
     (agent name -> one line); ``DEFAULT_TASKS``; ``DEFAULT_AGENTS``; ``FAILURE_MODES`` (mode -> what it means);
     ``OPTIONS`` (its options dataclass, a :class:`WorldOptions`: the flags of ``autorater suite generate``);
     ``SWAP_OPTIONS`` (those of ``suite swap``; :class:`NoOptions` if none); ``FPS`` (the frame rate by default,
-    frames per second). What it does:
+    frames per second); ``AUGMENTATIONS`` (the training augmentations, ``TrainConfig`` fields, that need this
+    world's renderer or words: BabyAI's ``recolour`` permutes MiniGrid's palette, ``relax`` drops its colour words;
+    empty for most worlds). What it does:
 
     - ``resolve_tasks(names)`` and ``check_agents(names)``: canonical names (errors name the allowed values);
     - ``check_options(fps=FPS, **options) -> dict``: ``OPTIONS`` checked (:func:`options_of`; ``None`` is a
@@ -261,6 +263,7 @@ class World(Protocol):
     OPTIONS: type[WorldOptions]
     SWAP_OPTIONS: type[WorldOptions]
     FPS: float
+    AUGMENTATIONS: frozenset
 
     resolve_tasks: Callable[[Sequence[str]], list[str]]
     check_agents: Callable[[Sequence[str]], list[str]]
@@ -271,6 +274,13 @@ class World(Protocol):
 
 
 INTERFACE: tuple[str, ...] = tuple(World.__annotations__)  # the names a world package defines
+
+
+def world_allows(sources: Sequence[dict | None], augmentation: str) -> bool:
+    """Whether the worlds that made every suite (their suite.json ``source``) allow a training augmentation that
+    needs their renderer (``AUGMENTATIONS``); a suite from elsewhere (no world) allows none."""
+    worlds = [world_of(s) for s in sources]
+    return bool(worlds) and all(w is not None and augmentation in load_world(w).AUGMENTATIONS for w in worlds)
 
 
 def load_world(name: str) -> World:

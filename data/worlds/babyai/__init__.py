@@ -28,6 +28,7 @@ TASKS = LEVELS
 DEFAULT_TASKS = ("GoToLocal", "PickupLoc", "PutNextLocal", "OpenDoor")
 DEFAULT_AGENTS = ("expert", "noisy-0.2", "noisy-0.5", "distractor", "random")
 FPS = 8.0  # one frame per step
+AUGMENTATIONS = frozenset({"recolour", "relax"})  # MiniGrid's palette and colour words (training/augment.py)
 
 
 @dataclass(frozen=True)

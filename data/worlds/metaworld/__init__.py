@@ -54,6 +54,7 @@ FAILURE_MODES = {"timeout": "the task was not done by the end of the video",
                  "dropped": "the carried object fell from the gripper before the task was done"}
 CAMERAS = ("corner", "corner2", "corner3", "topview", "behindGripper", "gripperPOV")
 FPS = 8.0  # a frame every 10 control steps
+AUGMENTATIONS = frozenset()  # none needs its renderer
 CONTROL_STEP_S = 0.0125  # 5 MuJoCo steps of 2.5 ms
 CONTINUATION_S = 2.5  # 200 control steps after the takeover
 

@@ -49,6 +49,7 @@ DEFAULT_AGENTS = tuple(AGENTS)
 FAILURE_MODES = {"wrong_square": "stepped onto a square the instruction does not name first",
                  "timeout": "on no square by the end of the video"}
 FPS = 8.0  # one frame per step
+AUGMENTATIONS = frozenset()
 COLOURS = {"red": (220, 50, 50), "green": (40, 180, 70), "blue": (60, 90, 235), "yellow": (235, 205, 40)}
 MOVES = ((0, 0), (1, 0), (-1, 0), (0, 1), (0, -1))  # stay, right, left, down, up: (dx, dy) in cells
 
