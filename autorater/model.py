@@ -80,9 +80,9 @@ class Targets:
     failure_mode: torch.Tensor  # long: index into config.failure_modes; -1 unknown / not a failure
     match: torch.Tensor  # 1 = the video's own instruction, 0 = another's (no marker or failure-mode loss);
     #                      NaN = its own, but no match loss (``match_on_successes``: a failed video)
-    # success, marker, failure, match, counterfactual (events: "success" weighs the event likelihood, which holds
-    # the outcome, the marker and the failure mode; "counterfactual" P(success) under another instruction)
-    weights: tuple[float, ...] = (1.0, 1.0, 0.2, 0.5, 0.3)
+    # event, match, counterfactual: the event likelihood (it holds the outcome, the marker and the failure mode), the
+    # instruction match, P(success) under another instruction
+    weights: tuple[float, float, float] = (1.0, 0.5, 0.3)
     balanced: bool = False  # events: the outcome's two classes weigh the same in each batch's event loss
     row_weight: torch.Tensor | None = None  # (batch,) each row's weight in the outcome path's loss (None: 1)
     outcome_weights: tuple[float, float] = (1.0, 0.0)  # the outcome path's loss; its rows pairing a video with

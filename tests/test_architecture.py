@@ -116,3 +116,11 @@ def test_the_outcome_paths_key_is_named_in_its_own_module_and_the_general_models
     users = sorted(str(p.relative_to(ROOT)) for folder in ("autorater", "training", "serving", "app", "data")
                    for p in (ROOT / folder).rglob("*.py") if "OUTCOME_INPUT" in p.read_text(encoding="utf-8"))
     assert users == ["autorater/models/general.py", "autorater/models/outcome.py"]
+
+
+def test_a_recipe_of_the_retired_design_loads_without_its_loss_weights():
+    from autorater.training.recipe import TrainConfig
+
+    assert TrainConfig.from_dict({"epochs": 3, "marker_weight": 0.5, "failure_weight": 0.2}) == TrainConfig(epochs=3)
+    with pytest.raises(ValueError, match="unknown TrainConfig field"):
+        TrainConfig.from_dict({"marker_wieght": 0.5})

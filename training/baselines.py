@@ -81,9 +81,7 @@ def train_last_frame(suites: list[Suite], model_config: AutoraterConfig, tc: Tra
     model, data = prepare(suites, model_config, tc, progress)
     no_marker = torch.full_like(data.marker_index, -1)  # one frame cannot place a marker
     data = TrainingData(data.ex, _last_frame(data.clips), no_marker, data.failure_index)
-    cfg = model.config.replace(frame_diff=False) if hasattr(model.config, "frame_diff") else model.config
-    return train(suites, cfg, dataclasses.replace(tc, marker_weight=0.0),
-                 prepared=(model, data), progress=progress).model
+    return train(suites, model.config, tc, prepared=(model, data), progress=progress).model
 
 
 def train_instruction_blind(suites: list[Suite], model_config: AutoraterConfig, tc: TrainConfig,

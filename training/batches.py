@@ -235,7 +235,7 @@ def make_batch(data: TrainingData, rows: np.ndarray, tc: TrainConfig, rng: np.ra
     feats, times = feats[:, :t], times[:, :t]
     targets = Targets(success=success,
                       marker_index=marker_index, failure_mode=data.failure_index[idx], match=match,
-                      weights=(tc.success_weight, tc.marker_weight, tc.failure_weight, tc.match_weight,
+                      weights=(tc.success_weight, tc.match_weight,
                                tc.counterfactual_weight), balanced=tc.balance_classes,
                       row_weight=torch.tensor([tc.swap_weight if ex.swapped and ex.swapped[i] else 1.0
                                                for i in idx.tolist()]),

@@ -13,7 +13,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 import numpy as np
 
@@ -49,8 +49,6 @@ class TrainConfig:
     #                                  video shows nothing that tells its own instruction from another
     negative_label: float = 0.05  # success target of a success video under another scenario's instruction
     success_weight: float = 1.0  # events: the event likelihood (outcome, marker and failure mode in one)
-    marker_weight: float = 0.5  # transformer only
-    failure_weight: float = 0.2  # transformer only
     match_weight: float = 1.0
     balance_classes: bool = False  # events: successes and failures weigh the same in each batch's event loss
     crop: float = 0.0  # > 0: each training clip seen through a random window of ``crop``..1 of its feature map's
@@ -81,7 +79,8 @@ class TrainConfig:
     #                     word dropped ("pick up the ball": asks for less, still a success), with two negatives
     #                     (that instruction on a video of another object; the clip with a colour word changed);
     #                     categories where a wrong object is a failure only (not go_to); suites of a world that
-    #                     allows it only (BabyAI's colour words). Without it a colourless instruction reads as a weak match
+    #                     allows it only (BabyAI's colour words). Without it a colourless instruction reads as a
+    #                     weak match
     ema: float = 0.995  # decay per step of an exponential moving average of the trainable weights (Polyak
     #                     averaging, ~2 epochs of 2,000 clips); validation, early stopping and the saved model use
     #                     the average. 0: off
@@ -103,8 +102,11 @@ class TrainConfig:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    retired: ClassVar[frozenset] = frozenset({"marker_weight", "failure_weight"})  # the first design's; ignored
+
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
+        d = {k: v for k, v in d.items() if k not in cls.retired}
         names = {f.name for f in dataclasses.fields(cls)}
         if set(d) - names:
             raise ValueError(f"unknown TrainConfig field(s) {sorted(set(d) - names)}; known: {sorted(names)}")

@@ -77,9 +77,9 @@ def stream_output(heads: list[nn.Module], run: Callable, views: Views, times_s: 
                           success_marker_logits=mixture(won), failure_marker_logits=mixture(lost))
     if targets is not None:
         out.losses = {k: torch.stack([m[k] for m in losses]).mean() for k in losses[0]}
-        w = dict(zip(("event", "marker", "failure", "match", "counterfactual"), targets.weights))
+        w = dict(zip(("event", "match", "counterfactual"), targets.weights))
         out.loss = w["event"] * out.losses["event"] + w["match"] * out.losses["match"] + \
-            w.get("counterfactual", 0.3) * out.losses["counterfactual"]
+            w["counterfactual"] * out.losses["counterfactual"]
     return out
 
 
