@@ -124,3 +124,28 @@ def test_a_recipe_of_the_retired_design_loads_without_its_loss_weights():
     assert TrainConfig.from_dict({"epochs": 3, "marker_weight": 0.5, "failure_weight": 0.2}) == TrainConfig(epochs=3)
     with pytest.raises(ValueError, match="unknown TrainConfig field"):
         TrainConfig.from_dict({"marker_wieght": 0.5})
+
+
+def test_a_general_folder_saved_with_the_flat_outcome_fields_loads_and_rates_alike(tmp_path):
+    """A folder as saved before the outcome path had its own config: flat ``outcome_*`` fields in config.json, its
+    checksum over them in the weights' header."""
+    import json
+
+    from safetensors.torch import load_file, save_file
+
+    from autorater.model import config_sha256, read_safetensors_header
+
+    torch.manual_seed(0)
+    model = AutoModel.from_config(PRESETS["tiny-general"].replace(failure_modes=["timeout"])).eval()
+    folder = model.save_pretrained(tmp_path / "m")
+    d = json.loads((folder / "config.json").read_text())
+    flat = {**{k: v for k, v in d.items() if k != "outcome"}, **{f"outcome_{k}": v for k, v in d["outcome"].items()}}
+    (folder / "config.json").write_text(json.dumps(flat))
+    meta = {**read_safetensors_header(folder / "model.safetensors")[1], "config_sha256": config_sha256(flat)}
+    save_file(load_file(str(folder / "model.safetensors")), str(folder / "model.safetensors"), metadata=meta)
+    loaded = AutoModel.from_pretrained(folder)
+    assert loaded.config == model.config
+    x = {"frames": torch.randint(0, 256, (2, 8, 64, 64, 3), dtype=torch.uint8), "times_s": torch.rand(2, 8).sort(1)[0],
+         "takeover_s": torch.zeros(2), "instructions": ["open the drawer", "press the button"]}
+    with torch.no_grad():
+        assert torch.equal(model(**x).success_logit, loaded(**x).success_logit)
