@@ -276,9 +276,10 @@ def _smaller_ensembles(model, suites: dict, cache_dir: str, predictions: Path) -
     import torch
 
     from autorater.data.suite import write_jsonl
+    from autorater.models import GeneralModel
     from autorater.training import baselines as B
 
-    members = getattr(model.config, "outcome_members", 1)
+    members = model.config.outcome.members if isinstance(model, GeneralModel) and model.config.outcome.frames else 1
     smaller = {f"heads{k}": k for k in (1, 3) if k < members}
     if members > 1 and float(model.outcome_gate.detach()):
         smaller["nogate"] = members  # the same heads, the gate at 0: what the stream's correction adds

@@ -217,7 +217,8 @@ def _train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConf
     tc, notes = supported_augmentations(tc, spec_of(model_config), suites, data)
     if prepared is not None:  # a fresh model with this trial's architecture, same cached inputs
         torch.manual_seed(tc.seed)
-        learned = {k: getattr(model.config, k) for k in ("vocab", "failure_modes") if hasattr(model_config, k)}
+        names = {f.name for f in dataclasses.fields(model_config)} & {"vocab", "failure_modes"}  # learned from data
+        learned = {k: v for k, v in model.config.to_dict().items() if k in names}
         model = AutoModel.from_config(model_config.replace(**learned))
     if init_state is None and tc.init_from:
         init_state = load_init_state(tc.init_from, model.config)
