@@ -149,3 +149,11 @@ def test_a_general_folder_saved_with_the_flat_outcome_fields_loads_and_rates_ali
          "takeover_s": torch.zeros(2), "instructions": ["open the drawer", "press the button"]}
     with torch.no_grad():
         assert torch.equal(model(**x).success_logit, loaded(**x).success_logit)
+
+
+def test_mlflow_params_name_a_parts_fields_one_by_one():
+    from autorater.training.tracking import flatten_params
+
+    params = flatten_params(PRESETS["general-parts"])
+    assert params["model.outcome.blocks"] == "0" and params["model.outcome.members"] == "5"
+    assert "model.outcome" not in params and params["model.queries"] == "4"

@@ -82,7 +82,8 @@ def _param_value(value: Any) -> str:
 
 
 def flatten_params(model_config=None, train_config=None, suites: Sequence = ()) -> dict[str, str]:
-    """``model.<field>``, ``train.<field>``, ``data.suites`` / ``data.n_suites`` as MLflow param strings.
+    """``model.<field>``, ``train.<field>``, ``data.suites`` / ``data.n_suites`` as MLflow param strings; a part's
+    fields as ``model.<part>.<field>`` (``model.outcome.blocks``).
 
     The vocabulary and failure modes are left out: they are learned from the data, and the saved
     ``config.json`` (logged with the model) holds them.
@@ -93,8 +94,10 @@ def flatten_params(model_config=None, train_config=None, suites: Sequence = ()) 
             continue
         d = cfg if isinstance(cfg, Mapping) else dataclasses.asdict(cfg)
         for k, v in d.items():
-            if k not in _PARAM_SKIP:
-                out[f"{prefix}.{k}"] = _param_value(v)
+            if k in _PARAM_SKIP:
+                continue
+            for name, value in (v.items() if isinstance(v, Mapping) else [(None, v)]):
+                out[f"{prefix}.{k}" + (f".{name}" if name else "")] = _param_value(value)
     if suites:
         out["data.suites"] = _param_value(",".join(f"{s.info.name}@{s.info.version}" for s in suites))
         out["data.n_suites"] = str(len(suites))
