@@ -1,7 +1,7 @@
 """Model quality on held-out data, beside the baselines and the human annotators, in one run, per world.
 
     python -m benchmarks.quality [--world babyai|metaworld] [--cameras one|drawn|both] [--quick] [--out DIR]
-    python -m benchmarks.quality --world metaworld --set outcome_blocks=0 --autorater-only   # a recipe variant
+    python -m benchmarks.quality --world metaworld --set outcome.blocks=0 --autorater-only   # a recipe variant
     python -m benchmarks.quality --world metaworld --cameras drawn --train-scenarios 200     # a learning curve point
     python -m benchmarks.quality --config babyai-grid                                        # another preset
 
@@ -90,7 +90,7 @@ def _parser():
                         help="frame size of the generated suites (default: BabyAI 112, Meta-World 224)")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="change one field of the preset's config (JSON value, repeatable), "
-                             "e.g. --set outcome_blocks=0")
+                             "e.g. --set outcome.blocks=0 (a part's field; the flat outcome_blocks works too)")
     parser.add_argument("--train-set", action="append", default=[], metavar="FIELD=VALUE",
                         help="change one TrainConfig field (JSON value, repeatable), e.g. --train-set swap_weight=1")
     parser.add_argument("--train-scenarios", type=int, default=None,
