@@ -176,8 +176,8 @@ def add_commands(sub) -> None:
     common.device_arg(p)
     p.add_argument("--suite", action="append", required=True, help="training suite (repeat for several)")
     p.add_argument("--out", required=True, help="model folder to write")
-    p.add_argument("--config", help='a preset (general: the default; babyai-grid, transformer, tiny, tiny-general) or '
-                                    'a JSON file {"preset": "general", "model": {...}, "train": {...}}')
+    p.add_argument("--config", help='a preset (general: the default; general-parts, babyai-grid, tiny, tiny-general) '
+                                    'or a JSON file {"preset": "general", "model": {...}, "train": {...}}')
     p.add_argument("--epochs", type=int, help="override the recipe's epochs")
     p.add_argument("--seed", type=int, help="override the recipe's seed")
     p.add_argument("--cache-dir", default="runs/cache", help="feature cache folder")
