@@ -5,8 +5,8 @@ inside each tile, the "pixels" encoder); the instruction is a bag of the trainin
 the agent's pose is dead-reckoned from the first frame and ``front_places`` adds the cell in front of the agent.
 It is very good on BabyAI's own renderer (README, "The model") and cannot read a camera's video: the
 ``general`` architecture is the default. The event head itself, and its competing-risks likelihood, are in
-``head.py`` beside this module; :class:`EventsModel` chains a head's per-frame events into the clip's outcome and
-is shared with ``general``.
+``head.py`` beside this module; ``stream.py`` chains the heads' per-frame events into the clip's outcome, a part the
+general model is also built from.
 """
 
 from __future__ import annotations
