@@ -157,3 +157,18 @@ def test_mlflow_params_name_a_parts_fields_one_by_one():
     params = flatten_params(PRESETS["general-parts"])
     assert params["model.outcome.blocks"] == "0" and params["model.outcome.members"] == "5"
     assert "model.outcome" not in params and params["model.queries"] == "4"
+
+
+def test_a_run_says_which_augmentations_it_switched_off_and_why(tmp_path):
+    import json
+
+    from autorater.training.recipe import TrainConfig
+    from autorater.training.train import train
+    from model_suites import learnable_suite
+
+    suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
+    result = train([suite], PRESETS["tiny"], TrainConfig(epochs=1, aggregation="majority", crop=0.5,
+                                                         cache_dir=str(tmp_path / "c")), out=tmp_path / "m")
+    notes = json.loads((tmp_path / "m" / "metadata.json").read_text())["recipe_notes"]
+    assert notes == result.notes and any(n.startswith("crop off: the events architecture") for n in notes)
+    assert any(n.startswith("rotate off: the suites are not top-down") for n in notes)  # BabyAI's, not these

@@ -265,9 +265,11 @@ def train_parts(suites: Sequence[Suite], model_config: AutoraterConfig, tc: Trai
             "outcome_wall_s": round(heads_done - encoded, 1), "stream_wall_s": round(stream_done - heads_done, 1)}
     result = TrainResult(model=model, history=[{"part": f"outcome{i}", **m} for i, c in enumerate(curves) for m in c]
                          + [{"part": "stream", **m} for m in stream.history], best=best,
-                         wall_s=time.time() - start, n_train=len(train_rows), n_val=len(val_rows), verdict=verdict)
+                         wall_s=time.time() - start, n_train=len(train_rows), n_val=len(val_rows), verdict=verdict,
+                         notes=stream.notes)
     if out is not None:
         model.save_pretrained(out, metadata={"train_config": tc.to_dict(), "best": best, "verdict": verdict,
+                                             "recipe_notes": stream.notes,
                                              "n_train": result.n_train, "n_val": result.n_val,
                                              "train_suites": [f"{s.info.name}@{s.info.version}" for s in suites],
                                              "wall_s": round(result.wall_s, 1)})

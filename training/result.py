@@ -27,6 +27,7 @@ class TrainResult:
     n_train: int = 0
     n_val: int = 0
     verdict: str = ""  # whether training converged (``convergence_verdict``), for the log and the run
+    notes: list[str] = field(default_factory=list)  # what the recipe asked and this run did not do, and why
 
 
 def convergence_verdict(history: Sequence[dict], budget_epochs: int, key: str = "val_balanced_accuracy") -> str:

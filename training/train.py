@@ -254,7 +254,7 @@ def _train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConf
     warm_up = fresh and spec_of(model_config).match_warmup and model.config.use_instruction  # event heads' match
     if warm_up and tc.match_warmup_epochs and tc.match_weight > 0:
         warm_up_match(model, data, train_rows, tc, rng, progress)
-    result = TrainResult(model=model, n_train=len(train_rows), n_val=len(val_rows))
+    result = TrainResult(model=model, n_train=len(train_rows), n_val=len(val_rows), notes=notes)
     average = WeightAverage(model, tc.ema) if tc.ema else None
     best, best_state, bad_epochs = None, None, 0
     epochs = range(1, tc.epochs + 1)

@@ -39,6 +39,8 @@ def cmd_train(args) -> int:
           f"{at}validation balanced accuracy {best.get('val_balanced_accuracy'):.3f}")
     if result.verdict:
         print(f"training: {result.verdict}")
+    for note in result.notes:
+        print(f"recipe: {note}")
     print(f"model written to {args.out}")
     return 0
 
