@@ -35,7 +35,7 @@ def no_recipe_changes(config: AutoraterConfig) -> dict:
     return {}
 
 
-def no_words(config: AutoraterConfig) -> bool:
+def never(config: AutoraterConfig) -> bool:
     """False, whatever the config (the default of a spec's yes/no questions)."""
     return False
 
@@ -68,11 +68,11 @@ class ArchitectureSpec:
     recipe_changes: Callable[[AutoraterConfig], dict] = no_recipe_changes
     search_space: Callable = no_search_space
     lr_range: tuple[float, float] = (5e-4, 5e-3)
-    learns_words: Callable[[AutoraterConfig], bool] = no_words
+    learns_words: Callable[[AutoraterConfig], bool] = never
     init_keys: tuple[str, ...] = ()
     augmentations: frozenset = frozenset()
     match_warmup: bool = False
-    has_parts: Callable[[AutoraterConfig], bool] = no_words
+    has_parts: Callable[[AutoraterConfig], bool] = never
 
     def processor(self, config: AutoraterConfig) -> "Processor":
         """The processor of a config of this architecture (its model class's ``processor_class``)."""
