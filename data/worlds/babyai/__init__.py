@@ -20,8 +20,8 @@ from autorater.data.worlds.babyai.levels import CATEGORIES, FAILURE_MODES, LEVEL
 from autorater.data.worlds.babyai.scenes import run_scenario, swap_scenario
 
 __all__ = ["NAME", "TASKS", "AGENTS", "CATEGORIES", "FAILURE_MODES", "DEFAULT_TASKS", "DEFAULT_AGENTS", "OPTIONS",
-           "SWAP_OPTIONS", "FPS", "BabyAIOptions", "resolve_tasks", "check_agents", "check_options", "run_scenario",
-           "swap_scenario", "describe"]
+           "SWAP_OPTIONS", "FPS", "AUGMENTATIONS", "BabyAIOptions", "resolve_tasks", "check_agents", "check_options",
+           "run_scenario", "swap_scenario", "describe"]
 
 NAME = "babyai"
 TASKS = LEVELS

@@ -24,9 +24,9 @@ from autorater.data.worlds.metaworld.cameras import HOLD_OUT_DEGREES, IN_VIEW, R
 from autorater.data.worlds.metaworld.tasks import HELD_OUT, MT10
 from autorater.data.worlds.metaworld.tasks import TASKS as _TASK_TABLE
 
-__all__ = ["NAME", "TASKS", "AGENTS", "DEFAULT_TASKS", "DEFAULT_AGENTS", "FAILURE_MODES", "CAMERAS", "MT10",
-           "HELD_OUT", "OPTIONS", "SWAP_OPTIONS", "FPS", "MetaWorldOptions", "MetaWorldSwapOptions", "resolve_tasks",
-           "check_agents", "check_options", "run_scenario", "swap_scenario", "describe"]
+__all__ = ["NAME", "TASKS", "AGENTS", "DEFAULT_TASKS", "DEFAULT_AGENTS", "FAILURE_MODES", "CAMERAS", "MT10", "HELD_OUT",
+           "OPTIONS", "SWAP_OPTIONS", "FPS", "AUGMENTATIONS", "MetaWorldOptions", "MetaWorldSwapOptions",
+           "resolve_tasks", "check_agents", "check_options", "run_scenario", "swap_scenario", "describe"]
 
 NAME = "metaworld"
 TASKS: dict[str, str] = {name: task.wordings[0] for name, task in _TASK_TABLE.items()}

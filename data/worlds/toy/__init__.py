@@ -34,8 +34,8 @@ from autorater.data.annotators import trait_scores
 from autorater.data.worlds import NoOptions, ScenarioJob, SwapJob, WorldOptions, option, options_of
 
 __all__ = ["NAME", "TASKS", "AGENTS", "DEFAULT_TASKS", "DEFAULT_AGENTS", "FAILURE_MODES", "OPTIONS", "SWAP_OPTIONS",
-           "FPS", "ToyOptions", "resolve_tasks", "check_agents", "check_options", "run_scenario", "swap_scenario",
-           "describe"]
+           "FPS", "AUGMENTATIONS", "ToyOptions", "resolve_tasks", "check_agents", "check_options", "run_scenario",
+           "swap_scenario", "describe"]
 
 NAME = "toy"
 TASKS = {"reach": "reach the named one of two coloured squares",
