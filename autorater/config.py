@@ -164,16 +164,6 @@ class AutoraterConfig:
                     return name, key[len(prefix):]
         return None
 
-    @classmethod
-    def default_of(cls, key: str):
-        """The default value of a field, or of a part's field (``"outcome.blocks"``); KeyError when there is none."""
-        at = cls.part_key(key)
-        if at is not None:
-            return getattr(getattr(cls(), at[0]), at[1])
-        if key not in {f.name for f in dataclasses.fields(cls)}:
-            raise KeyError(key)
-        return getattr(cls(), key)
-
     def save(self, path: str | Path) -> None:
         from autorater.data.files import write_text_atomic
 

