@@ -28,7 +28,7 @@ def _step(title: str) -> float:
 # (scenarios, continuations per scenario) of the training, reference and new-version suites, per world
 # (the selective policy certifies its thresholds on the 70% of references its scaler never saw: 600 references
 # let a model of about 0.85-0.9 balanced accuracy auto-label; 300 were too few to certify 0.95 at 90% confidence)
-_SIZES = {("babyai", False): ((600, 2), (300, 2), (40, 10)), ("babyai", True): ((60, 2), (30, 2), (10, 10)),
+_SIZES = {("babyai", False): ((600, 2), (300, 2), (100, 10)), ("babyai", True): ((60, 2), (30, 2), (10, 10)),
           ("metaworld", False): ((200, 5), (120, 5), (20, 10)), ("metaworld", True): ((24, 5), (12, 5), (4, 10))}
 
 
@@ -39,6 +39,11 @@ DEMO_PRESETS = {"babyai": "babyai-grid", "metaworld": "general"}
 # references) certifies 0.952 on the references, and its new version's own audit cannot show 0.95 (53 audited, 2 wrong):
 # everything went to humans (docs/results/2026-11-27-certify.md).
 DEMO_TARGET = 0.90
+# The new version is certified as one stratum: an audit pays only where a stratum holds hundreds of provisional
+# labels (at 0.90 with 90% confidence, a stratum whose model agrees at 0.94 needs about 250 audit labels), and the
+# demo's versions hold 200-1,000 continuations; a version of many thousands keeps the default strata
+# (category x camera x new agent). Rounds: the audit goes on until every stratum is certified or routed.
+DEMO_STRATA, DEMO_ROUNDS = "none", 8
 
 
 def run_demo(out: Path, quick: bool = False, world: str = "babyai", device: str = DEFAULT_DEVICE) -> int:
@@ -110,14 +115,16 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai", device: str 
     labels_dir = out / "labels-v2"
     if labels_dir.exists():  # a labels folder belongs to one model: this run's model is new
         shutil.rmtree(labels_dir)
-    summary = label_suite(model_dir, new_suite, labels_dir, workers=2, progress=True, device=device, audit_share=0.2)
+    summary = label_suite(model_dir, new_suite, labels_dir, workers=2, progress=True, device=device,
+                          strata=DEMO_STRATA)
     print(format_summary(summary))
     print(f"Label Studio: {LabelsFolder(labels_dir).tasks_file} ({summary['human_tasks']} tasks) "
           f"({time.time() - t:.0f} s)")
 
     t = _step("5. the annotators answer the queue (simulated), Label Studio exports, autorater ingests, and the "
-              "version is certified on its own audit (autorater certify); a second round answers what it routed")
-    for round_no in (1, 2):
+              "version is certified on its own audit (autorater certify), round by round, until each stratum is "
+              "decided")
+    for round_no in range(1, DEMO_ROUNDS + 1):  # the audit goes on in rounds until every stratum is decided
         export = out / f"labelstudio-export-{round_no}.json"  # Label Studio's export lives outside the labels folder
         if simulate_queue_export(labels_dir, export, annotators=3, seed=3 + round_no) == 0:
             break

@@ -17,7 +17,18 @@ from .agents.rates import (
     wilson_interval,
 )
 from .agreement import agreement_report, format_agreement_table
-from .audit import audit_size, audits_needed, certify_stratum, consistency_pvalue
+from .audit import (
+    CLAIMS,
+    AuditDesign,
+    StratumAudit,
+    Verdict,
+    audit_step,
+    certify_strata,
+    design_audit,
+    e_bh,
+    log_evidence,
+    plan_strata,
+)
 from .compare import paired_comparison
 from .drift import drift_check, mmd_test
 from .marker import MarkerOffset
@@ -54,10 +65,16 @@ __all__ = [
     "cross_validated_calibration",
     "drift_check",
     "mmd_test",
-    "certify_stratum",
-    "consistency_pvalue",
-    "audit_size",
-    "audits_needed",
+    "CLAIMS",
+    "AuditDesign",
+    "StratumAudit",
+    "Verdict",
+    "audit_step",
+    "certify_strata",
+    "design_audit",
+    "e_bh",
+    "log_evidence",
+    "plan_strata",
     "agreement_lower_bound",
     "certifying_size",
     "expected_calibration_error",

@@ -1,127 +1,331 @@
-"""Certify a new suite version on its own audit, stratum by stratum.
+"""Certify a suite version on its own audit, stratum by stratum, as soon as the evidence suffices.
 
-The selective policy (``SelectivePolicy``) states an agreement that holds for episodes drawn like its references.
-A new suite version brings new tasks, cameras and agents, where that promise silently breaks. Here the version's
-own evidence decides: a uniform random *audit* of each stratum's provisional auto-labels is answered by humans,
-and a stratum is certified only where that evidence shows the target agreement.
+The references say how often the autorater agrees with the annotators on episodes *like the references*. A new suite
+version brings new tasks, cameras and agents, where that number silently stops holding; so each stratum of the version
+(serving: category x camera x new agent) is certified on evidence drawn from the version itself: a uniform random
+audit of its provisional auto-labels, answered by humans in rounds. The references only *design* the audit (the
+confidence level to test, the bet, the first batch); they are never counted as evidence.
 
-Per stratum, with the reference-fitted threshold ``t`` (the provisional auto-labels are the episodes with
-``max(p, 1 - p) >= t``) and its reference evidence (``k_ref`` auto-labelled references, ``e_ref`` of them wrong):
+**The claim, per stratum.** A certified stratum is auto-labelled at a *level* ``c`` (a confidence ``max(p, 1 - p)`` at
+or above the reference policy's threshold); the claim is that the *rate* at which its auto-labels agree with the
+annotators, the chance that one of them drawn at random agrees, is at least ``target``. (The agreement realised on a
+finite stratum scatters around its rate by binomial noise, about ``sqrt(a (1 - a) / n)`` for n labels.)
 
-1. *Pooled* (the version looks like the references). When the stratum is known (its key occurs among the
-   references and its inputs did not drift from theirs) and its audit does not contradict the references (a
-   one-sided Fisher exact test that the audit errs more often, ``consistency_alpha``), the references and the
-   audit count together: the Clopper-Pearson lower bound on ``(n + k, e + e_ref k / k_ref)``, the references
-   weighted down to ``k = min(k_ref, reference_weight * n)``. (Serving certifies the known strata of a version as
-   one group this way, so ``n`` is the whole known audit.)
-2. *Audit alone* (a new or drifted stratum, or a contradicted one). Only the audit counts, by the same
-   Learn-then-Test procedure as the references': the thresholds tried are the audited episodes' own confidences
-   (fixed by the scores before any human answered), strictest first, each tested by its exact binomial bound, up
-   to the first failure. The stratum is certified at the least strict threshold that passes: the reference's
-   ``t`` or a stricter one.
-3. Neither passes: nothing of the stratum is auto-labelled; :func:`audits_needed` says how many more audits, all
-   agreeing, would certify it.
+**The test, anytime-valid.** The audit visits the stratum's items at the level in a uniform random order fixed before
+any human answers. With ``X_i = 1`` where the model agreed with the i-th answered audit label,
 
-The guarantee of (2) is exact for each stratum: the audit is a uniform sample of the stratum's provisional
-auto-labels, so given the path its errors are binomial and the certified agreement holds with probability at
-least ``confidence`` over the audit draw, whatever the references say. (1) adds the references' power where the
-version is exchangeable with them, which the drift and consistency checks test but cannot prove; the benchmark
-(``benchmarks/certify.py``) measures the coverage of the whole procedure on shifted versions.
+    K_n = prod_{i <= n} (1 + lambda_i (X_i - target)),    0 <= lambda_i <= cap / target,
+
+where the bet ``lambda_i`` depends only on the answers before i (a Kelly bet on a running estimate of the
+agreement, started from the references' estimate: :func:`bets`). If the rate is at most ``target``, every factor has
+conditional mean at most 1, so ``K`` is a nonnegative supermartingale that starts at 1 (a test martingale), and by
+Ville's inequality ``P(sup_n K_n >= 1 / alpha) <= alpha``. A stratum is certified once its ``K`` has reached
+``1 / alpha`` anywhere in its answered audit, whenever one looks, however often, whatever the batch sizes: "audit
+more" spends nothing twice. A second test martingale bets the other way (evidence that the rate is below target) and
+routes a stratum early; routing never breaks a promise, it only costs labels.
+
+**Across strata** (``claim``):
+
+* ``"family"`` (the default): each stratum s is tested at ``alpha_s = delta * w_s`` with weights fixed before any
+  label (proportional to the strata's sizes at their levels, summing to 1), so by the union bound the chance that
+  *any* certified stratum's rate is below target is at most ``delta``: "every certified stratum, with probability
+  1 - delta".
+* ``"fcr"``: e-BH (Wang and Ramdas, 2022) over the strata's e-values (each stratum's ``K`` at the end of its answered
+  audit, a stopped test supermartingale): the expected share of certified strata whose rate is below target is at
+  most ``delta``. Cheaper when most strata are good (the e-BH threshold falls to ``1 / delta`` when every stratum
+  passes); a bad stratum among good ones still needs ``K >= 1 / delta``, as if it stood alone.
+
+Either way a bad stratum among good ones is certified no more often than if it stood alone at ``delta``.
 
 Example:
     >>> import numpy as np
-    >>> conf = np.full(40, 0.99)                       # 40 audited auto-labels of a new task
-    >>> wrong = np.zeros(40, dtype=bool)
-    >>> certify_stratum(conf, wrong, 0.9, None, known=False, target=0.9, confidence=0.9)["certified"]
+    >>> rng = np.random.default_rng(0)
+    >>> design = design_audit(np.full(1000, 0.97), target=0.9, alpha=0.1, prior=(0.95, 50))
+    >>> audit = StratumAudit(design=design, requested=design.first_batch,
+    ...                      answers=tuple(rng.random(design.first_batch) < 0.95))
+    >>> verdict = audit_step(audit, target=0.9)
+    >>> verdict.state in ("certified", "continue")
     True
-    >>> wrong[:8] = True                               # the model is wrong on 8 of them: 0.80
-    >>> certify_stratum(conf, wrong, 0.9, None, known=False, target=0.9, confidence=0.9)["certified"]
-    False
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import numpy as np
-from scipy import stats
 
-from ._checks import as_float
-from .selective import SelectivePolicy, agreement_lower_bound, certifying_size
-
-
-def audit_size(target: float, confidence: float, errors: int = 0) -> int:
-    """The smallest audit that can certify ``target`` at ``confidence`` with ``errors`` wrong among its labels
-    (0: when the model is right on all of them; 45 at 0.95 / 90%, 22 at 0.90 / 90%)."""
-    return certifying_size(target, confidence, errors)
-
-
-def audits_needed(n: int, errors: int, target: float, confidence: float) -> int:
-    """How many more audited labels, all agreeing, would certify a stratum with ``errors`` wrong of ``n``."""
-    return max(0, certifying_size(target, confidence, errors) - n)
+LEVEL_FRACTIONS = (1.0, 0.8, 0.6, 0.4)  # candidate levels: the top share of a stratum's provisional labels
+CAP = 0.9  # the largest bet is cap / target: one disagreement keeps at least 1 - cap of the evidence
+MIN_BATCH = 10  # the smallest batch of audit labels a round asks for
+FIRST_SHARE = 0.6  # the first batch: this share of the audit the references expect to need,
+FIRST_CAP = 0.1  # ... but no more than this share of the stratum (a version better than its references stops early)
+NEXT_SHARE = 0.4  # a later batch: this share of what the audit still seems to need
+GROWTH = 0.25  # ... and at least this share of the audit asked so far (the rounds grow geometrically: few of them)
+OVERSHOOT = 1.25  # a level is worth auditing when its labels exceed the expected audit times this
+ROUTE_DELTA = 0.05  # the evidence that a stratum is below target at which it is routed early
+CLAIMS = ("family", "fcr")
 
 
-def consistency_pvalue(audit_errors: int, audit_n: int, ref_errors: int, ref_n: int) -> float:
-    """One-sided Fisher exact p-value that the audit's error rate exceeds the references' (1.0 without data)."""
-    if audit_n == 0 or ref_n == 0:
-        return 1.0
-    table = [[audit_errors, audit_n - audit_errors], [ref_errors, ref_n - ref_errors]]
-    return float(stats.fisher_exact(table, alternative="greater").pvalue)
+@dataclasses.dataclass(frozen=True)
+class AuditDesign:
+    """How one stratum is audited, fixed before any human answers (from its scores and the references).
+
+    Attributes:
+        level: the confidence ``max(p, 1 - p)`` at or above which the stratum is auto-labelled if certified.
+        size: the stratum's provisional labels at the level (the audit draws from these).
+        alpha: the error budget of this stratum's test (family: ``delta * w_s``; fcr: ``delta``).
+        prior: the agreement the references expect at the level, where the bets start.
+        prior_weight: how many answers the prior counts as (the bet moves to the audit's own estimate after that).
+        expected_audit: the audit labels the references expect a certification to need (inf: not expected).
+        first_batch: the audit labels the first round asks for.
+    """
+
+    level: float
+    size: int
+    alpha: float
+    prior: float
+    prior_weight: float
+    expected_audit: float
+    first_batch: int
+
+    def to_dict(self) -> dict:
+        return {k: (None if isinstance(v, float) and math.isinf(v) else v) for k, v in
+                dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> AuditDesign:
+        values = {f.name: d[f.name] for f in dataclasses.fields(cls)}
+        values["expected_audit"] = math.inf if values["expected_audit"] is None else values["expected_audit"]
+        return cls(**values)
 
 
-def certify_stratum(audit_confidence, audit_wrong, threshold: float, reference: tuple[int, int] | None, *,
-                    known: bool, target: float, confidence: float, consistency_alpha: float = 0.2,
-                    reference_weight: float = 4.0) -> dict:
-    """The certification of one stratum from its answered audit (the module docstring gives the procedure).
+@dataclasses.dataclass(frozen=True)
+class StratumAudit:
+    """One stratum's audit so far: its design, how many audit labels were asked for, and the answers in audit order
+    (True where the model agreed with the humans; the answered prefix of the audit order)."""
+
+    design: AuditDesign
+    requested: int
+    answers: tuple[bool, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """What a round decides for one stratum.
+
+    Attributes:
+        state: ``"certified"``, ``"continue"`` (ask for ``requested`` audit labels in all), ``"waiting"`` (the asked
+            labels are not all answered and nothing is decided yet) or ``"routed"`` (to humans; ``reason``).
+        requested: the audit labels asked for, after this round.
+        evidence: ``sup_n K_n`` over the answered audit (the e-value against "rate below target", by Ville).
+        e_value: ``K`` at the end of the answered audit (a stopped e-value: what ``fcr`` combines).
+        against: the evidence that the rate is below target (the routing test's ``sup``).
+        threshold: the evidence this stratum needed (``1 / alpha``, or e-BH's for ``fcr``).
+        estimate: the audit's agreement so far (None before any answer).
+        reason: why a stratum was routed: ``"below_target"``, ``"futile"`` (it cannot pass within its size) or
+            ``"budget"`` (the stated audit budget is spent).
+    """
+
+    state: str
+    requested: int
+    evidence: float
+    e_value: float
+    against: float
+    threshold: float
+    estimate: float | None
+    reason: str | None = None
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def bets(answers, target: float, prior: float, prior_weight: float, cap: float = CAP) -> np.ndarray:
+    """(n,) the predictable bets on "the rate exceeds ``target``": a Kelly bet on the agreement estimated from the
+    answers before each one, shrunk to ``prior`` with ``prior_weight`` pseudo-answers, clipped to ``[0, cap /
+    target]``."""
+    x = np.asarray(answers, dtype=float)
+    before = np.concatenate([[0.0], np.cumsum(x)[:-1]]) if x.size else x
+    estimate = (before + prior_weight * prior) / (np.arange(x.size) + prior_weight)
+    return np.clip((estimate - target) / (target * (1 - target)), 0.0, cap / target)
+
+
+def log_evidence(answers, target: float, prior: float, prior_weight: float) -> np.ndarray:
+    """(n,) ``log K_n``, the test martingale against "the agreement rate is at most ``target``" (module docstring)."""
+    x = np.asarray(answers, dtype=float)
+    return np.cumsum(np.log1p(bets(x, target, prior, prior_weight) * (x - target)))
+
+
+def log_evidence_against(answers, target: float) -> np.ndarray:
+    """(n,) the log of the mirror test martingale, against "the rate is at least ``target``": a Kelly bet on the
+    disagreement, started at the target itself (no prior help)."""
+    flipped = 1.0 - np.asarray(answers, dtype=float)  # disagreement; the null is "disagreement <= 1 - target"
+    return log_evidence(flipped, 1 - target, 1 - target, 10.0)
+
+
+def growth(agreement: float, target: float, cap: float = CAP) -> float:
+    """The expected ``log K`` gained per audit label when the rate is ``agreement`` and the bet is Kelly's for it."""
+    lam = min(max((agreement - target) / (target * (1 - target)), 0.0), cap / target)
+    return agreement * math.log1p(lam * (1 - target)) + (1 - agreement) * math.log1p(-lam * target)
+
+
+def expected_audit(agreement: float, target: float, alpha: float) -> float:
+    """About how many audit labels reach ``1 / alpha`` when the rate is ``agreement`` (inf at or below target)."""
+    g = growth(agreement, target)
+    return math.log(1 / alpha) / g if g > 1e-12 else math.inf
+
+
+def smallest_audit(target: float, alpha: float, cap: float = CAP) -> int:
+    """The fewest audit labels that can certify: every one agreeing, each bet at its largest."""
+    return math.ceil(math.log(1 / alpha) / math.log1p(cap / target * (1 - target)))
+
+
+def design_audit(confidences, target: float, alpha: float, prior: tuple[float, float],
+                 reference: tuple[np.ndarray, np.ndarray] | None = None,
+                 fractions: tuple[float, ...] = LEVEL_FRACTIONS) -> AuditDesign | None:
+    """Choose the level a stratum is audited at, from its scores and the references, before any human answers.
+
+    Each candidate level keeps the top ``fraction`` of the stratum's provisional labels (their confidence
+    ``max(p, 1 - p)``); the references' agreement above the level (shrunk to ``target`` by four pseudo-labels)
+    estimates the audit a certification needs (:func:`expected_audit`), and the level that leaves the most
+    auto-labels after its audit is chosen. None when no level pays (a stratum too small or too close to the target
+    to gain from an audit: route it at once).
 
     Args:
-        audit_confidence: (n,) ``max(p, 1 - p)`` of the audited provisional auto-labels.
-        audit_wrong: (n,) True where the model's outcome differs from the humans'.
-        threshold: the reference-fitted confidence threshold ``t`` (every audited episode has confidence >= t).
-        reference: ``(k_ref, e_ref)``, the references auto-labelled at ``t`` and how many of them were wrong;
-            None when the calibration has no such evidence.
-        known: the stratum occurs among the references and its inputs did not drift from theirs.
+        confidences: (N,) the stratum's provisional labels' confidences.
         target: the agreement to certify.
-        confidence: the probability that a certified stratum's agreement reaches ``target``.
-        consistency_alpha: the level of the test that the audit contradicts the references (a high level: a
-            false alarm only costs the references' help, a missed shift costs the promise).
-        reference_weight: the references count as at most this many times the audit's size in the pooled bound, so
-            that a shift too small for the audit to see cannot hide behind them.
-
-    Returns:
-        ``evidence`` ("pooled", "audit" or "none"), ``certified``, ``threshold`` (the confidence at or above which
-        the stratum is auto-labelled; None when not certified), ``bound`` (the lower confidence bound on its
-        agreement), ``audit_n``, ``audit_errors``, ``consistency_p`` and ``audits_needed``.
+        alpha: the stratum's error budget.
+        prior: ``(agreement, weight)`` of the references at the reference threshold: where the bets start when the
+            references give no confidence profile, and the weight of the prior.
+        reference: ``(confidence, correct)`` arrays of the references (their confidences and whether the model was
+            right), or None: the stratum is then audited at its full size.
+        fractions: the candidate levels' shares.
     """
-    conf, wrong = as_float(audit_confidence, "audit_confidence"), np.asarray(audit_wrong, dtype=bool)
-    n, e = int(conf.size), int(wrong.sum())
-    out = {"audit_n": n, "audit_errors": e, "consistency_p": None, "evidence": "none", "certified": False,
-           "threshold": None, "bound": None, "audits_needed": audits_needed(n, e, target, confidence)}
-    if reference is not None and known:
-        k_ref, e_ref = reference
-        out["consistency_p"] = p_value = consistency_pvalue(e, n, e_ref, k_ref)
-        if p_value >= consistency_alpha and k_ref:
-            k_eff = min(float(k_ref), reference_weight * n)
-            bound = agreement_lower_bound(e + e_ref * k_eff / k_ref, n + k_eff, confidence)
-            if bound >= target:
-                return {**out, "evidence": "pooled", "certified": True, "threshold": float(threshold),
-                        "bound": bound, "audits_needed": 0}
-    if n == 0:
-        return out
-    fitted = _audit_policy(conf, wrong, target, confidence)
-    if fitted.feasible_:
-        return {**out, "evidence": "audit", "certified": True, "threshold": max(float(threshold), fitted.t_success_),
-                "bound": float(fitted.bound_), "audits_needed": 0}
+    conf = np.sort(np.asarray(confidences, dtype=float))[::-1]
+    if conf.size == 0:
+        return None
+    best, best_value = None, 0.0
+    for fraction in fractions if reference is not None else (1.0,):
+        size = max(1, int(round(fraction * conf.size)))
+        level = float(conf[size - 1])
+        size = int(np.sum(conf >= level))  # ties stay together
+        agreement = prior[0]
+        if reference is not None:
+            above = reference[0] >= level
+            agreement = (float(np.sum(reference[1][above])) + 4 * target) / (int(above.sum()) + 4)
+        need = max(expected_audit(agreement, target, alpha), smallest_audit(target, alpha))
+        value = size - OVERSHOOT * need
+        if value > best_value:
+            best_value = value
+            small = max(MIN_BATCH, 2 * smallest_audit(target, alpha))  # a version better than its references may
+            first = min(size, max(small, min(math.ceil(FIRST_SHARE * need), math.ceil(FIRST_CAP * size))))  # stop soon
+            best = AuditDesign(level=level, size=size, alpha=alpha, prior=agreement, prior_weight=float(prior[1]),
+                               expected_audit=need, first_batch=first)
+    if best is None and OVERSHOOT * smallest_audit(target, alpha) < conf.size:
+        # the references expect no level to pay, but the version may be better than they are: trying costs no label
+        # (a routed stratum is labelled by humans whole anyway), so the whole stratum is audited from a small batch
+        first = min(conf.size, max(MIN_BATCH, 2 * smallest_audit(target, alpha)))
+        best = AuditDesign(level=float(conf[-1]), size=int(conf.size), alpha=alpha, prior=prior[0],
+                           prior_weight=float(prior[1]), expected_audit=math.inf, first_batch=first)
+    return best
+
+
+def audit_step(audit: StratumAudit, target: float, threshold: float | None = None, budget: float | None = None,
+               stopped: bool = False) -> Verdict:
+    """One round's decision for one stratum (the family claim's: ``threshold`` defaults to ``1 / alpha``).
+
+    Certified once the evidence has reached the threshold anywhere in the answered audit (Ville; with ``stopped``, at
+    its end: the e-value ``fcr`` combines); routed when the mirror test shows the rate below target (at
+    ``ROUTE_DELTA``), when even agreeing answers on every remaining item could not reach the threshold (``futile``), or
+    when ``budget`` (a share of the level's size) is spent; otherwise ``waiting`` for asked labels, or ``continue``
+    with a next batch sized from what the audit still seems to need (a share of it, so that few rounds overshoot
+    little).
+    """
+    d = audit.design
+    threshold = 1 / d.alpha if threshold is None else threshold
+    x = np.asarray(audit.answers, dtype=bool)
+    n = x.size
+    log_k = log_evidence(x, target, d.prior, d.prior_weight) if n else np.zeros(1)
+    top, end = float(np.exp(max(0.0, log_k.max()))), float(np.exp(log_k[-1]))
+    against = float(np.exp(max(0.0, log_evidence_against(x, target).max()))) if n else 1.0
+    common = dict(evidence=top, e_value=end, against=against, threshold=threshold,
+                  estimate=float(x.mean()) if n else None)
+    if (end if stopped else top) >= threshold:
+        return Verdict("certified", audit.requested, **common)
+    if against >= 1 / ROUTE_DELTA:
+        return Verdict("routed", audit.requested, reason="below_target", **common)
+    left = d.size - n
+    if log_k[-1] + left * math.log1p(CAP / target * (1 - target)) < math.log(threshold):
+        return Verdict("routed", audit.requested, reason="futile", **common)  # even if every answer agreed
+    if n < audit.requested:
+        return Verdict("waiting", audit.requested, **common)
+    cap = d.size if budget is None else min(d.size, math.floor(budget * d.size))
+    if audit.requested >= cap:
+        return Verdict("routed", audit.requested, reason="budget" if cap < d.size else "futile", **common)
+    hopeful = min(1.0, (x.sum() + d.prior_weight * d.prior) / (n + d.prior_weight) + 1 / math.sqrt(n + 4))
+    need = (math.log(threshold) - log_k[-1]) / max(growth(hopeful, target), 1e-12)
+    if need > left:
+        return Verdict("routed", audit.requested, reason="futile", **common)
+    more = min(cap - audit.requested, max(MIN_BATCH, math.ceil(NEXT_SHARE * need), math.ceil(GROWTH * audit.requested)))
+    return Verdict("continue", audit.requested + more, **common)
+
+
+def e_bh(e_values: dict[str, float], delta: float, hypotheses: int | None = None) -> set[str]:
+    """The e-BH rejections (Wang and Ramdas, 2022): the k largest e-values where k is the largest with the k-th
+    largest at least ``hypotheses / (delta k)``; controls the false discovery rate at ``delta`` under any
+    dependence."""
+    m = hypotheses or len(e_values)
+    ranked = sorted(e_values, key=lambda key: -e_values[key])
+    k = max((i for i in range(1, len(ranked) + 1) if e_values[ranked[i - 1]] >= m / (delta * i)), default=0)
+    return set(ranked[:k])
+
+
+def certify_strata(audits: dict[str, StratumAudit], target: float, delta: float, claim: str = "family",
+                   budget: float | None = None) -> dict[str, Verdict]:
+    """One round of every audited stratum of a version: the decision serving applies (and simulations call).
+
+    ``family``: each stratum against its own ``1 / alpha_s`` (:func:`audit_step`). ``fcr``: e-BH over the strata's
+    stopped e-values at ``delta`` (a certified stratum stops its audit, so its e-value stays); each other stratum goes
+    on, waits or is routed as :func:`audit_step` says against the threshold it would need to join them.
+    """
+    if claim not in CLAIMS:
+        raise ValueError(f"claim must be one of {CLAIMS}, got {claim!r}")
+    if claim == "family":
+        return {key: audit_step(a, target, budget=budget) for key, a in audits.items()}
+    ends = {key: (float(np.exp(log_evidence(a.answers, target, a.design.prior, a.design.prior_weight)[-1]))
+                  if a.answers else 1.0) for key, a in audits.items()}
+    certified = e_bh(ends, delta, len(audits))
+    out = {}
+    for key, a in audits.items():
+        joined = len(certified) + (key not in certified)
+        v = audit_step(a, target, threshold=len(audits) / (delta * joined), budget=budget, stopped=True)
+        if key in certified:
+            v = dataclasses.replace(v, state="certified", reason=None)
+        out[key] = v
     return out
 
 
-def _audit_policy(conf: np.ndarray, wrong: np.ndarray, target: float, confidence: float) -> SelectivePolicy:
-    """Learn-then-Test on the audit alone: the path is the audited episodes' confidences (strictest first), fixed
-    before their labels; each point's planned count is exactly the audited episodes it keeps."""
-    path = np.unique(conf)[::-1]
-    planned = (conf[None, :] >= path[:, None]).sum(1)
-    # the episodes stand as p = confidence with y = 1 where the model is right: max(p, 1 - p) is the confidence
-    y = (~wrong).astype(int)
-    return SelectivePolicy(target_agreement=target, confidence=confidence, min_references=0, start_errors=0,
-                           on_infeasible="route_all").fit(conf, y, thresholds=path, planned_counts=planned)
+def plan_strata(confidences: dict[str, np.ndarray], target: float, delta: float, claim: str,
+                priors: dict[str, tuple[float, float]],
+                reference: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, AuditDesign | None]:
+    """The audit design of every stratum of a version (None: route it at once), before any human answers.
+
+    ``family``: stratum s gets ``alpha_s = delta * N_s / sum N`` over the audited strata (N: provisional labels), so
+    the budgets sum to ``delta``; a stratum no level of which pays is dropped and the others share its budget.
+    ``fcr``: each stratum is designed at ``delta`` (e-BH's threshold when every stratum passes).
+    """
+    keys = [k for k in confidences if len(confidences[k])]
+    while True:
+        total = sum(len(confidences[k]) for k in keys)
+        designs = {k: design_audit(confidences[k], target,
+                                   delta * len(confidences[k]) / total if claim == "family" else delta,
+                                   priors[k], reference) for k in keys}
+        kept = [k for k in keys if designs[k] is not None]
+        if claim != "family" or kept == keys:
+            return {k: designs.get(k) for k in confidences}
+        keys = kept
 
 
-__all__ = ["audit_size", "audits_needed", "certify_stratum", "consistency_pvalue"]
+__all__ = ["CLAIMS", "AuditDesign", "StratumAudit", "Verdict", "audit_step", "bets", "certify_strata",
+           "design_audit", "e_bh", "expected_audit", "growth", "log_evidence",
+           "log_evidence_against", "plan_strata", "smallest_audit"]

@@ -132,6 +132,10 @@ class CalibrationRecord:
     # What the references' inputs look like (``autorater.signature``) with their stratum fields (category, camera,
     # agent, tags), for the input drift check of a new version (``serving.labelling.certify``); empty in older records.
     input_sample: list[dict] = dataclasses.field(default_factory=list)
+    # The references' calibrated confidences max(p, 1 - p) and whether the model was right, as [confidence, 0 or 1]
+    # pairs: how a new version's audit is designed (``calibration.audit.design_audit``: the level to test, the bets'
+    # prior), never counted as its evidence; empty in older records (each stratum is then audited at its full size).
+    reference_profile: list[list[float]] = dataclasses.field(default_factory=list)
 
     def reference_evidence(self) -> tuple[int, int] | None:
         """``(k, errors)``: the certifying references auto-labelled at the operating point and how many of them were

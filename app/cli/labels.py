@@ -21,7 +21,8 @@ def cmd_label(args) -> int:
                           batch_size=args.batch_size, audit_share=args.audit_share, seed=args.seed,
                           on_drift=args.on_drift, video_url_prefix=args.video_url_prefix, backend=args.backend,
                           ray_address=args.address, progress=not args.quiet, device=args.device,
-                          allow_unverified=args.allow_unverified, certify=args.certify, strata=args.strata)
+                          allow_unverified=args.allow_unverified, certify=args.certify, strata=args.strata,
+                          claim=args.claim, audit_budget=args.audit_budget)
     print(format_summary(summary))
     print(f"written: {args.out}/labels.jsonl, errors.jsonl, summary.json, labelstudio/config.xml and tasks.json "
           f"({summary['human_tasks']} tasks for the annotators)")
@@ -183,19 +184,27 @@ def add_commands(sub) -> None:
     p.add_argument("--address", help="Ray cluster address for --backend ray (default: a local Ray)")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--audit-share", type=float, default=0.2,
-                   help="share of a known stratum's provisional auto-labels audited by humans, at random (it certifies "
-                        "the version and keeps the rates unbiased); a new or drifted stratum gets the audit that can "
-                        "certify it alone")
+                   help="with --certify references: the share of the auto-labels audited by humans at random (for "
+                        "unbiased rates); with --certify audit each stratum's audit is sequential and this is unused")
     p.add_argument("--seed", type=int, default=0, help="seed of the audit draw")
     p.add_argument("--on-drift", choices=["warn", "route"], default="warn",
-                   help="a stratum whose inputs moved from the references' (or a new one): audit it more (warn), or "
-                        "route it to humans whole (route)")
+                   help="a stratum whose inputs moved from the references' (or a new one): audit it without the "
+                        "references' prior (warn), or route it to humans whole (route)")
     p.add_argument("--certify", choices=["audit", "references"], default="audit",
                    help="audit (default): auto-labels stay provisional until this version's own audit certifies them "
-                        "(`autorater certify`); references: carry the calibration references' promise unchecked")
-    p.add_argument("--strata", default="category,camera",
+                        "(`autorater certify`, round by round); references: carry the calibration references' "
+                        "promise unchecked")
+    p.add_argument("--strata", default="category,camera,new-agent",
                    help="what cuts the version into strata, each certified on its own: comma-separated category, "
-                        "camera, agent, tag:NAME (default: category,camera)")
+                        "camera, agent, new-agent (the agents the references never saw, each apart), tag:NAME; or "
+                        "none (one stratum). Default: category,camera,new-agent")
+    p.add_argument("--claim", choices=["family", "fcr"], default="family",
+                   help="the promise across strata: family (default: every certified stratum at once, with the "
+                        "calibration's confidence) or fcr (the expected share of certified strata below target is at "
+                        "most 1 - confidence; cheaper when most strata are good)")
+    p.add_argument("--audit-budget", type=float, default=None, metavar="SHARE",
+                   help="the largest share of a stratum's provisional labels its audit may take before the stratum "
+                        "goes to humans (default: as long as the test can still pass)")
     p.add_argument("--video-url-prefix", help="how Label Studio reaches the videos (default: its local-files "
                                               "storage, /data/local-files/?d=<suite folder name>/)")
     common.model_args(p)
@@ -208,11 +217,13 @@ def add_commands(sub) -> None:
     p.add_argument("--strict", action="store_true", help="exit 1 when any label was refused")
     p.set_defaults(func=cmd_ingest)
 
-    p = sub.add_parser("certify", help="certify a labelled version on its own answered audit, stratum by stratum",
-                       description="After `autorater ingest` of the audit's answers: each stratum whose audit is "
-                                   "answered is certified (its provisional auto-labels become auto) or routed to "
-                                   "humans (a new Label Studio round); summary.json states the promise per stratum. "
-                                   "Idempotent: run it again after each ingest (docs/calibration.md).")
+    p = sub.add_parser("certify", help="certify a labelled version on its own audit, stratum by stratum, round by "
+                                       "round",
+                       description="After each `autorater ingest` of audit answers: every stratum's anytime-valid "
+                                   "test is updated; a stratum is certified (its provisional auto-labels become "
+                                   "auto), routed to humans, or asks for its next audit batch (a new Label Studio "
+                                   "round); summary.json states the promise and the claim across strata. Idempotent: "
+                                   "run it again after each ingest (docs/calibration.md).")
     p.add_argument("labels", help="labels folder written by `autorater label` (after `autorater ingest`)")
     p.add_argument("--video-url-prefix", help="how Label Studio reaches the videos of the new round (as for label)")
     p.set_defaults(func=cmd_certify)

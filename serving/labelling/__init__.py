@@ -4,7 +4,8 @@ human labels taken back into it.
 - ``folder``: the labels folder and its one owner (``LabelsFolder``); ``history``: every change to a set of labels,
   one event a line.
 - ``label``: ``autorater label``: rate a version in batches, resumably, and route the uncertain cases to humans.
-- ``certify``: each version certified on its own audit, stratum by stratum; ``model_calibration``:
+- ``strata``: a version's strata and the plan of their audits; ``certify``: each version certified on its own audit,
+  stratum by stratum, round by round (anytime-valid tests); ``model_calibration``:
   ``autorater calibrate`` on a model folder (temperature, marker offset, selective policy).
 - ``ingest``: the annotators' labels back into a labels folder and the suite.
 - ``active``: which continuations to label next, and a round that may replace the champion.
@@ -17,7 +18,7 @@ from autorater._lazy import lazy_exports
 
 __all__, __getattr__ = lazy_exports(__name__, {
     "autorater.serving.labelling.active": ["STRATEGIES", "active_select", "run_round"],
-    "autorater.serving.labelling.certify": ["apply_certification", "format_certification"],
+    "autorater.serving.labelling.certify": ["apply_verdicts", "certify", "format_certification"],
     "autorater.serving.labelling.folder": ["LabelJobError", "LabelRow", "LabelsFolder", "folder_lock",
                                            "read_jsonl_rows"],
     "autorater.serving.labelling.history": ["LabelHistory", "suite_history"],
@@ -26,4 +27,5 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "autorater.serving.labelling.model_calibration": ["CalibrationResult", "calibrate_model", "check_drift",
                                                       "fit_marker_offset", "format_calibration"],
     "autorater.serving.labelling.simulate": ["simulate_queue_export"],
+    "autorater.serving.labelling.strata": ["STRATA", "parse_strata", "plan_audit", "stratum_key"],
 })

@@ -1,193 +1,40 @@
-"""Each suite version certified on its own audit, stratum by stratum (``autorater label`` plans, ``certify`` decides).
+"""``autorater certify``: each suite version certified on its own audit, stratum by stratum, round by round.
 
-The references' promise ("these auto-labels agree with the annotators at >= 95%, with 90% confidence") holds for
-episodes like the references. A new version brings new tasks, cameras and agents; so its auto-labels stay
-*provisional* until evidence drawn from the version itself certifies them:
+The references' promise holds for episodes like the references; a new version brings new tasks, cameras and agents.
+So ``autorater label`` leaves its auto-labels *provisional* and plans an audit of each stratum
+(``serving.labelling.strata``); then, round after round:
 
-1. ``autorater label`` cuts the version into strata (by default category x camera, ``--strata``), compares each
-   stratum's inputs with the references' (``autorater.signature``, ``calibration.mmd_test``: frames and words,
-   permutation p-values), and draws a uniform random audit of each stratum's provisional auto-labels into the human
-   queue: ``audit_share`` of a *known* stratum (one the references cover, inputs alike), and the smallest sample
-   that can certify on its own (``calibration.audit_size``) of a *new* or *drifted* one. A new stratum too small to
-   certify even if the model were right on every audit goes to humans at once.
-2. The annotators answer the queue; ``autorater ingest`` takes the labels back.
-3. ``autorater certify`` (this module's :func:`certify`) decides each stratum whose audit is answered
-   (``calibration.certify_stratum``): pooled with the references where the stratum is known and its audit agrees
-   with them, on the audit alone otherwise (the reference threshold or a stricter one), or not at all. Certified
-   provisional labels become ``auto``; the others go to humans in a new Label Studio round. ``summary.json`` keeps
-   the promise per stratum (target, bound, evidence, audit size, audits that would certify a routed stratum).
+1. the annotators answer the queue (``labelstudio/tasks.json``: the uncertain continuations and the audit's batch);
+2. ``autorater ingest`` takes their labels back;
+3. ``autorater certify`` (:func:`certify`) updates each stratum's anytime-valid test on its answered audit
+   (``calibration.certify_strata``, the decision the simulations run) and decides: **certified** (its provisional
+   labels at its level become ``auto``), **routed** (to humans: the audit shows the stratum below target, or it
+   cannot pass within its size, or the audit budget is spent), or **continue** (the next batch of its audit joins a
+   new Label Studio round). Strata whose asked labels are not all answered wait.
 
-Everything ``certify`` decides is a function of ``labels.jsonl`` (each row keeps its stratum, audit flag and, once
-decided, its ``certified_by``), so running it again changes nothing, a crash mid-way is finished by the next run,
-and a second ingest + certify decides the strata whose audits were still waiting.
+The claim (``--claim``, fixed when the version is labelled): ``family`` (every certified stratum at once, with the
+calibration's confidence) or ``fcr`` (the expected share of certified strata below target at most ``1 -
+confidence``). The references design each audit but are never counted as evidence.
+
+Everything is recomputed from ``labels.jsonl`` and the label-time plan in ``summary.json`` at every run: a stratum's
+decision never outlives its evidence (a certificate whose audit answers were corrected is withdrawn, its continuations
+go to humans and the summary says so), a crash is finished by the next run, and a run with nothing new changes
+nothing. Rows whose ``decision`` the product did not write are refused.
 
 Example:
-    >>> result = certify("labels-v3")                # doctest: +SKIP
-    >>> result["auto"], result["strata"]["category=drawer-open-v3|camera=corner"]["bound"]   # doctest: +SKIP
+    >>> cert = certify("labels-v3")                                   # doctest: +SKIP
+    >>> cert["claim"], cert["strata"]["category=drawer-open-v3|camera=corner"]["state"]   # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-import math
 import os
-from typing import Sequence
 
-import numpy as np
-
-from autorater.calibration import audit_size, certify_stratum, consistency_pvalue, mmd_test
+from autorater.calibration import AuditDesign, StratumAudit, Verdict, certify_strata
 from autorater.data.suite import Suite
 from autorater.serving.labelling.folder import LabelJobError, LabelsFolder
 
-STRATA = ("category", "camera")  # the default cut of a version into strata
-STRATUM_FIELDS = ("category", "camera", "agent")  # and "tag:NAME": the value of the scenario's "NAME:value" tag
-DRIFT_ALPHA = 0.01  # a stratum whose inputs differ from the references' at this level counts as drifted
-CONSISTENCY_ALPHA = 0.2  # an audit that errs more than the references at this level contradicts them
-MIN_SAME_STRATUM_REFERENCES = 5  # fewer reference scenarios of a stratum: its inputs are not tested
-
-
-def parse_strata(text: str | Sequence[str]) -> tuple[str, ...]:
-    """``"category,camera"`` -> ("category", "camera"); ValueError naming the allowed names."""
-    names = tuple(n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip())
-    bad = [n for n in names if n not in STRATUM_FIELDS and not (n.startswith("tag:") and len(n) > 4)]
-    if bad or not names:
-        raise ValueError(f"--strata {','.join(names) or '(empty)'}: unknown {bad}; use a comma-separated list "
-                         f"of {', '.join(STRATUM_FIELDS)} and tag:NAME (the scenario tag NAME:value), e.g. "
-                         f"category,camera")
-    return names
-
-
-def stratum_fields(suite: Suite, continuation_id: str) -> dict:
-    """The fields a stratum is cut by: ``category``, ``camera`` (a ``camera:X`` tag, or ``camera`` in the scenario's
-    or continuation's metadata; None where the suite does not say), ``agent`` and ``tags``; and its ``scenario`` (the
-    unit the input check compares)."""
-    c = suite.get(continuation_id)
-    s = suite.scenario_by_id[c.scenario_id]
-    tags = list(s.tags or [])
-    camera = next((t.split(":", 1)[1] for t in tags if t.startswith("camera:")), None)
-    for meta in (c.metadata, s.metadata):
-        if camera is None and isinstance(meta, dict) and isinstance(meta.get("camera"), str):
-            camera = meta["camera"]
-    return {"category": s.category, "camera": camera, "agent": c.agent_id, "tags": tags, "scenario": c.scenario_id}
-
-
-def stratum_key(fields: dict, by: Sequence[str]) -> str:
-    """``"category=put_next|camera=corner"``; a field the suite does not give is left out."""
-    parts = []
-    for name in by:
-        if name.startswith("tag:"):
-            prefix = name[4:] + ":"
-            value = next((t[len(prefix):] for t in fields.get("tags") or [] if t.startswith(prefix)), None)
-        else:
-            value = fields.get(name)
-        if value is not None:
-            parts.append(f"{name}={value}")
-    return "|".join(parts) or "all"
-
-
-def _inputs(rows: list[dict], block: str) -> np.ndarray:
-    return np.array([r[block] for r in rows], dtype=float)
-
-
-def input_drift(reference: list[dict], new: list[dict], seed: int = 0, permutations: int = 500) -> dict:
-    """Do ``new`` inputs (``{"frames": [...], "text": [...]}`` each) differ from ``reference``'s? MMD on frames and
-    on words apart, Bonferroni over the two: ``pvalue``, ``frames_p``, ``text_p``, ``changed`` (which moved)."""
-    out = {}
-    for block in ("frames", "text"):
-        out[f"{block}_p"] = mmd_test(_inputs(reference, block), _inputs(new, block), permutations, seed)["pvalue"]
-    ps = [p for p in out.values() if p is not None]
-    out["pvalue"] = min(1.0, 2 * min(ps)) if ps else None
-    out["changed"] = [b for b in ("frames", "text") if out[f"{b}_p"] is not None and 2 * out[f"{b}_p"] < DRIFT_ALPHA]
-    return out
-
-
-def plan_audit(rows: list[dict], fields: dict[str, dict], record, *, strata: Sequence[str], audit_share: float,
-               draw, on_drift: str = "warn", seed: int = 0) -> tuple[dict[str, dict], dict]:
-    """Strata, input drift and the audit of a version's provisional auto-labels (step 1 of the module docstring).
-
-    Args:
-        rows: the rated rows (``continuation_id``, ``provisional``: the reference policy would auto-label it,
-            ``inputs``).
-        fields: continuation id -> :func:`stratum_fields`.
-        record: the model's ``CalibrationRecord`` (its operating point and the references' ``input_sample``).
-        strata: the fields that cut the version (``STRATA``).
-        audit_share: the audited share of a known stratum's provisional auto-labels (raised where needed so that the
-            known strata's audit together holds at least ``audit_size(target, confidence)``).
-        draw: continuation id -> a uniform number in [0, 1) fixed by the job's seed (the audit is the smallest).
-        on_drift: ``"route"`` sends a new or drifted stratum to humans whole instead of auditing it.
-        seed: the permutation tests' seed.
-
-    Returns:
-        (continuation id -> ``{"stratum", "audit", "routed"}`` with ``routed`` the reason or None, per-stratum plan).
-    """
-    target, confidence = record.target_agreement, record.confidence
-    references: dict[str, list[dict]] = {}
-    for ref in record.input_sample:
-        references.setdefault(stratum_key(ref, strata), []).append(ref)
-    everyone = [ref for refs in references.values() for ref in refs]
-    by_stratum: dict[str, list[dict]] = {}
-    for r in rows:
-        by_stratum.setdefault(stratum_key(fields[r["continuation_id"]], strata), []).append(r)
-    decided, plan = {}, {}
-    alone = audit_size(target, confidence)
-    status = {key: _stratum_status(key, mine, references, everyone, seed) for key, mine in by_stratum.items()}
-    # the known strata are certified as one group: its audit is audit_share of their provisional labels, and at least
-    # the smallest audit that could certify the target on its own
-    known = sum(r["provisional"] for key, mine in by_stratum.items() if status[key][0] == "known" for r in mine)
-    share = max(audit_share, min(1.0, alone / known)) if known else audit_share
-    for key, mine in sorted(by_stratum.items()):
-        stratum_status, drift = status[key]
-        provisional = sorted((r["continuation_id"] for r in mine if r["provisional"]), key=draw)
-        if stratum_status == "known":
-            n_audit = min(len(provisional), math.ceil(share * len(provisional)))
-            routed = None
-        elif on_drift == "route":
-            n_audit, routed = 0, "drift"
-        elif alone >= len(provisional):  # the audit would take every one of them: nothing left to auto-label
-            n_audit, routed = 0, "too_few_to_certify"
-        else:
-            n_audit, routed = alone, None
-        audited = set(provisional[:n_audit])
-        for r in mine:
-            cid = r["continuation_id"]
-            decided[cid] = {"stratum": key, "audit": cid in audited, "routed": routed if r["provisional"] else None}
-        plan[key] = {"continuations": len(mine), "provisional": len(provisional), "audit": n_audit,
-                     "status": stratum_status, "drift": drift, "routed": routed, "audit_alone": alone}
-    return decided, plan
-
-
-def _by_scenario(rows: list[dict]) -> list[dict]:
-    """One input signature per scenario (its first continuation's, by id; a row without a scenario is its own unit):
-    the continuations of a scenario share its scene and instruction, so they are one draw, not several."""
-    units: dict = {}
-    for i, r in enumerate(sorted(rows, key=lambda r: str(r.get("continuation_id", "")))):
-        units.setdefault(r.get("scenario", f"#{i}"), {"frames": r["frames"], "text": r["text"]})
-    return list(units.values())
-
-
-def _stratum_status(key: str, mine: list[dict], references: dict, everyone: list, seed: int) -> tuple[str, dict | None]:
-    """"known", "new" (no reference of the stratum), "drifted" or "unchecked" (no reference inputs stored). The input
-    check compares scenarios (one signature each) with the references' scenarios of the same stratum; with fewer than
-    ``MIN_SAME_STRATUM_REFERENCES`` of them it is not run (against all references it read Meta-World's other
-    categories as drift: 5 of 7 strata of an alike version; the permutation test is exact with few units, if weak)."""
-    if not everyone:
-        return "unchecked", None
-    if key not in references:
-        return "new", None
-    same = _by_scenario(references[key])
-    if len(same) < MIN_SAME_STRATUM_REFERENCES:  # too few to test: the audit's consistency test is the guard
-        return "known", {"pvalue": None, "changed": [], "reference_scenarios": len(same)}
-    scored = _by_scenario([{**r["inputs"], "scenario": r.get("scenario"), "continuation_id": r["continuation_id"]}
-                           for r in mine if r.get("inputs")])
-    if len(scored) < 2:
-        return "known", None
-    drift = input_drift(same, scored, seed=seed)
-    return ("drifted" if drift["pvalue"] is not None and drift["pvalue"] < DRIFT_ALPHA else "known"), drift
-
-
-# -- step 3: certify -----------------------------------------------------------------------------------------------
-
-def _wrong(row: dict) -> bool:
-    return row["model_outcome"] != row["human_outcome"]
+DECISIONS = ("auto", "provisional", "human")
 
 
 def _confidence(row: dict) -> float:
@@ -195,84 +42,81 @@ def _confidence(row: dict) -> float:
     return max(p, 1 - p)
 
 
-def decide_strata(rows: list[dict], plan: dict, record: dict) -> dict[str, dict]:
-    """The certification of each stratum whose audit is fully answered; the others ``{"waiting": n}`` unanswered
-    audits. ``record``: the summary's operating point.
-
-    The known strata are certified as one group on their audits together (``calibration.certify_stratum``: pooled
-    with the references where the group's audit agrees with them, else on the audit alone), less any known stratum
-    whose own audit contradicts the references (the same test, Bonferroni over the known strata): that one, like a
-    new or drifted stratum, stands on its audit alone.
-    A group decides only when all its audits are answered."""
-    target, confidence, threshold = record["target_agreement"], record["confidence"], record["t_success"]
-    reference = tuple(record["reference_evidence"]) if record.get("reference_evidence") else None
-    audits: dict[str, list[dict]] = {}
+def stratum_audits(rows: list[dict], plan: dict[str, dict]) -> dict[str, StratumAudit]:
+    """Each audited stratum's audit as the rows hold it: the design from the plan, the labels asked for (one past the
+    highest audit rank asked) and the answers in audit order (True: the model agreed with the humans) up to the first
+    one not yet answered."""
+    by_rank: dict[str, dict[int, dict]] = {}
     for r in rows:
-        if r.get("audit") and r.get("stratum") is not None:
-            audits.setdefault(r["stratum"], []).append(r)
-    waiting = {k: sum(r.get("human_outcome") is None for r in audits.get(k, [])) for k in plan}
-    open_ = [k for k, p in plan.items() if p["provisional"] and not p["routed"]]
-    known = [k for k in open_ if plan[k]["status"] == "known"]
-    out = {k: {"evidence": "none", "certified": False, "routed": plan[k]["routed"] or "nothing_provisional"}
-           for k in plan if k not in open_}
-    if any(waiting[k] for k in known):
-        out.update({k: {"waiting": sum(waiting[j] for j in known)} for k in known})
-    elif known:
-        def errs(k: str) -> int:
-            return sum(map(_wrong, audits.get(k, [])))
-
-        # each known stratum against the references, Bonferroni over them: with four strata each at 0.2, an alike
-        # version lost one good stratum to a false alarm in more than half of the benchmark's audit draws
-        contradicting = [k for k in known if reference is not None and consistency_pvalue(
-            errs(k), len(audits.get(k, [])), reference[1], reference[0]) < CONSISTENCY_ALPHA / len(known)]
-        group = [k for k in known if k not in contradicting]
-        if group:
-            verdict = _certify_audits([r for k in group for r in audits.get(k, [])], threshold, reference, target,
-                                      confidence)
-            out.update({k: {**verdict, "group": len(group), "group_audit_n": verdict["audit_n"],
-                            "group_audit_errors": verdict["audit_errors"], "audit_n": len(audits.get(k, [])),
-                            "audit_errors": errs(k)} for k in group})
-        out.update({k: {**_certify_audits(audits.get(k, []), threshold, None, target, confidence),
-                        "contradicts_references": True} for k in contradicting})
-    for k in open_:
-        if k not in known:
-            out[k] = {"waiting": waiting[k]} if waiting[k] else \
-                _certify_audits(audits.get(k, []), threshold, None, target, confidence)
-    return out
+        if r.get("audit_rank") is not None and r.get("audit"):
+            by_rank.setdefault(r["stratum"], {})[int(r["audit_rank"])] = r
+    audits = {}
+    for key, p in plan.items():
+        if p.get("design") is None:
+            continue
+        asked = by_rank.get(key, {})
+        answers = []
+        for rank in range(len(asked)):
+            row = asked.get(rank)
+            if row is None or row.get("label_source") != "human" or row.get("human_outcome") is None:
+                break
+            answers.append(row["model_outcome"] == row["human_outcome"])
+        audits[key] = StratumAudit(AuditDesign.from_dict(p["design"]), max(asked, default=-1) + 1, tuple(answers))
+    return audits
 
 
-def _certify_audits(audited: list[dict], threshold: float, reference, target: float, confidence: float) -> dict:
-    """``calibration.certify_stratum`` of answered audit rows: pooled with ``reference`` when given (a known group),
-    on the audit alone otherwise."""
-    return certify_stratum([_confidence(r) for r in audited], [_wrong(r) for r in audited], threshold, reference,
-                           known=reference is not None, target=target, confidence=confidence,
-                           consistency_alpha=CONSISTENCY_ALPHA)
+def check_rows(rows: list[dict], plan: dict[str, dict], before: dict[str, dict]) -> None:
+    """Refuse rows whose ``decision`` the product did not write (LabelJobError naming the line): an unknown decision,
+    an auto or provisional label outside any stratum's audited level, an auto label in a stratum no earlier run
+    certified."""
+    for line, r in enumerate(rows, 1):
+        decision, key = r.get("decision"), r.get("stratum")
+        where = f"labels.jsonl line {line} ({r.get('continuation_id')!r})"
+        if decision not in DECISIONS:
+            raise LabelJobError(f"{where}: decision {decision!r} is not one of {DECISIONS}; the product did not write "
+                                f"it (fix: restore labels.jsonl from `autorater label`, or label the version again)")
+        if decision in ("auto", "provisional") and (r.get("audit_rank") is None or key not in plan):
+            raise LabelJobError(f"{where}: decision {decision!r} outside any audited stratum level; the product did "
+                                f"not write it (fix: restore labels.jsonl, or label the version again)")
+        if decision == "auto" and (before.get(key) or {}).get("state") != "certified":
+            raise LabelJobError(f"{where}: decision 'auto' in stratum {key!r}, which no run of `autorater certify` "
+                                f"certified; the product did not write it (fix: restore labels.jsonl, or label the "
+                                f"version again)")
 
 
-def apply_certification(rows: list[dict], verdicts: dict[str, dict]) -> list[dict]:
-    """Provisional rows of decided strata become ``auto`` (certified, at or above the stratum's threshold) or
-    ``human`` (routed: ``reason`` says why); the rest stay as they are."""
+def apply_verdicts(rows: list[dict], verdicts: dict[str, Verdict]) -> list[dict]:
+    """Every row at an audited level, decided again from its stratum's verdict: certified -> ``auto`` (an unanswered
+    audit label leaves the audit: the model's label stands), continue -> ``provisional`` with the audit asked up to
+    the new length, waiting -> unchanged, routed or revoked -> ``human`` (``reason``)."""
     out = []
     for row in rows:
-        verdict = verdicts.get(row.get("stratum"))
-        if row.get("decision") != "provisional" or verdict is None or "waiting" in verdict:
+        v = verdicts.get(row.get("stratum"))
+        if row.get("audit_rank") is None or v is None:
             out.append(row)
             continue
-        row = dict(row)
-        if verdict["certified"] and _confidence(row) >= verdict["threshold"]:
-            row.update(decision="auto", certified_by=verdict["evidence"])
-        else:
-            why = "below_stratum_threshold" if verdict["certified"] else "uncertified"
-            row.update(decision="human", reason=why, certified_by=None)
-            if row.get("label_source") != "human":
+        row = {k: val for k, val in row.items() if k not in ("reason", "certified_by")}
+        human = row.get("label_source") == "human"
+        if v.state == "certified":
+            row.update(decision="auto", certified_by="audit", audit=bool(row.get("audit")) and human)
+            if not human:
+                row.update(outcome=row["model_outcome"], marker_s=row["model_marker_s"],
+                           failure_mode=row["model_failure_mode"], label_source="model")
+        elif v.state == "routed":
+            row.update(decision="human", reason=v.reason)
+            if not human:
                 row.update(outcome=None, marker_s=None, failure_mode=None, label_source=None)
+        else:
+            row.update(decision="provisional", audit=int(row["audit_rank"]) < v.requested)
+            if not human:
+                row.update(outcome=row["model_outcome"], marker_s=row["model_marker_s"],
+                           failure_mode=row["model_failure_mode"], label_source="provisional")
         out.append(row)
     return out
 
 
 def certify(labels_dir: str | os.PathLike, video_url_prefix: str | None = None) -> dict:
-    """Decide every stratum whose audit is answered, rewrite ``labels.jsonl``, the human queue and ``summary.json``;
-    returns the certification (``summary["certification"]``). Idempotent (see the module docstring)."""
+    """Decide every audited stratum again, rewrite ``labels.jsonl``, the human queue and the summary's
+    ``certification``; returns it. Idempotent (see the module docstring)."""
     folder = LabelsFolder(labels_dir)
     folder.check_finished(" (finish it with `autorater label --resume` first)")
     with folder.lock("labelling, ingest or certify job"):
@@ -285,13 +129,23 @@ def certify(labels_dir: str | os.PathLike, video_url_prefix: str | None = None) 
                                 f"label the version again with `autorater label` to certify it on its own audit")
         if cert.get("state") == "none":  # nothing was auto-labelled: nothing to certify
             return cert
-        verdicts = decide_strata(rows, cert["strata"], cert["operating_point"])
-        labelled = apply_certification(rows, verdicts)
+        if "plan" not in cert:
+            raise LabelJobError(f"{folder.root} was labelled by an autorater before sequential audits (its summary "
+                                f"has no audit plan); label the version again with `autorater label`")
+        plan, op = cert["plan"], cert["operating_point"]
+        check_rows(rows, plan, cert.get("strata") or {})
+        verdicts = certify_strata(stratum_audits(rows, plan), op["target_agreement"], 1 - op["confidence"],
+                                  cert["claim"], cert.get("audit_budget"))
+        revoked = {key: v for key, v in verdicts.items() if v.state != "certified"
+                   and (cert.get("strata") or {}).get(key, {}).get("state") == "certified"}
+        verdicts.update({key: Verdict("routed", v.requested, v.evidence, v.e_value, v.against, v.threshold,
+                                      v.estimate, reason="revoked") for key, v in revoked.items()})
+        labelled = apply_verdicts(rows, verdicts)
         suite = Suite.load(job["suite"])
         queue = [r for r in labelled if r.get("label_source") != "human"
                  and (r["decision"] == "human" or (r.get("audit") and r["decision"] == "provisional"))]
         round_no = folder.write_queue_round(suite, queue, video_url_prefix)
-        cert = {**cert, "round": round_no, **_promise(labelled, verdicts, cert)}
+        cert = certification(cert, plan, verdicts, labelled, round_no, sorted(revoked))
         summary.update(certification=cert, **counts(labelled))
         folder.write_labels(labelled)
         folder.write_summary(summary)
@@ -299,7 +153,7 @@ def certify(labels_dir: str | os.PathLike, video_url_prefix: str | None = None) 
 
 
 def counts(rows: list[dict]) -> dict:
-    """The summary's counts of a labels folder's rows (auto, provisional, human, coverage)."""
+    """The summary's counts of a labels folder's rows (auto, provisional, human, coverage, audit, reasons)."""
     n = max(len(rows), 1)
     auto = sum(r["decision"] == "auto" for r in rows)
     provisional = sum(r["decision"] == "provisional" for r in rows)
@@ -309,51 +163,65 @@ def counts(rows: list[dict]) -> dict:
                         for k in sorted({r["reason"] for r in rows if r["decision"] == "human" and "reason" in r})}}
 
 
-def _promise(rows: list[dict], verdicts: dict, cert: dict) -> dict:
-    """What the version's auto-labels are promised, per stratum and in all."""
+def promise_line(claim: str, target: float, confidence: float, certified: int, strata: int) -> str:
+    """The sentence a team lead reads: what every certified stratum is promised, and the claim across strata."""
+    if not certified:
+        return f"no stratum certified yet: no auto-label stands (0 of {strata} strata)"
+    across = (f"every one of them at once with {confidence:.0%} confidence (family-wise)" if claim == "family" else
+              f"on average at most {1 - confidence:.0%} of the certified strata fall below it (false certification "
+              f"rate)")
+    return (f"each certified stratum's auto-labels agree with the annotators at a rate >= {target}, {across}, shown "
+            f"on this version's own audit alone; {certified} of {strata} strata certified")
+
+
+def certification(cert: dict, plan: dict, verdicts: dict[str, Verdict], rows: list[dict], round_no: int,
+                  revoked: list[str]) -> dict:
+    """The summary's ``certification``, built afresh from the label-time plan and this run's verdicts (no field of an
+    earlier run survives)."""
     strata = {}
-    for key, plan in cert["strata"].items():
-        v = verdicts.get(key, {})
-        strata[key] = {**plan, **{k: v[k] for k in ("evidence", "certified", "threshold", "bound", "audit_n",
-                                                    "audit_errors", "consistency_p", "audits_needed", "waiting",
-                                                    "group", "group_audit_n", "group_audit_errors",
-                                                    "contradicts_references") if k in v},
-                       "auto": sum(r["decision"] == "auto" and r.get("stratum") == key for r in rows)}
-    certified = [s for s in strata.values() if s.get("certified")]
-    waiting = sum(s.get("waiting", 0) for s in strata.values())
-    state = "waiting" if waiting else "certified"
+    for key, p in plan.items():
+        v = verdicts.get(key)
+        mine = [r for r in rows if r.get("stratum") == key]
+        strata[key] = {**p, "state": "routed" if v is None else v.state,
+                       "reason": p.get("routed") if v is None else v.reason,
+                       **({} if v is None else {"evidence": v.evidence, "e_value": v.e_value, "threshold": v.threshold,
+                                                "against": v.against, "estimate": v.estimate,
+                                                "audit_asked": v.requested}),
+                       "audit_answered": sum(r.get("audit_rank") is not None and r.get("label_source") == "human"
+                                             and bool(r.get("audit")) for r in mine),
+                       "auto": sum(r["decision"] == "auto" for r in mine)}
+    pending = [k for k, s in strata.items() if s["state"] in ("continue", "waiting")]
     op = cert["operating_point"]
-    lines = {"waiting": f"{waiting} audit labels are still unanswered: auto-labels stay provisional until "
-                        f"`autorater ingest` brings them and `autorater certify` runs again",
-             "certified": (f"each certified stratum's auto-labels agree with the annotators at >= "
-                           f"{op['target_agreement']} with {op['confidence']:.0%} confidence, shown on this "
-                           f"version's own audit; {len(certified)} of {len(strata)} strata certified"
-                           if certified else "no stratum could be certified: every continuation goes to humans")}
-    return {"state": state, "promise": lines[state], "strata": strata,
-            "bound": min((s["bound"] for s in certified), default=None),
-            "human_labels_audit": sum(s.get("audit", 0) for s in strata.values())}
+    certified = sum(s["state"] == "certified" for s in strata.values())
+    audited = sum(p.get("design") is not None for p in plan.values())
+    line = promise_line(cert["claim"], op["target_agreement"], op["confidence"], certified, audited)
+    if pending:
+        line += (f"; {len(pending)} strata still audited: answer the new round (labelstudio/tasks.json), "
+                 f"`autorater ingest` it, then `autorater certify` again")
+    keep = ("evidence", "claim", "audit_budget", "strata_by", "operating_point", "plan")
+    return {**{k: cert[k] for k in keep if k in cert}, "state": "waiting" if pending else "final", "round": round_no,
+            "promise": line, "strata": strata, "revoked": revoked,
+            "human_labels_audit": sum(s["audit_answered"] for s in strata.values())}
 
 
 def format_certification(cert: dict) -> str:
     """A few lines for the terminal: the promise, then one line per stratum."""
-    lines = [f"certification (round {cert.get('round', 0)}): {cert['promise']}"]
+    lines = [f"certification (round {cert.get('round', 0)}, claim {cert.get('claim', '-')}): {cert['promise']}"]
     for key, s in sorted(cert["strata"].items()):
-        if "waiting" in s:
-            what = f"waiting for {s['waiting']} audit labels"
-        elif s.get("certified"):
-            group = (f"; with the {s['group']} known strata: {s['group_audit_errors']} wrong of {s['group_audit_n']}"
-                     if s.get("group") else "")
-            what = (f"certified on {s['evidence']} evidence: {s['auto']} auto-labelled at agreement >= "
-                    f"{s['bound']:.3f} ({s['audit_errors']} wrong of {s['audit_n']} audited{group})")
-        elif s.get("routed"):
-            what = f"routed to humans ({s['routed']}; {s['status']} stratum)"
-        else:
-            what = (f"NOT certified ({s.get('audit_errors', 0)} wrong of {s.get('audit_n', 0)} audited"
-                    + ("; it contradicts the references" if s.get("contradicts_references") else "") + "; "
-                    f"{s.get('audits_needed', '?')} more agreeing audits would certify it): sent to humans")
-        lines.append(f"  {key} [{s['status']}, {s['provisional']} provisional]: {what}")
+        design = s.get("design") or {}
+        level = f" at confidence >= {design['level']:.3f}" if design else ""
+        evidence = (f"evidence {s['evidence']:.3g} of {s['threshold']:.3g} needed, agreement {s['estimate']:.3f} on "
+                    f"{s['audit_answered']} audit labels" if s.get("estimate") is not None else "no audit answer yet")
+        what = {"certified": f"certified{level}: {s.get('auto', 0)} auto-labelled ({evidence})",
+                "continue": f"audit goes on{level}: {s.get('audit_asked')} audit labels asked ({evidence})",
+                "waiting": f"waiting for audit answers{level} ({evidence})",
+                "routed": f"routed to humans ({s.get('reason')}{'; ' + evidence if s.get('estimate') else ''})"}
+        lines.append(f"  {key} [{s['status']}, {s['provisional']} provisional]: {what[s['state']]}")
+    if cert.get("revoked"):
+        lines.append(f"  REVOKED (their audit answers no longer support the certificate; sent to humans): "
+                     f"{', '.join(cert['revoked'])}")
     return "\n".join(lines)
 
 
-__all__ = ["STRATA", "STRATUM_FIELDS", "apply_certification", "certify", "counts", "decide_strata",
-           "format_certification", "input_drift", "parse_strata", "plan_audit", "stratum_fields", "stratum_key"]
+__all__ = ["apply_verdicts", "certify", "certification", "check_rows", "counts", "format_certification",
+           "promise_line", "stratum_audits"]

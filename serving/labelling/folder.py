@@ -52,7 +52,7 @@ LABELSTUDIO_DIR, LEADERBOARD_FILE = "labelstudio", "leaderboard.html"
 PART_NAME = re.compile(r"part-(\d{5})\.jsonl")
 JOB_KEYS = ("suite", "suite_name", "suite_version", "continuations", "ids_sha1", "model", "model_name",
             "weights_sha1", "calibration_sha1", "batch_size", "audit_share", "seed", "on_drift", "audit_hash",
-            "certify", "strata")
+            "certify", "strata", "claim", "audit_budget")
 
 
 class LabelJobError(ValueError):
@@ -72,7 +72,8 @@ class LabelRow(TypedDict, total=False):
     reason: str  # why a continuation went to humans: "uncertain", "uncalibrated", "drift", "uncertified", ...
     audit: bool  # auto-labelled and drawn into the random audit slice (also sent to humans)
     stratum: str  # the stratum it is certified in (serving.labelling.certify), e.g. "category=put_next|camera=corner"
-    certified_by: str | None  # after ``certify``: "pooled" (references and audit) or "audit" (the audit alone)
+    audit_rank: int | None  # its place in its stratum's audit order (None: not at the stratum's audited level)
+    certified_by: str | None  # after ``certify``: "audit" (the version's own audit)
     error: str  # the video could not be decoded
     model_outcome: str
     model_marker_s: float
@@ -273,6 +274,8 @@ class LabelsFolder:
                 spec["audit_hash"] = old["audit_hash"] = "crc32"
             if "certify" not in old:  # written before certification: it carried the references' promise
                 spec["certify"], spec["strata"] = old["certify"], old["strata"] = "references", spec["strata"]
+            for key in ("claim", "audit_budget"):  # written before sequential audits: its own certify refuses it
+                old.setdefault(key, spec.get(key))
             changed = [k for k in JOB_KEYS if old.get(k) != spec.get(k)]
             if changed:
                 raise LabelJobError(f"{self.root} holds another labelling job (different {', '.join(changed)}); "

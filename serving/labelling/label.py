@@ -34,12 +34,14 @@ from pathlib import Path
 
 import numpy as np
 
+from autorater.calibration import CLAIMS
 from autorater.data.files import jsonl_text
 from autorater.data.suite import Suite
 from autorater.device import DEFAULT_DEVICE, ray_gpus
 from autorater.rater import Rater, folder_fingerprint, model_name, read_record
-from autorater.serving.labelling.certify import STRATA, counts, parse_strata, plan_audit, stratum_fields
+from autorater.serving.labelling.certify import counts
 from autorater.serving.labelling.folder import JOB_FILE, LabelJobError, LabelsFolder
+from autorater.serving.labelling.strata import STRATA, parse_strata, plan_audit, stratum_fields
 
 
 def audit_draw(continuation_id: str, seed: int, method: str = "blake2b") -> float:
@@ -57,7 +59,8 @@ def audit_draw(continuation_id: str, seed: int, method: str = "blake2b") -> floa
 
 
 def job_spec(model_dir: Path, suite: Suite, batch_size: int, audit_share: float, seed: int, on_drift: str,
-             certify: str = "audit", strata: tuple[str, ...] = STRATA) -> dict:
+             certify: str = "audit", strata: tuple[str, ...] = STRATA, claim: str = "family",
+             audit_budget: float | None = None) -> dict:
     """What identifies a labelling job: a folder is resumed only by the same spec."""
     ids = suite.continuation_ids()
     return {"suite": str(suite.root.resolve()), "suite_name": suite.info.name, "suite_version": suite.info.version,
@@ -65,7 +68,7 @@ def job_spec(model_dir: Path, suite: Suite, batch_size: int, audit_share: float,
             "model": str(model_dir.resolve()), "model_name": model_name(model_dir),
             **folder_fingerprint(model_dir), "batch_size": int(batch_size),
             "audit_share": float(audit_share), "seed": int(seed), "on_drift": on_drift, "audit_hash": "blake2b",
-            "certify": certify, "strata": list(strata)}
+            "certify": certify, "strata": list(strata), "claim": claim, "audit_budget": audit_budget}
 
 
 def _rate_batches(rater: Rater, suite: Suite, folder: LabelsFolder, batches: list[list[str]], todo: list[int],
@@ -158,9 +161,10 @@ def _decide(rows: list[dict], model_dir: Path, spec: dict, suite: Suite) -> tupl
     if on_audit and routed_by is None and scored:
         fields = {r["continuation_id"]: stratum_fields(suite, r["continuation_id"]) for r in scored}
         mine = [{"continuation_id": cid, "provisional": by_id[cid], "inputs": r.get("inputs"),
-                 "scenario": fields[cid]["scenario"]} for r in scored for cid in [r["continuation_id"]]]
-        planned, plan = plan_audit(mine, fields, record, strata=spec["strata"], audit_share=spec["audit_share"],
-                                   draw=draw, on_drift=spec["on_drift"], seed=spec["seed"])
+                 "confidence": max(r["p_success"], 1 - r["p_success"]), "scenario": fields[cid]["scenario"]}
+                for r in scored for cid in [r["continuation_id"]]]
+        planned, plan = plan_audit(mine, fields, record, strata=spec["strata"], draw=draw, on_drift=spec["on_drift"],
+                                   claim=spec["claim"], seed=spec["seed"])
     out = []
     for r in rows:
         cid = r["continuation_id"]
@@ -181,7 +185,7 @@ def _decide(rows: list[dict], model_dir: Path, spec: dict, suite: Suite) -> tupl
         if not is_auto:
             row["reason"] = routed_by or this.get("routed") or "uncertain"
         if "stratum" in this:
-            row["stratum"] = this["stratum"]
+            row.update(stratum=this["stratum"], audit_rank=this["audit_rank"])
         row.update(model_outcome=r["outcome"], model_marker_s=r["marker_s"],
                    model_failure_mode=r["failure_mode"], logit=r["logit"],
                    marker_spread_s=r["marker_spread_s"], duration_s=r["duration_s"])
@@ -198,7 +202,8 @@ def _decide(rows: list[dict], model_dir: Path, spec: dict, suite: Suite) -> tupl
 
 
 def _plan_summary(spec: dict, plan: dict, operating_point: dict | None, record, routed_by: str | None) -> dict:
-    """The summary's ``certification`` before ``autorater certify``: what is provisional and why."""
+    """The summary's ``certification`` before ``autorater certify``: what is provisional, the claim, each stratum's
+    audit plan."""
     if routed_by is not None:
         return {"evidence": "audit" if spec["certify"] == "audit" else "references", "state": "none",
                 "operating_point": operating_point, "strata": {}, "round": 1,
@@ -207,22 +212,23 @@ def _plan_summary(spec: dict, plan: dict, operating_point: dict | None, record, 
         return {"evidence": "references", "state": "carried",
                 "promise": "carried from the calibration references (--certify references): NOT checked on this "
                            "version; it holds only if the version is drawn like those references"}
-    n_audit = sum(p["audit"] for p in plan.values())
-    unchecked = record is not None and not record.input_sample
-    return {"evidence": "audit", "state": "provisional", "strata_by": list(spec["strata"]),
-            "operating_point": operating_point, "strata": plan, "round": 1,
+    n_audit = sum(p["design"]["first_batch"] for p in plan.values() if p["design"])
+    strata = {key: {**p, "state": "waiting" if p["design"] else "routed", "reason": p["routed"]}
+              for key, p in plan.items()}
+    return {"evidence": "audit", "state": "provisional", "claim": spec["claim"], "audit_budget": spec["audit_budget"],
+            "strata_by": list(spec["strata"]), "operating_point": operating_point, "plan": plan, "strata": strata,
+            "round": 1, "revoked": [],
             "promise": (f"provisional: the auto-labels are certified by nothing yet; answer the {n_audit} audit tasks "
-                        f"in labelstudio/tasks.json, `autorater ingest` them, then `autorater certify`"
-                        + (" (this model's calibration.json predates the input check: every stratum is certified on "
-                           "its audit alone; re-run `autorater calibrate` to let known strata use the references)"
-                           if unchecked else ""))}
+                        f"in labelstudio/tasks.json, `autorater ingest` them, then `autorater certify` (claim: "
+                        f"{spec['claim']})")}
 
 
 def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLike, *, resume: bool = False,
                 workers: int = 1, batch_size: int = 16, audit_share: float = 0.1, seed: int = 0,
                 on_drift: str = "warn", video_url_prefix: str | None = None, backend: str = "local",
                 ray_address: str | None = None, progress: bool = False, device: str = DEFAULT_DEVICE,
-                allow_unverified: bool = False, certify: str = "audit", strata: str | tuple[str, ...] = STRATA) -> dict:
+                allow_unverified: bool = False, certify: str = "audit", strata: str | tuple[str, ...] = STRATA,
+                claim: str = "family", audit_budget: float | None = None) -> dict:
     """Label every continuation of ``suite`` with the model folder ``model_dir``; returns the summary.
 
     Args:
@@ -232,8 +238,9 @@ def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLi
         resume: finish an interrupted job in ``out``.
         workers: decoding threads.
         batch_size: continuations per batch (and per part file).
-        audit_share: share of a known stratum's provisional auto-labels audited by humans, at random (a new or
-            drifted stratum gets the audit that can certify it alone: serving.labelling.certify).
+        audit_share: with ``certify="references"``: the share of the auto-labels audited by humans, at random (for
+            unbiased rates); with ``"audit"`` each stratum's audit is planned sequentially
+            (serving.labelling.strata) and this is not used.
         seed: the audit draw's seed.
         on_drift: ``"warn"`` (say so in the summary; a drifted stratum gets a larger audit) or ``"route"`` (send a
             drifted or new stratum, or everything when the scores drifted, to humans).
@@ -248,7 +255,11 @@ def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLi
         certify: ``"audit"`` (auto-labels stay ``provisional`` until the version's own audit certifies them:
             ``autorater certify``) or ``"references"`` (the calibration references' promise is carried over
             unchecked, as before certification existed; the summary says so).
-        strata: the fields that cut the version into strata for the audit (serving.labelling.certify.parse_strata).
+        strata: the fields that cut the version into strata for the audit (serving.labelling.strata.parse_strata).
+        claim: the promise across strata, ``"family"`` (every certified stratum at once) or ``"fcr"`` (the expected
+            share of certified strata below target): calibration.audit.
+        audit_budget: the largest share of a stratum's provisional labels its audit may take before the stratum is
+            routed (None: as many as the test can still use).
     """
     if certify not in ("audit", "references"):
         raise ValueError(f"certify must be 'audit' or 'references', got {certify!r}")
@@ -262,7 +273,11 @@ def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLi
     if backend not in ("local", "ray"):
         raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
     model_dir, out = Path(model_dir), Path(out)
-    spec = job_spec(model_dir, suite, batch_size, audit_share, seed, on_drift, certify, strata)
+    if claim not in CLAIMS:
+        raise ValueError(f"claim must be one of {CLAIMS}, got {claim!r}")
+    if audit_budget is not None and not 0.0 < audit_budget <= 1.0:
+        raise ValueError(f"audit_budget must be in (0, 1], got {audit_budget}")
+    spec = job_spec(model_dir, suite, batch_size, audit_share, seed, on_drift, certify, strata, claim, audit_budget)
     folder = LabelsFolder(out)
     if out.exists() and not folder.job.is_file() and any(p.name != ".lock" for p in out.iterdir()):
         raise LabelJobError(f"{out} exists and is not a labels folder (no {JOB_FILE}); choose an empty or new --out")
@@ -351,12 +366,14 @@ def format_summary(summary: dict) -> str:
     cert = summary.get("certification")
     if cert:
         lines.append(f"promise: {cert['promise']}")
-        for key, plan in sorted((cert.get("strata") or {}).items()):
-            if plan["status"] != "known" or plan["routed"]:
-                drift = plan.get("drift") or {}
-                why = f" ({', '.join(drift['changed'])} moved)" if drift.get("changed") else ""
-                what = f"routed to humans ({plan['routed']})" if plan["routed"] else f"audit of {plan['audit']}"
-                lines.append(f"  {plan['status']} stratum {key}{why}: {plan['provisional']} provisional, {what}")
+        for key, plan in sorted((cert.get("plan") or {}).items()):
+            drift = plan.get("drift") or {}
+            why = f" ({', '.join(drift['changed'])} moved)" if drift.get("changed") else ""
+            design = plan.get("design")
+            what = (f"routed to humans ({plan['routed']})" if plan["routed"] else "nothing provisional"
+                    if design is None else f"audited at confidence >= {design['level']:.3f} ({design['size']} labels; "
+                    f"first batch {design['first_batch']}, error budget {design['alpha']:.3g})")
+            lines.append(f"  {plan['status']} stratum {key}{why}: {plan['provisional']} provisional, {what}")
     return "\n".join(lines)
 
 

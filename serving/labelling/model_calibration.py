@@ -44,7 +44,7 @@ from autorater.data.labels import label_table
 from autorater.data.suite import Suite
 from autorater.device import DEFAULT_DEVICE
 from autorater.rater import CALIBRATION_FILE, Rater, read_record
-from autorater.serving.labelling.certify import stratum_fields
+from autorater.serving.labelling.strata import stratum_fields
 
 
 @dataclass
@@ -101,6 +101,8 @@ def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target
              "threshold_ids": [i for i, m in zip(ids, part) if not m]}
     record = CalibrationRecord.from_fitted(scaler, policy, logits, suite.info.name, suite.info.version, marker, split)
     record.input_sample = [{**stratum_fields(suite, r["continuation_id"]), **r["inputs"]} for r in rows]
+    record.reference_profile = [[round(float(max(q, 1 - q)), 6), int((q >= 0.5) == bool(t))]
+                                for q, t in zip(scaler.predict_proba(logits), y)]
     record.to_json(model_dir / CALIBRATION_FILE)
 
     category = [suite.scenario_by_id[s].category for s in scenario]

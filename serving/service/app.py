@@ -85,6 +85,8 @@ class Rating(BaseModel):
     marker_s: float
     failure_mode: str | None
     decision: str = Field(description="'auto' when the calibrated policy lets the model label alone, else 'human'")
+    promise: str = Field(description="which promise the decision carries: the calibration references' (a single "
+                                     "video has no audit), never a suite version's certificate")
     model: str
 
 

@@ -54,6 +54,17 @@ class ServiceRater:
         except ValueError:
             return Path(path).name
 
+    def promise(self) -> str:
+        """Which promise a per-video decision carries: the calibration references' (one video has no audit, so no suite
+        version's certificate covers it)."""
+        r = self.record
+        if r is None or not r.feasible:
+            return "none: the model has no operating point (uncalibrated or infeasible); every video goes to humans"
+        return (f"the calibration references' (suite {r.reference_suite}@{r.reference_suite_version}): auto-labels "
+                f"agree at a rate >= {r.target_agreement} with {r.confidence:.0%} confidence for videos drawn like "
+                f"those references; not a suite version's certificate (label a version and `autorater certify` it "
+                f"for that)")
+
     def rate(self, path: Path, instruction: str, takeover_s: float, deadline: float, shown: str | None = None) -> dict:
         """The rating of one video; HTTPException 422 (undecodable, too large, ``takeover_s`` past its end) or 504
         (past ``deadline``). ``shown``: how messages name the video (default: its path under the media root)."""
@@ -81,7 +92,7 @@ class ServiceRater:
             policy = self.record.policy()
             decision = str(policy.decide([row["p_success"]], marker_uncertainty=[row["marker_spread_s"]])[0])
         return {**{k: row[k] for k in ("p_success", "outcome", "marker_s", "failure_mode", "model")},
-                "decision": decision, "duration_s": clip.duration_s, "fps": clip.info.fps,
+                "decision": decision, "promise": self.promise(), "duration_s": clip.duration_s, "fps": clip.info.fps,
                 "frames": clip.info.num_frames}
 
 
