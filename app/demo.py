@@ -35,15 +35,16 @@ _SIZES = {("babyai", False): ((600, 2), (300, 2), (100, 10)), ("babyai", True): 
 # The model each world's demo trains: the general model (the default recipe) on Meta-World; on BabyAI still the grid
 # preset, whose numbers the README's demo section quotes, until the general model is measured there (issue 26).
 DEMO_PRESETS = {"babyai": "babyai-grid", "metaworld": "general"}
-# The agreement the demo promises: about what one annotator reaches (0.90). At 0.95 the demo's model (0.88 BA on its
-# references) certifies 0.952 on the references, and its new version's own audit cannot show 0.95 (53 audited, 2 wrong):
-# everything went to humans (docs/results/2026-11-27-certify.md).
-DEMO_TARGET = 0.90
+# The agreement the demo promises. Its model (1,200 training continuations) agrees with the simulated annotators at
+# about 0.92 on its most confident labels of the new version: certifying 0.90 on the version's own audit would take
+# more audit labels than the stratum holds (routed as futile after 532 audit labels, 2026-11-28), while 0.85 is
+# certified after about 240 (docs/results/2026-11-28-sequential-certify.md).
+DEMO_TARGET = 0.85
 # The new version is certified as one stratum: an audit pays only where a stratum holds hundreds of provisional
 # labels (at 0.90 with 90% confidence, a stratum whose model agrees at 0.94 needs about 250 audit labels), and the
 # demo's versions hold 200-1,000 continuations; a version of many thousands keeps the default strata
 # (category x camera x new agent). Rounds: the audit goes on until every stratum is certified or routed.
-DEMO_STRATA, DEMO_ROUNDS = "none", 8
+DEMO_STRATA, DEMO_ROUNDS = "none", 15
 
 
 def run_demo(out: Path, quick: bool = False, world: str = "babyai", device: str = DEFAULT_DEVICE) -> int:

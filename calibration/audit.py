@@ -64,6 +64,7 @@ NEXT_SHARE = 0.4  # a later batch: this share of what the audit still seems to n
 GROWTH = 0.25  # ... and at least this share of the audit asked so far (the rounds grow geometrically: few of them)
 OVERSHOOT = 1.25  # a level is worth auditing when its labels exceed the expected audit times this
 ROUTE_DELTA = 0.05  # the evidence that a stratum is below target at which it is routed early
+DESIGN_MARGIN = 0.02  # the level is chosen as if the version agreed this much less than its references
 CLAIMS = ("family", "fcr")
 
 
@@ -180,16 +181,28 @@ def smallest_audit(target: float, alpha: float, cap: float = CAP) -> int:
     return math.ceil(math.log(1 / alpha) / math.log1p(cap / target * (1 - target)))
 
 
+def audited_agreement(agreement: float, annotators: float | None) -> float:
+    """The agreement an audit sees when the model agrees with the gold labels at ``agreement`` and the annotators'
+    majority does at ``annotators`` (independent errors; None: the annotators are taken as right)."""
+    if annotators is None:
+        return agreement
+    return agreement * annotators + (1 - agreement) * (1 - annotators)
+
+
 def design_audit(confidences, target: float, alpha: float, prior: tuple[float, float],
                  reference: tuple[np.ndarray, np.ndarray] | None = None,
-                 fractions: tuple[float, ...] = LEVEL_FRACTIONS) -> AuditDesign | None:
+                 fractions: tuple[float, ...] = LEVEL_FRACTIONS, annotators: float | None = None,
+                 margin: float = DESIGN_MARGIN) -> AuditDesign | None:
     """Choose the level a stratum is audited at, from its scores and the references, before any human answers.
 
     Each candidate level keeps the top ``fraction`` of the stratum's provisional labels (their confidence
-    ``max(p, 1 - p)``); the references' agreement above the level (shrunk to ``target`` by four pseudo-labels)
-    estimates the audit a certification needs (:func:`expected_audit`), and the level that leaves the most
-    auto-labels after its audit is chosen. None when no level pays (a stratum too small or too close to the target
-    to gain from an audit: route it at once).
+    ``max(p, 1 - p)``); the references' agreement above the level (shrunk to ``target`` by four pseudo-labels, seen
+    through the annotators' own errors: :func:`audited_agreement`) less ``margin`` (a version is rarely as good as
+    its references) estimates the audit a certification needs (:func:`expected_audit`), and the level that leaves
+    the most auto-labels after its audit is chosen; the bets start at the estimate without the margin. None when the
+    stratum is too small to pay even if every answer agreed (route it at once); when the references expect no level
+    to pay, the whole stratum is audited from a small batch (trying costs no label: a routed stratum is labelled by
+    hand in full anyway).
 
     Args:
         confidences: (N,) the stratum's provisional labels' confidences.
@@ -212,8 +225,9 @@ def design_audit(confidences, target: float, alpha: float, prior: tuple[float, f
         agreement = prior[0]
         if reference is not None:
             above = reference[0] >= level
-            agreement = (float(np.sum(reference[1][above])) + 4 * target) / (int(above.sum()) + 4)
-        need = max(expected_audit(agreement, target, alpha), smallest_audit(target, alpha))
+            agreement = audited_agreement((float(np.sum(reference[1][above])) + 4 * target) / (int(above.sum()) + 4),
+                                          annotators)
+        need = max(expected_audit(agreement - margin, target, alpha), smallest_audit(target, alpha))
         value = size - OVERSHOOT * need
         if value > best_value:
             best_value = value
@@ -221,9 +235,7 @@ def design_audit(confidences, target: float, alpha: float, prior: tuple[float, f
             first = min(size, max(small, min(math.ceil(FIRST_SHARE * need), math.ceil(FIRST_CAP * size))))  # stop soon
             best = AuditDesign(level=level, size=size, alpha=alpha, prior=agreement, prior_weight=float(prior[1]),
                                expected_audit=need, first_batch=first)
-    if best is None and OVERSHOOT * smallest_audit(target, alpha) < conf.size:
-        # the references expect no level to pay, but the version may be better than they are: trying costs no label
-        # (a routed stratum is labelled by humans whole anyway), so the whole stratum is audited from a small batch
+    if best is None and OVERSHOOT * smallest_audit(target, alpha) < conf.size:  # no level expected to pay: try
         first = min(conf.size, max(MIN_BATCH, 2 * smallest_audit(target, alpha)))
         best = AuditDesign(level=float(conf[-1]), size=int(conf.size), alpha=alpha, prior=prior[0],
                            prior_weight=float(prior[1]), expected_audit=math.inf, first_batch=first)
@@ -262,7 +274,8 @@ def audit_step(audit: StratumAudit, target: float, threshold: float | None = Non
     cap = d.size if budget is None else min(d.size, math.floor(budget * d.size))
     if audit.requested >= cap:
         return Verdict("routed", audit.requested, reason="budget" if cap < d.size else "futile", **common)
-    hopeful = min(1.0, (x.sum() + d.prior_weight * d.prior) / (n + d.prior_weight) + 1 / math.sqrt(n + 4))
+    shrunk = (x.sum() + d.prior_weight * d.prior) / (n + d.prior_weight)
+    hopeful = min(1.0, shrunk + 1.28 * math.sqrt(max(shrunk * (1 - shrunk), 0.01) / (n + 4)))  # a 90% upper bound
     need = (math.log(threshold) - log_k[-1]) / max(growth(hopeful, target), 1e-12)
     if need > left:
         return Verdict("routed", audit.requested, reason="futile", **common)
@@ -306,20 +319,21 @@ def certify_strata(audits: dict[str, StratumAudit], target: float, delta: float,
 
 
 def plan_strata(confidences: dict[str, np.ndarray], target: float, delta: float, claim: str,
-                priors: dict[str, tuple[float, float]],
-                reference: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, AuditDesign | None]:
+                priors: dict[str, tuple[float, float]], reference: tuple[np.ndarray, np.ndarray] | None = None,
+                annotators: float | None = None) -> dict[str, AuditDesign | None]:
     """The audit design of every stratum of a version (None: route it at once), before any human answers.
 
     ``family``: stratum s gets ``alpha_s = delta * N_s / sum N`` over the audited strata (N: provisional labels), so
     the budgets sum to ``delta``; a stratum no level of which pays is dropped and the others share its budget.
-    ``fcr``: each stratum is designed at ``delta`` (e-BH's threshold when every stratum passes).
+    ``fcr``: each stratum is designed at ``delta`` (e-BH's threshold when every stratum passes). ``annotators``: the
+    annotators' majority agreement with the references' gold labels (:func:`audited_agreement`).
     """
     keys = [k for k in confidences if len(confidences[k])]
     while True:
         total = sum(len(confidences[k]) for k in keys)
         designs = {k: design_audit(confidences[k], target,
                                    delta * len(confidences[k]) / total if claim == "family" else delta,
-                                   priors[k], reference) for k in keys}
+                                   priors[k], reference, annotators=annotators) for k in keys}
         kept = [k for k in keys if designs[k] is not None]
         if claim != "family" or kept == keys:
             return {k: designs.get(k) for k in confidences}
@@ -327,5 +341,5 @@ def plan_strata(confidences: dict[str, np.ndarray], target: float, delta: float,
 
 
 __all__ = ["CLAIMS", "AuditDesign", "StratumAudit", "Verdict", "audit_step", "bets", "certify_strata",
-           "design_audit", "e_bh", "expected_audit", "growth", "log_evidence",
+           "audited_agreement", "design_audit", "e_bh", "expected_audit", "growth", "log_evidence",
            "log_evidence_against", "plan_strata", "smallest_audit"]

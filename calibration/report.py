@@ -136,6 +136,9 @@ class CalibrationRecord:
     # pairs: how a new version's audit is designed (``calibration.audit.design_audit``: the level to test, the bets'
     # prior), never counted as its evidence; empty in older records (each stratum is then audited at its full size).
     reference_profile: list[list[float]] = dataclasses.field(default_factory=list)
+    # How often the annotators' majority agrees with the references' gold labels (None: no annotations): an audit
+    # compares the model with the annotators, so its expected agreement is the model's seen through their errors.
+    annotator_agreement: float | None = None
 
     def reference_evidence(self) -> tuple[int, int] | None:
         """``(k, errors)``: the certifying references auto-labelled at the operating point and how many of them were

@@ -189,7 +189,7 @@ def certification(cert: dict, plan: dict, verdicts: dict[str, Verdict], rows: li
                                                 "audit_asked": v.requested}),
                        "audit_answered": sum(r.get("audit_rank") is not None and r.get("label_source") == "human"
                                              and bool(r.get("audit")) for r in mine),
-                       "auto": sum(r["decision"] == "auto" for r in mine)}
+                       "auto": sum(r["decision"] == "auto" and r.get("label_source") != "human" for r in mine)}
     pending = [k for k, s in strata.items() if s["state"] in ("continue", "waiting")]
     op = cert["operating_point"]
     certified = sum(s["state"] == "certified" for s in strata.values())
@@ -212,7 +212,8 @@ def format_certification(cert: dict) -> str:
         level = f" at confidence >= {design['level']:.3f}" if design else ""
         evidence = (f"evidence {s['evidence']:.3g} of {s['threshold']:.3g} needed, agreement {s['estimate']:.3f} on "
                     f"{s['audit_answered']} audit labels" if s.get("estimate") is not None else "no audit answer yet")
-        what = {"certified": f"certified{level}: {s.get('auto', 0)} auto-labelled ({evidence})",
+        what = {"certified": f"certified{level}: {s.get('auto', 0)} auto-labelled, {s['audit_answered']} by the "
+                             f"audit's humans ({evidence})",
                 "continue": f"audit goes on{level}: {s.get('audit_asked')} audit labels asked ({evidence})",
                 "waiting": f"waiting for audit answers{level} ({evidence})",
                 "routed": f"routed to humans ({s.get('reason')}{'; ' + evidence if s.get('estimate') else ''})"}

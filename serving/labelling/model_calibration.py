@@ -103,6 +103,7 @@ def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target
     record.input_sample = [{**stratum_fields(suite, r["continuation_id"]), **r["inputs"]} for r in rows]
     record.reference_profile = [[round(float(max(q, 1 - q)), 6), int((q >= 0.5) == bool(t))]
                                 for q, t in zip(scaler.predict_proba(logits), y)]
+    record.annotator_agreement = _annotator_agreement(suite, refs)
     record.to_json(model_dir / CALIBRATION_FILE)
 
     category = [suite.scenario_by_id[s].category for s in scenario]
@@ -128,6 +129,21 @@ def calibrate_model(model_dir: str | Path, suite: Suite, out: str | Path, target
     plot_risk_coverage(curve, point, out / "risk_coverage.png")
     plot_agreement_table(report, out / "agreement.png")
     return CalibrationResult(record, report, out)
+
+
+def _annotator_agreement(suite: Suite, refs: dict) -> float | None:
+    """How often the annotators' majority agrees with the gold outcome of the references they labelled (a tied vote is
+    left out); None when no reference has a human label."""
+    votes: dict[str, list[str]] = {}
+    for a in suite.annotations:
+        if a.continuation_id in refs:
+            votes.setdefault(a.continuation_id, []).append(a.outcome)
+    right = []
+    for cid, outcomes in votes.items():
+        yes = outcomes.count("success")
+        if 2 * yes != len(outcomes):  # a tie says nothing
+            right.append(("success" if 2 * yes > len(outcomes) else "failure") == refs[cid].outcome)
+    return round(float(np.mean(right)), 4) if right else None
 
 
 def fit_marker_offset(rows: list[dict], refs: dict) -> tuple[MarkerOffset, np.ndarray, np.ndarray]:

@@ -29,7 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
-from autorater.calibration import CLAIMS, mmd_test, plan_strata
+from autorater.calibration import CLAIMS, audited_agreement, mmd_test, plan_strata
 from autorater.data.suite import Suite
 
 STRATA = ("category", "camera", "new-agent")  # the default cut of a version into strata
@@ -171,11 +171,13 @@ def plan_audit(rows: list[dict], fields: dict[str, dict], record, *, strata: Seq
     for r in rows:
         by_stratum.setdefault(stratum_key(fields[r["continuation_id"]], strata, known_agents), []).append(r)
     status = {key: _stratum_status(key, mine, references, everyone, seed) for key, mine in by_stratum.items()}
-    agreement = record.empirical_agreement if record.empirical_agreement is not None else target
+    annotators = getattr(record, "annotator_agreement", None)
+    agreement = audited_agreement(record.empirical_agreement if record.empirical_agreement is not None else target,
+                                  annotators)
     audited = {key: np.array([r["confidence"] for r in mine if r["provisional"]]) for key, mine in by_stratum.items()
                if not (on_drift == "route" and status[key][0] in ("new", "drifted"))}
     priors = {key: (agreement, PRIOR_WEIGHT[status[key][0]]) for key in audited}
-    designs = plan_strata(audited, target, delta, claim, priors, _reference_profile(record))
+    designs = plan_strata(audited, target, delta, claim, priors, _reference_profile(record), annotators)
     decided, plan = {}, {}
     for key, mine in sorted(by_stratum.items()):
         design = designs.get(key)
