@@ -233,7 +233,7 @@ CHANGE_FILE = ".change.json"  # the journal of a change of several files: once i
 MAX_JOURNAL_BYTES = 16 << 20  # about 150,000 files in one change
 _CHANGE_ID = re.compile(r"[0-9a-f]{16}")
 _PART = re.compile(r"\..+\.[0-9a-f]{16}\.part")
-_STRAY_TMP = re.compile(r"(.+)\.(?:[0-9a-f]{8}\.)?tmp")  # group 1: the file it was to replace
+_STRAY_TMP = re.compile(r"(.+?)\.(?:[0-9a-f]{8}\.)?tmp")  # group 1: the file it was to replace
 
 
 class JournalError(ValueError):
@@ -309,18 +309,19 @@ class FolderChange:
         self.write_bytes(rel, text.encode("utf-8"))
 
     def place_file(self, rel: str, source: str | os.PathLike, link: bool = False,
-                   expect: tuple[int, int] | None = None) -> None:
+                   expect: tuple[int, ...] | None = None) -> None:
         """Stage a copy (or, with ``link``, a hard link where the file system allows) of the file ``source``.
 
         The source is opened once, without following a symlink and without blocking on a FIFO, and checked through
-        its descriptor, never its path: it must be a regular file and, given ``expect`` (``st_dev, st_ino`` of the
-        file checked before), that very file. A file swapped after its check is a PathError, never copied.
+        its descriptor, never its path: it must be a regular file and, given ``expect`` (:func:`identity` of the
+        file checked before), that very file, unchanged. A file swapped after its check is a PathError, never
+        copied.
         """
         import shutil
 
         with open_regular(source) as src:
             info = os.fstat(src.fileno())
-            if expect is not None and (info.st_dev, info.st_ino) != tuple(expect):
+            if expect is not None and identity(info) != tuple(expect):
                 raise PathError(f"{printable(str(source))[:200]!r} changed after it was checked (fix: import again "
                                 f"once nothing else is changing the file)", "changed")
             temp = self._new_temp(rel)
@@ -370,6 +371,12 @@ class FolderChange:
             self.commit()
         else:
             self.abort()
+
+
+def identity(info: os.stat_result) -> tuple[int, ...]:
+    """What tells one file from another and from its own later content: device, inode (reused once a file is
+    deleted), size and the time of its last write in nanoseconds (not its ctime: a hard link changes that)."""
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
 
 
 def _linked(source: str | os.PathLike, temp: Path, info: os.stat_result) -> bool:
@@ -606,7 +613,7 @@ def _settle(folder: Path) -> None:
 
 
 __all__ = ["CHANGE_FILE", "LOCK_FILE", "MAX_JOURNAL_BYTES", "FolderBusyError", "FolderChange", "JournalError",
-           "append_line_durably", "commit", "content_sha1", "folder_lock", "fsync_dir", "json_text", "jsonl_text",
-           "naming", "open_lock", "open_new", "pending_files", "recover_folder", "recover_if_free",
+           "append_line_durably", "commit", "content_sha1", "folder_lock", "fsync_dir", "identity", "json_text",
+           "jsonl_text", "naming", "open_lock", "open_new", "pending_files", "recover_folder", "recover_if_free",
            "remove_if_unused", "remove_stale_temps", "sha1_file", "temp_path", "write_bytes_atomic",
            "write_text_atomic"]

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from autorater.data.files import LOCK_FILE, FolderChange, folder_lock, recover_folder, remove_if_unused
+from autorater.data.files import LOCK_FILE, FolderChange, folder_lock, identity, recover_folder, remove_if_unused
 from autorater.data.imports.common import ImportReport, Label, SourceRow
 from autorater.data.paths import PathError, encodable, is_name, printable, resolve_under, unprintable
 from autorater.data.suite import (
@@ -107,7 +107,7 @@ class _Pending:
     source: Path
     row: SourceRow
     new: bool
-    identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the source when it was checked
+    identity: tuple[int, ...] | None = None  # the source as it was checked (autorater.data.files.identity)
 
 
 def import_rows(rows: Iterable[SourceRow], out: str | os.PathLike, *, source: str,
@@ -191,7 +191,7 @@ class _Builder:
         self.new_references: list[Reference] = []
         self.probes: dict[Path, VideoProbe | VideoError | PathError] = {}
         self.resolved: dict[Path, Path] = {}  # a row's video -> the regular file inside its root that was probed
-        self.identity: dict[Path, tuple[int, int]] = {}  # a row's video -> (st_dev, st_ino) of the file probed
+        self.identity: dict[Path, tuple[int, ...]] = {}  # a row's video -> the file probed (files.identity)
         self.warned: set = set()
 
     def problem(self, row: SourceRow, message: str, fix: str, warning: bool = False) -> None:
@@ -212,8 +212,7 @@ class _Builder:
                 else:
                     resolved = path
                 self.resolved[path] = resolved
-                checked = os.stat(resolved)
-                self.identity[path] = (checked.st_dev, checked.st_ino)  # the copy must read this very file
+                self.identity[path] = identity(os.stat(resolved))  # the copy must read this very file, unchanged
                 self.probes[path] = probe_video(resolved)
             except PathError as err:
                 self.probes[path] = err if err.kind != "missing" else VideoError(f"video not found: {path}")

@@ -235,20 +235,41 @@ def uncertified_as_waiting(row: dict) -> dict:
     return {**row, "outcome": None, "marker_s": None, "failure_mode": None, "label_source": None}
 
 
-def read_jsonl_rows(path: Path, rules: dict | None = None, required: tuple[str, ...] = ()) -> list[dict]:
-    """The JSON objects of a JSON Lines file the product wrote (one per non-empty line), each checked by ``rules``
-    (see :func:`check_fields`); a LabelsFileError naming the file and the line otherwise."""
+def read_jsonl_rows(path: Path, check: Callable[[Any, int], str | None] | None = None) -> list[dict]:
+    """The JSON objects of a JSON Lines file the product wrote (one per non-empty line), each checked by
+    ``check(row, line number)`` (what is wrong, or None); a LabelsFileError naming the file and the line
+    otherwise."""
     path = Path(path)
+    check = check or (lambda row, number: check_fields(row, {}, what="the line"))
     rows = []
     for number, line in enumerate(_read_text(path).split("\n"), start=1):
         if not line.strip():
             continue
         row = _load_json(path, line, number)
-        wrong = check_fields(row, rules or {}, required, what="the line")
+        wrong = check(row, number)
         if wrong:
             raise LabelsFileError(path, number, wrong)
         rows.append(row)
     return rows
+
+
+def _label_row_check() -> Callable[[Any, int], str | None]:
+    """A check of ``labels.jsonl``'s lines: :data:`ROW_RULES`, a model label's own fields, each id once."""
+    seen: dict[str, int] = {}
+
+    def check(row: Any, number: int) -> str | None:
+        wrong = check_fields(row, ROW_RULES, ROW_REQUIRED, what="the line")
+        if wrong:
+            return wrong
+        if row["decision"] in ("auto", "provisional") and "model_outcome" not in row:
+            return f"a model label (decision {row['decision']}) has no 'model_outcome'"
+        cid = row["continuation_id"]
+        if cid in seen:
+            return f"continuation {printable(cid)[:80]!r} is listed again (first on line {seen[cid]})"
+        seen[cid] = number
+        return None
+
+    return check
 
 
 def write_jsonl_rows(path: Path, rows: list[dict]) -> None:
@@ -305,18 +326,11 @@ class LabelsFolder:
         exactly the continuations of ``job.json`` (its count and ids hash), once each, in order."""
         self.check_finished(hint)
         job = self.read_job()
-        rows = read_jsonl_rows(self.labels, ROW_RULES, ROW_REQUIRED)
+        rows = read_jsonl_rows(self.labels, _label_row_check())
         self._check_against_job(job, rows)
         return job, rows
 
     def _check_against_job(self, job: dict, rows: list[dict]) -> None:
-        first: dict[str, int] = {}
-        for number, row in enumerate(rows, start=1):
-            cid = row["continuation_id"]
-            if cid in first:
-                raise LabelsFileError(self.labels, None, f"continuation {printable(cid)[:80]!r} is listed twice "
-                                                         f"(rows {first[cid]} and {number})")
-            first[cid] = number
         if len(rows) != job["continuations"]:
             raise LabelsFileError(self.labels, None, f"it lists {len(rows)} continuation(s) where {JOB_FILE} names "
                                                      f"{job['continuations']}")
@@ -342,7 +356,8 @@ class LabelsFolder:
 
     def read_part(self, k: int) -> list[dict]:
         """Batch ``k``'s rows (each an object with its ``continuation_id``)."""
-        return read_jsonl_rows(self.part(k), ROW_RULES, ("continuation_id",))
+        return read_jsonl_rows(self.part(k), lambda row, _: check_fields(row, ROW_RULES, ("continuation_id",),
+                                                                       what="the line"))
 
     def write_part(self, k: int, rows: list[dict] | str) -> None:
         """Batch ``k``'s rows (or their JSON Lines text, as a Ray actor sends it), whole or not at all."""
