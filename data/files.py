@@ -422,10 +422,20 @@ def _read_journal(root: Path) -> dict[str, str | None] | None:
         shown = printable(rel)[:100]
         if p is None or not p.parts or str(p) in (CHANGE_FILE, LOCK_FILE):
             raise JournalError(root, f"names {shown!r}, which is not a file inside the folder")
+        if not _file_name(rel):
+            raise JournalError(root, f"names {shown!r}, which cannot be a file name (a lone surrogate)")
         if temp is not None and temp != _temp_of(p, change):
             raise JournalError(root, f"gives {printable(str(temp))[:100]!r} as the new content of {shown!r}, not "
                                      f"the temp autorater writes beside it ({_temp_of(p, change)!r})")
     return files
+
+
+def _file_name(text: str) -> bool:
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @contextlib.contextmanager

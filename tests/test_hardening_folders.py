@@ -5,7 +5,6 @@ tests/test_fuzz_folders.py."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -19,17 +18,12 @@ from autorater.data.files import CHANGE_FILE, FolderChange, JournalError, recove
 from autorater.data.imports.table import import_table
 from autorater.data.suite import Suite, SuiteFormatError, validate_suite
 from autorater.serving.labelling.folder import LabelsFileError, LabelsFolder
+from folder_env import files_under, hand_labels
 from tiny_suites import tiny_suite
 
 CHANGE = "0123456789abcdef"
 WORKER = Path(__file__).with_name("kill_worker.py")
 ROUNDS = int(os.environ.get("AUTORATER_IMPORT_ROUNDS", "20"))
-
-
-def files_under(root: Path) -> dict[str, bytes]:
-    """Every file under ``root`` with its bytes (symlinks not followed, the lock left out): what a test compares."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and not p.is_symlink() and p.name != ".lock" and root in p.resolve().parents}
 
 
 def write_table(path: Path, rows: list[dict]) -> Path:
@@ -93,6 +87,7 @@ ATTACKS = {
     "the journal is a symlink": (_a_journal_that_is_a_symlink, "symbolic link"),
     "a target outside": (lambda s, v: {"../victim/notes.txt": None}, "not a file inside"),
     "not JSON": (lambda s, v: "{", "not JSON"),
+    "a name no file can have": (lambda s, v: {"\ud800": f".\ud800.{CHANGE}.part"}, "cannot be a file name"),
 }
 
 
@@ -275,28 +270,11 @@ def test_a_video_swapped_between_its_check_and_its_copy_is_never_copied(media, t
 # The labels folder: its own temps, and every file checked as it is read
 
 
-def _job_rows_summary(suite_dir: Path) -> tuple[dict, list[dict], dict]:
-    suite = Suite.load(suite_dir)
-    ids = suite.continuation_ids()
-    job = {"suite": str(suite_dir), "suite_name": "tiny", "suite_version": "v1", "continuations": len(ids),
-           "ids_sha1": hashlib.sha1("\n".join(ids).encode()).hexdigest(), "model": "m", "model_name": "hand@1",
-           "weights_sha1": None, "calibration_sha1": None, "batch_size": 16, "audit_share": 0.3, "seed": 0,
-           "on_drift": "warn", "audit_hash": "blake2b", "certify": "audit", "strata": ["category"]}
-    rows = [{"continuation_id": cid, "p_success": 0.9, "outcome": None, "marker_s": None, "failure_mode": None,
-             "model": "hand@1", "decision": "human", "audit": False, "reason": "uncertain",
-             "stratum": "category=goto", "model_outcome": "success", "model_marker_s": 0.5,
-             "model_failure_mode": None, "logit": 2.2, "marker_spread_s": 0.1, "duration_s": 1.0} for cid in ids]
-    summary = {"suite": "tiny@v1", "model": "hand@1", "continuations": len(ids), "auto": 0, "provisional": 0,
-               "human": len(ids), "coverage": 0.0, "audit": 0, "reasons": {"uncertain": len(ids)}, "errors": 0,
-               "human_tasks": len(ids), "routed_by": None}
-    return job, rows, summary
-
-
 @pytest.fixture
 def labels(tmp_path) -> Path:
     """A finished labels folder as ``autorater label`` writes it, by hand (four continuations, all to humans)."""
     tiny_suite(tmp_path / "suite", videos=False)
-    job, rows, summary = _job_rows_summary(tmp_path / "suite")
+    job, rows, summary = hand_labels(tmp_path / "suite")
     out = tmp_path / "labels"
     (out / "parts").mkdir(parents=True)
     (out / "job.json").write_text(json.dumps(job, indent=1))
@@ -374,7 +352,7 @@ def _check_one_line(err: Exception, name: str, line: int | None) -> None:
 @pytest.mark.parametrize("case", LABELS_CASES)
 def test_a_tampered_labels_jsonl_is_a_one_line_error_naming_the_file_and_the_line(labels, capsys, case):
     line, edit = LABELS_CASES[case]
-    _, rows, _ = _job_rows_summary(labels.parent / "suite")
+    _, rows, _ = hand_labels(labels.parent / "suite")
     _write(labels / "labels.jsonl", edit(rows))
     with pytest.raises(LabelsFileError) as caught:
         LabelsFolder(labels).read_finished()
@@ -386,7 +364,7 @@ def test_a_tampered_labels_jsonl_is_a_one_line_error_naming_the_file_and_the_lin
 
 @pytest.mark.parametrize("case", JOB_CASES)
 def test_a_tampered_job_json_is_a_one_line_error_naming_the_file(labels, capsys, case):
-    job, _, _ = _job_rows_summary(labels.parent / "suite")
+    job, _, _ = hand_labels(labels.parent / "suite")
     change = JOB_CASES[case]
     job = change if not isinstance(change, dict) else \
         {k: v for k, v in {**job, **change}.items() if v != "<deleted>"}
@@ -400,7 +378,7 @@ def test_a_tampered_job_json_is_a_one_line_error_naming_the_file(labels, capsys,
 
 @pytest.mark.parametrize("case", SUMMARY_CASES)
 def test_a_tampered_summary_json_is_a_one_line_error_naming_the_file(labels, case):
-    _, _, summary = _job_rows_summary(labels.parent / "suite")
+    _, _, summary = hand_labels(labels.parent / "suite")
     change = SUMMARY_CASES[case]
     (labels / "summary.json").write_text(json.dumps(change if not isinstance(change, dict) else {**summary, **change}))
     with pytest.raises(LabelsFileError) as caught:
