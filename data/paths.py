@@ -14,7 +14,8 @@ project's), ``suite propose`` and ``suite diff``.
   is never opened.
 - :func:`open_regular`: open a file for reading that is a regular file when it is opened (``O_NONBLOCK``, then
   ``fstat``): a FIFO planted after the check does not hang the reader.
-- :func:`printable`: text with its control characters and lone surrogates written as escapes, for messages.
+- :func:`printable`: text with its control characters and lone surrogates written as escapes, for messages;
+  :func:`unprintable` finds the first such character (a field the product prints may hold none).
 
 Example:
     >>> check_name("c000913")
@@ -27,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -34,6 +36,7 @@ from pathlib import Path, PurePosixPath
 
 MAX_NAME_CHARS = 128
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,%d}" % (MAX_NAME_CHARS - 1))
+_WHITESPACE = str.maketrans("\t\n\r", "   ")
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
@@ -135,8 +138,15 @@ def _stat(path: Path) -> os.stat_result | None:
 
 def open_regular(path: str | os.PathLike):
     """``path`` opened for reading in binary, refused (``PathError`` ``not_file``) unless it is a regular file once
-    opened: the open does not block on a FIFO, and a symlink as the last component is not followed."""
-    fd = os.open(str(path), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    opened: the open does not block on a FIFO, and a symlink as the last component is not followed (a PathError
+    too)."""
+    try:
+        fd = os.open(str(path), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC)
+    except OSError as err:
+        if err.errno != errno.ELOOP:
+            raise
+        raise PathError(f"{printable(str(path))[:200]!r} is a symbolic link (fix: name the file itself)",
+                        "not_file") from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise PathError(f"{printable(str(path))[:200]!r} is not a regular file (fix: name a file)", "not_file")
@@ -155,6 +165,15 @@ def printable(text: str) -> str:
                             if not 0xD800 <= ord(m.group(0)) <= 0xDFFF else f"\\u{ord(m.group(0)):04x}", text)
 
 
+def unprintable(text: str, whitespace: bool = False) -> str | None:
+    """The first character of ``text`` that :func:`printable` would escape (a control character, a terminal escape,
+    a lone surrogate, a line separator or a bidirectional override such as U+202E), escaped; None when there is
+    none. Fields the product prints (ids, categories, tags, instructions) must have none; free text
+    (``whitespace``: an instruction) may hold tabs and line breaks."""
+    found = _UNPRINTABLE.search(text.translate(_WHITESPACE) if whitespace else text)
+    return None if found is None else printable(found.group(0))
+
+
 def encodable(text: str) -> bool:
     """True when ``text`` can be written as UTF-8 (no lone surrogate)."""
     try:
@@ -165,4 +184,4 @@ def encodable(text: str) -> bool:
 
 
 __all__ = ["MAX_NAME_CHARS", "PathError", "check_name", "encodable", "is_name", "open_regular", "printable",
-           "relative_parts", "resolve_under"]
+           "relative_parts", "resolve_under", "unprintable"]

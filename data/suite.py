@@ -20,7 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Iterator
 
-from autorater.data.files import FolderChange, commit, json_text, open_new, pending_files, recover_if_free, temp_path
+from autorater.data.files import (
+    CHANGE_FILE,
+    FolderChange,
+    JournalError,
+    commit,
+    json_text,
+    open_new,
+    pending_files,
+    recover_if_free,
+    temp_path,
+)
+from autorater.data.paths import encodable, printable, unprintable
 
 FORMAT = "autorater-suite"
 FORMAT_VERSION = 1
@@ -116,6 +127,16 @@ _SCHEMAS: dict[type, dict[str, tuple[bool, tuple]]] = {
 }
 
 
+# The text fields the product prints (reports, errors, the leaderboard, stratum names): no control character,
+# terminal escape or bidirectional override may hide in them.
+_PRINTED: dict[type, tuple[str, ...]] = {
+    SuiteInfo: ("name", "version"), Scenario: ("scenario_id", "instruction", "category", "tags"),
+    Continuation: ("continuation_id", "scenario_id", "agent_id", "video"),
+    Annotation: ("continuation_id", "annotator_id", "outcome", "failure_mode", "source"),
+    Reference: ("continuation_id", "outcome", "failure_mode"),
+}
+
+
 def record_to_dict(record) -> dict:
     """A record as the JSON object the format writes (unknown fields kept, None optionals kept)."""
     out = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name != "extra"}
@@ -180,6 +201,7 @@ def _parse_record(cls, obj: Any, file: str, line: int | None, problems: list[Pro
             ok = False
     if not ok:
         return None
+    problems.extend(_text_problems(cls, obj, file, line))
     known = {k: obj[k] for k in schema if k in obj}
     if "takeover_s" in known and known["takeover_s"] is not None:
         known["takeover_s"] = float(known["takeover_s"])
@@ -187,6 +209,28 @@ def _parse_record(cls, obj: Any, file: str, line: int | None, problems: list[Pro
         known["marker_s"] = float(known["marker_s"])
     extra = {k: v for k, v in obj.items() if k not in schema}
     return cls(**known, extra=extra)
+
+
+def _text_problems(cls, obj: dict, file: str, line: int | None) -> list[Problem]:
+    """Text the product will later write or print: every field must be writable as UTF-8 (no lone surrogate), and
+    the printed ones (``_PRINTED``) must hold no control character, terminal escape or bidirectional override."""
+    out = []
+    for name, value in obj.items():
+        text = json.dumps({name: value}, ensure_ascii=False)
+        if not encodable(text):
+            out.append(Problem(file, line, f"field '{printable(name)}' holds text UTF-8 cannot hold (a lone "
+                                           f"surrogate such as \\ud800): {printable(text)[:80]}",
+                               f"correct the text of '{printable(name)}'; the suite's files are UTF-8"))
+            continue
+        texts = value if name == "tags" and isinstance(value, list) else [value]
+        free = name == "instruction"  # free text: its line breaks and tabs are whitespace
+        bad = next((c for t in texts if isinstance(t, str) and (c := unprintable(t, free))), None) \
+            if name in _PRINTED[cls] else None
+        if bad:
+            out.append(Problem(file, line, f"field '{name}' holds {bad} (a control character, terminal escape or "
+                                           f"bidirectional override): printed, it would move the cursor, recolour "
+                                           f"the terminal or reverse the text", f"remove {bad} from '{name}'"))
+    return out
 
 
 def _type_names(types: tuple) -> str:
@@ -408,8 +452,11 @@ def _load(root: Path, check_videos: bool, progress: bool = False) -> tuple[Suite
     problems: list[Problem] = []
     if not root.is_dir():
         return None, [Problem(str(root), None, "suite folder does not exist", "pass the folder that holds suite.json")]
-    recover_if_free(root)  # a change of several files that a crash interrupted is finished (or read through)
-    pending = pending_files(root)
+    try:
+        recover_if_free(root)  # a change of several files that a crash interrupted is finished (or read through)
+        pending = pending_files(root)
+    except JournalError as err:  # a journal that would reach outside the suite: refused, nothing changed
+        return None, [Problem(CHANGE_FILE, None, err.why, err.fix)]
 
     def path(name: str) -> Path | None:
         return pending[name] if name in pending else root / name

@@ -4,6 +4,7 @@ and the saturation check warns on a saturated version and not on a separating on
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -38,7 +39,9 @@ def labels_folder(root, suite_dir, name, truth_of=None, drop_version=None):
     truth = {t["continuation_id"]: t for t in load_truth(suite_dir)}
     out = root / name
     out.mkdir()
-    (out / JOB_FILE).write_text(json.dumps({"suite": str(suite_dir), "model_name": "hand@1"}))
+    ids = suite.continuation_ids()
+    (out / JOB_FILE).write_text(json.dumps({"suite": str(suite_dir), "model_name": "hand@1", "continuations": len(ids),
+                                            "ids_sha1": hashlib.sha1("\n".join(ids).encode()).hexdigest()}))
     rows = []
     for c in suite.continuations:
         tags = suite.scenario_by_id[c.scenario_id].tags

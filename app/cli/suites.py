@@ -129,19 +129,13 @@ def cmd_suite_validate(args) -> int:
 
 
 def cmd_suite_import(args) -> int:
-    import contextlib
-
-    from autorater.serving.analysis.tags import LOCK_WHAT
-    from autorater.serving.labelling.folder import folder_lock
-
     sources = [bool(args.table), bool(args.from_labelstudio), args.from_labelstudio_project is not None]
     if sum(sources) != 1:
         raise ValueError("pass one source: --videos DIR --table FILE, --from-labelstudio EXPORT.json --media-root DIR, "
                          "or --from-labelstudio-project ID --url URL --token TOKEN --media-root DIR")
-    out = Path(args.out)
-    grown = (out / "suite.json").is_file()  # a suite `serve --suite` may be appending to: take its lock
-    with folder_lock(out, LOCK_WHAT, wait=True) if grown else contextlib.nullcontext():
-        return _suite_import(args)  # new scenarios tagged with the version they came in, in the import's one change
+    # the import takes the folder's lock itself, new folder or not (`serve --suite` may be appending to it), and
+    # tags new scenarios with the version they came in, in its one change
+    return _suite_import(args)
 
 
 def _suite_import(args) -> int:

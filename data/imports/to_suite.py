@@ -27,9 +27,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from autorater.data.files import FolderChange, recover_folder
+from autorater.data.files import LOCK_FILE, FolderChange, folder_lock, identity, recover_folder, remove_if_unused
 from autorater.data.imports.common import ImportReport, Label, SourceRow
-from autorater.data.paths import PathError, encodable, is_name, printable, resolve_under
+from autorater.data.paths import PathError, encodable, is_name, printable, resolve_under, unprintable
 from autorater.data.suite import (
     SUITE_FILE,
     Annotation,
@@ -107,6 +107,7 @@ class _Pending:
     source: Path
     row: SourceRow
     new: bool
+    identity: tuple[int, ...] | None = None  # the source as it was checked (autorater.data.files.identity)
 
 
 def import_rows(rows: Iterable[SourceRow], out: str | os.PathLike, *, source: str,
@@ -127,6 +128,22 @@ def import_rows(rows: Iterable[SourceRow], out: str | os.PathLike, *, source: st
     rows = list(rows)
     report = ImportReport(out=out, source=source, rows=len(rows), linked=link, problems=list(problems or []),
                           warnings=list(warnings or []))
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} is a file (fix: pass a folder for the suite)")
+    new_folder = not out.exists()
+    with folder_lock(out, "import or change of this suite", wait=True):  # a new folder too: one writer at a time
+        try:
+            _import_locked(rows, out, report, strict, (link, name, version, source, stamp, extra_files or {}))
+        finally:
+            if new_folder and not report.written:
+                remove_if_unused(out)  # nothing written: no folder left behind
+    report.seconds = time.monotonic() - start
+    return report
+
+
+def _import_locked(rows: list[SourceRow], out: Path, report: ImportReport, strict: bool, how: tuple) -> None:
+    """Check the rows against the suite at ``out`` and write what is taken (``how``: the arguments of
+    :meth:`_Builder.write`), then validate; the caller holds the folder's lock."""
     existing = _existing_suite(out)
     builder = _Builder(existing, report)
     for row in rows:
@@ -134,21 +151,16 @@ def import_rows(rows: Iterable[SourceRow], out: str | os.PathLike, *, source: st
     for items in (report.problems, report.warnings):
         items.sort(key=lambda p: (p.file, p.line or 0))  # in the source's order (stable: tasks keep theirs)
     if not (strict and (report.problems or report.warnings)) and (report.imported or existing is not None):
-        builder.write(out, link, name, version, source, stamp, extra_files or {})
+        builder.write(out, *how)
         report.written = True
         report.validation = validate_suite(out, check_videos=True)
-    report.seconds = time.monotonic() - start
-    return report
 
 
 def _existing_suite(out: Path) -> Suite | None:
-    if not out.exists():
-        return None
-    if not out.is_dir():
-        raise ValueError(f"{out} is a file (fix: pass a folder for the suite)")
+    """The suite at ``out`` (the caller holds its lock); None for a new folder (empty but for the lock)."""
     recover_folder(out)  # a change a crash interrupted is finished, the temps of one that never happened removed
     if not (out / SUITE_FILE).exists():
-        if any(p.name != ".lock" for p in out.iterdir()):
+        if any(p.name != LOCK_FILE for p in out.iterdir()):
             raise ValueError(f"{out} is a folder with files but no {SUITE_FILE} (fix: pass a new folder, or the "
                              f"suite an earlier import wrote)")
         return None
@@ -179,6 +191,7 @@ class _Builder:
         self.new_references: list[Reference] = []
         self.probes: dict[Path, VideoProbe | VideoError | PathError] = {}
         self.resolved: dict[Path, Path] = {}  # a row's video -> the regular file inside its root that was probed
+        self.identity: dict[Path, tuple[int, ...]] = {}  # a row's video -> the file probed (files.identity)
         self.warned: set = set()
 
     def problem(self, row: SourceRow, message: str, fix: str, warning: bool = False) -> None:
@@ -199,6 +212,7 @@ class _Builder:
                 else:
                     resolved = path
                 self.resolved[path] = resolved
+                self.identity[path] = identity(os.stat(resolved))  # the copy must read this very file, unchanged
                 self.probes[path] = probe_video(resolved)
             except PathError as err:
                 self.probes[path] = err if err.kind != "missing" else VideoError(f"video not found: {path}")
@@ -327,7 +341,8 @@ class _Builder:
                                    takeover_s=row.takeover_s, metadata=metadata)
                 self.report.continuations += 1
                 changed = True
-            self.pending[cid] = _Pending(old, self.resolved.get(row.video, row.video), row, new=changed)
+            self.pending[cid] = _Pending(old, self.resolved.get(row.video, row.video), row, new=changed,
+                                         identity=self.identity.get(row.video))
         if row.label is not None:
             changed |= self.take_label(row, cid)
         if row.gold is not None and cid not in self.references:
@@ -372,7 +387,7 @@ class _Builder:
                 target = out / p.record.video
                 size = p.source.stat().st_size
                 if not (target.is_file() and not target.is_symlink() and target.stat().st_size == size):
-                    change.place_file(p.record.video, p.source, link)
+                    change.place_file(p.record.video, p.source, link, expect=p.identity)
                     self.report.videos_bytes += size
                 scenario = self.scenarios[p.record.scenario_id][0]
                 if p.record.takeover_s is None or p.record.takeover_s == scenario.takeover_s:
@@ -454,7 +469,17 @@ def _text_problem(row: SourceRow) -> tuple[str, str] | None:
         if not encodable(text):
             return (f"{name} holds text UTF-8 cannot hold (a lone surrogate such as \\ud800): "
                     f"{printable(text)[:80]}", "correct the text in the source")
+        texts = value if isinstance(value, list) else [value]
+        bad = next((c for t in texts if isinstance(t, str) and (c := unprintable(t, name == "instruction"))), None) \
+            if name in _PRINTED_FIELDS else None
+        if bad:
+            return (f"{name} holds {bad} (a control character, terminal escape or bidirectional override), and it is "
+                    f"printed", f"remove {bad} from the {name} in the source")
     return None
+
+
+_PRINTED_FIELDS = ("instruction", "agent_id", "scenario_id", "continuation_id", "category", "tags",
+                   "label annotator_id", "label failure_mode", "gold label failure_mode")
 
 
 __all__ = ["DEFAULT_CATEGORY", "VideoProbe", "import_rows", "probe_video"]

@@ -19,8 +19,8 @@ from autorater._lazy import lazy_exports
 __all__, __getattr__ = lazy_exports(__name__, {
     "autorater.serving.labelling.active": ["STRATEGIES", "active_select", "run_round"],
     "autorater.serving.labelling.certify": ["apply_verdicts", "certify", "format_certification"],
-    "autorater.serving.labelling.folder": ["LabelJobError", "LabelRow", "LabelsFolder", "folder_lock",
-                                           "read_jsonl_rows"],
+    "autorater.serving.labelling.folder": ["LabelJobError", "LabelRow", "LabelsFileError", "LabelsFolder",
+                                           "folder_lock", "read_jsonl_rows"],
     "autorater.serving.labelling.history": ["LabelHistory", "suite_history"],
     "autorater.serving.labelling.ingest": ["append_annotations", "format_ingest", "read_labels"],
     "autorater.serving.labelling.label": ["audit_draw", "format_summary", "label_suite"],

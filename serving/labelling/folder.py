@@ -19,9 +19,14 @@ the benchmarks read. :class:`LabelsFolder` is its one owner: every reader and wr
       leaderboard.html, .json          ``autorater leaderboard``'s report, by default
       .lock                            the writers' lock (:meth:`LabelsFolder.lock`)
 
-One writer at a time (:meth:`LabelsFolder.lock`); every file is written whole or not at all
-(``write_text_atomic``: a temp file, fsync and rename), but for the problems log, appended line by line
-with fsync.
+One writer at a time (:meth:`LabelsFolder.lock`, which also removes the temps of its files a crashed writer left);
+every file is written whole or not at all (``write_text_atomic``: a temp file, fsync and rename), but for the
+problems log, appended line by line with fsync.
+
+Every file is checked as it is read, since anyone may have changed it: ``job.json`` and ``summary.json`` must be
+JSON objects whose known fields have their types, every line of ``labels.jsonl`` an object whose fields have
+theirs (:data:`ROW_RULES`), and ``labels.jsonl`` must list the continuations ``job.json`` names, once each, in the
+suite's order. Anything else is one :class:`LabelsFileError` line naming the file, the line and the fix.
 
 Example:
     >>> folder = LabelsFolder("labels-v3")                       # doctest: +SKIP
@@ -32,15 +37,18 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import hashlib
 import json
+import math
 import os
 import re
 import warnings
 from pathlib import Path
-from typing import Iterator, TypedDict
+from typing import Any, Callable, Iterator, TypedDict
 
-from autorater.data.files import append_line_durably, jsonl_text, write_text_atomic
+from autorater.data import files
+from autorater.data.files import append_line_durably, jsonl_text, remove_stale_temps, write_text_atomic
+from autorater.data.paths import printable
 from autorater.serving.fields import json_safe
 from autorater.serving.labelling.history import LabelHistory
 
@@ -55,8 +63,132 @@ JOB_KEYS = ("suite", "suite_name", "suite_version", "continuations", "ids_sha1",
             "certify", "strata", "claim", "audit_budget")
 
 
+DECISIONS = ("provisional", "auto", "human")  # the values of ``decision`` the product writes
+OUTCOMES = ("success", "failure")
+# the files of the folder its locked writers own: the temps of these a crashed writer left are removed
+_OWNED = re.compile(r"job\.json|labels\.jsonl|errors\.jsonl|summary\.json|human_annotations[\w.-]*|"
+                    r"ingest-problems\.jsonl|part-\d{5}\.jsonl|config\.xml|tasks(?:-round-\d+)?\.json")
+
+
 class LabelJobError(ValueError):
     """The labels folder cannot be used for this job (another job's folder, an unfinished one, a busy one)."""
+
+
+class LabelsFileError(LabelJobError):
+    """A file of the labels folder is not what the product writes (changed by hand, damaged, another job's): one line
+    naming the file, the line and the fix."""
+
+    def __init__(self, path: Path, line: int | None, what: str):
+        where = f"{path}:{line}" if line else str(path)
+        super().__init__(f"{printable(where)}: {what} (fix: the product never writes this: restore {path.name} from "
+                         f"a backup, or label the suite again into a new folder with `autorater label --out NEW`)")
+
+
+def _number(low: float = -math.inf, high: float = math.inf, null: bool = False) -> Callable[[Any], bool]:
+    return lambda v: (null and v is None) or (isinstance(v, (int, float)) and not isinstance(v, bool)
+                                              and math.isfinite(v) and low <= v <= high)
+
+
+def _whole(low: int = 0, high: int = 10 ** 12) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+
+
+def _text(null: bool = False) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, str) or (null and v is None)
+
+
+def _one_of(values: tuple, null: bool = False) -> Callable[[Any], bool]:
+    return lambda v: (null and v is None) or (isinstance(v, str) and v in values)
+
+
+# field -> (what it must be, the check); a field absent is fine unless required
+ROW_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "continuation_id": ("a string", _text()), "decision": (f"one of {', '.join(DECISIONS)}", _one_of(DECISIONS)),
+    "outcome": ("success, failure or null", _one_of(OUTCOMES, null=True)),
+    "marker_s": ("a number or null", _number(null=True)), "failure_mode": ("a string or null", _text(null=True)),
+    "p_success": ("a number from 0 to 1, or null", _number(0, 1, null=True)), "model": ("a string", _text()),
+    "reason": ("a string", _text()), "audit": ("true or false", lambda v: isinstance(v, bool)),
+    "stratum": ("a string", _text()), "certified_by": ("a string or null", _text(null=True)),
+    "audit_rank": ("a whole number >= 0 or null", lambda v: v is None or _whole()(v)),
+    "error": ("a string", _text()), "model_outcome": ("success or failure", _one_of(OUTCOMES)),
+    "model_marker_s": ("a number or null", _number(null=True)),
+    "model_failure_mode": ("a string or null", _text(null=True)), "logit": ("a number", _number()),
+    "marker_spread_s": ("a number or null", _number(null=True)),
+    "duration_s": ("a number or null", _number(null=True)), "label_source": ("a string or null", _text(null=True)),
+    "human_outcome": ("success, failure or null", _one_of(OUTCOMES, null=True)),
+    "human_marker_s": ("a number or null", _number(null=True)), "human_n": ("a whole number >= 0", _whole()),
+}
+ROW_REQUIRED = ("continuation_id", "decision")
+JOB_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "suite": ("a string", _text()), "suite_name": ("a string", _text()), "suite_version": ("a string", _text()),
+    "continuations": ("a whole number >= 0", _whole()), "ids_sha1": ("a string", _text()),
+    "model": ("a string", _text()), "model_name": ("a string", _text()),
+    "weights_sha1": ("a string or null", _text(null=True)), "calibration_sha1": ("a string or null", _text(null=True)),
+    "batch_size": ("a whole number >= 1", _whole(1)), "audit_share": ("a number from 0 to 1", _number(0, 1)),
+    "seed": ("a whole number", _whole(-(2 ** 63), 2 ** 64)), "on_drift": ("a string", _text()),
+    "audit_hash": ("a string", _text()), "certify": ("a string", _text()),
+    "strata": ("a list of strings", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
+    "claim": ("family or fcr", _one_of(("family", "fcr"))),
+    "audit_budget": ("a number in (0, 1] or null", lambda v: v is None or (_number(0, 1)(v) and v > 0)),
+}
+JOB_REQUIRED = ("suite", "continuations", "ids_sha1")
+SUMMARY_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    **{k: ("a whole number >= 0", _whole()) for k in ("continuations", "auto", "provisional", "human", "audit",
+                                                      "errors", "human_tasks", "rated_this_run")},
+    "coverage": ("a number from 0 to 1", _number(0, 1)), "suite": ("a string", _text()),
+    "model": ("a string", _text()), "routed_by": ("a string or null", _text(null=True)),
+    **{k: ("an object or null", lambda v: v is None or isinstance(v, dict))
+       for k in ("reasons", "drift", "operating_point", "certification")},
+}
+
+
+def check_fields(obj: Any, rules: dict, required: tuple[str, ...] = (), what: str = "") -> str | None:
+    """What is wrong with ``obj`` by ``rules`` (field -> (what it must be, check)), or None: it must be a JSON
+    object holding the ``required`` fields, and each known field must pass its check."""
+    if not isinstance(obj, dict):
+        return f"{what or 'it'} is {_json_kind(obj)}, not a JSON object"
+    for name in required:
+        if name not in obj:
+            return f"field '{name}' is missing ({rules[name][0]})"
+    for name, (must, check) in rules.items():
+        if name in obj and not check(obj[name]):
+            return f"field '{name}' must be {must}, not {printable(_shown(obj[name]))}"
+    return None
+
+
+def _json_kind(value: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "true or false", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except ValueError:  # a number JSON cannot hold (1e400 read as infinity)
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _load_json(path: Path, text: str, line: int | None = None) -> Any:
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise LabelsFileError(path, line, "is nested too deeply to be what the product writes") from None
+    except ValueError as err:
+        raise LabelsFileError(path, line, f"is not JSON ({printable(str(err))[:80]})") from None
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise LabelsFileError(path, None, f"is not UTF-8 text (byte {err.start})") from None
+    except IsADirectoryError:
+        raise LabelsFileError(path, None, "is a folder") from None
 
 
 class LabelRow(TypedDict, total=False):
@@ -87,23 +219,14 @@ class LabelRow(TypedDict, total=False):
     human_n: int
 
 
-@contextlib.contextmanager
-def folder_lock(folder: Path, what: str, wait: bool = False) -> Iterator[None]:
-    """An exclusive lock on ``folder`` (``.lock`` inside it) while one writer works there.
+def folder_lock(folder: Path, what: str, wait: bool = False) -> contextlib.AbstractContextManager[None]:
+    """An exclusive lock on ``folder`` (``.lock`` inside it, never opened through a symlink) while one writer works
+    there (``autorater.data.files.folder_lock``).
 
-    A second writer waits for it (``wait``) or is refused at once with a clear error (the default:
+    A second writer waits for it (``wait``) or is refused at once with a LabelJobError (the default:
     two labelling jobs on one folder are a mistake, not a queue).
     """
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "a") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise LabelJobError(f"{folder} is busy: another {what} is writing there; wait for it to finish") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    return files.folder_lock(folder, what, wait, busy=LabelJobError)
 
 
 def uncertified_as_waiting(row: dict) -> dict:
@@ -116,9 +239,41 @@ def uncertified_as_waiting(row: dict) -> dict:
     return {**row, "outcome": None, "marker_s": None, "failure_mode": None, "label_source": None}
 
 
-def read_jsonl_rows(path: Path) -> list[dict]:
-    """The JSON objects of a JSON Lines file the product wrote (one per non-empty line)."""
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+def read_jsonl_rows(path: Path, check: Callable[[Any, int], str | None] | None = None) -> list[dict]:
+    """The JSON objects of a JSON Lines file the product wrote (one per non-empty line), each checked by
+    ``check(row, line number)`` (what is wrong, or None); a LabelsFileError naming the file and the line
+    otherwise."""
+    path = Path(path)
+    check = check or (lambda row, number: check_fields(row, {}, what="the line"))
+    rows = []
+    for number, line in enumerate(_read_text(path).split("\n"), start=1):
+        if not line.strip():
+            continue
+        row = _load_json(path, line, number)
+        wrong = check(row, number)
+        if wrong:
+            raise LabelsFileError(path, number, wrong)
+        rows.append(row)
+    return rows
+
+
+def _label_row_check() -> Callable[[Any, int], str | None]:
+    """A check of ``labels.jsonl``'s lines: :data:`ROW_RULES`, a model label's own fields, each id once."""
+    seen: dict[str, int] = {}
+
+    def check(row: Any, number: int) -> str | None:
+        wrong = check_fields(row, ROW_RULES, ROW_REQUIRED, what="the line")
+        if wrong:
+            return wrong
+        if row["decision"] in ("auto", "provisional") and "model_outcome" not in row:
+            return f"a model label (decision {row['decision']}) has no 'model_outcome'"
+        cid = row["continuation_id"]
+        if cid in seen:
+            return f"continuation {printable(cid)[:80]!r} is listed again (first on line {seen[cid]})"
+        seen[cid] = number
+        return None
+
+    return check
 
 
 def write_jsonl_rows(path: Path, rows: list[dict]) -> None:
@@ -145,15 +300,24 @@ class LabelsFolder:
         """Batch ``k``'s part file."""
         return self.parts / f"part-{k:05d}.jsonl"
 
-    def lock(self, what: str, wait: bool = False):
-        """:func:`folder_lock` on this folder."""
-        return folder_lock(self.root, what, wait)
+    @contextlib.contextmanager
+    def lock(self, what: str, wait: bool = False) -> Iterator[None]:
+        """:func:`folder_lock` on this folder; once held, the temps of the folder's own files that a crashed writer
+        left (``NAME.<random>.tmp``, in the folder, ``parts/`` and ``labelstudio/``) are removed."""
+        with folder_lock(self.root, what, wait):
+            remove_stale_temps(self.root, subfolders=(PARTS_DIR, LABELSTUDIO_DIR), owned=_OWNED.fullmatch)
+            yield
 
     def read_job(self) -> dict:
-        """``job.json``: the suite, the model and the settings of the job that wrote the folder."""
+        """``job.json``: the suite, the model and the settings of the job that wrote the folder (checked:
+        :data:`JOB_RULES`)."""
         if not self.job.is_file():
             raise FileNotFoundError(f"{self.root} has no {JOB_FILE}: pass a folder written by `autorater label`")
-        return json.loads(self.job.read_text(encoding="utf-8"))
+        job = _load_json(self.job, _read_text(self.job))
+        wrong = check_fields(job, JOB_RULES, JOB_REQUIRED)
+        if wrong:
+            raise LabelsFileError(self.job, None, wrong)
+        return job
 
     def check_finished(self, hint: str = "") -> None:
         """FileNotFoundError (with ``hint``) unless the job has finished (``labels.jsonl`` written)."""
@@ -162,9 +326,22 @@ class LabelsFolder:
                                     f"{hint}")
 
     def read_finished(self, hint: str = "") -> tuple[dict, list[LabelRow]]:
-        """The job and its labels, once the job has finished."""
+        """The job and its labels, once the job has finished: every row checked (:data:`ROW_RULES`), and the rows
+        exactly the continuations of ``job.json`` (its count and ids hash), once each, in order."""
         self.check_finished(hint)
-        return self.read_job(), read_jsonl_rows(self.labels)
+        job = self.read_job()
+        rows = read_jsonl_rows(self.labels, _label_row_check())
+        self._check_against_job(job, rows)
+        return job, rows
+
+    def _check_against_job(self, job: dict, rows: list[dict]) -> None:
+        if len(rows) != job["continuations"]:
+            raise LabelsFileError(self.labels, None, f"it lists {len(rows)} continuation(s) where {JOB_FILE} names "
+                                                     f"{job['continuations']}")
+        ids = "\n".join(r["continuation_id"] for r in rows).encode("utf-8", "surrogatepass")
+        if hashlib.sha1(ids).hexdigest() != job["ids_sha1"]:
+            raise LabelsFileError(self.labels, None, f"its continuations are not the ones {JOB_FILE} names (their "
+                                                     f"ids or order differ from the suite's the job labelled)")
 
     def read_certified(self, hint: str = "") -> tuple[dict, list[LabelRow]]:
         """The job and its labels as a leaderboard or an export may present them: a provisional auto-label (not yet
@@ -174,17 +351,17 @@ class LabelsFolder:
         return job, [uncertified_as_waiting(r) for r in rows]
 
     def read_labels(self) -> list[LabelRow]:
-        """``labels.jsonl`` (FileNotFoundError unless the job has finished)."""
-        self.check_finished()
-        return read_jsonl_rows(self.labels)
+        """``labels.jsonl``, checked as :meth:`read_finished` does (FileNotFoundError unless the job has finished)."""
+        return self.read_finished()[1]
 
     def write_labels(self, rows: list[dict]) -> None:
         """Replace ``labels.jsonl`` (whole or not at all)."""
         write_jsonl_rows(self.labels, rows)
 
     def read_part(self, k: int) -> list[dict]:
-        """Batch ``k``'s rows."""
-        return read_jsonl_rows(self.part(k))
+        """Batch ``k``'s rows (each an object with its ``continuation_id``)."""
+        return read_jsonl_rows(self.part(k), lambda row, _: check_fields(row, ROW_RULES, ("continuation_id",),
+                                                                       what="the line"))
 
     def write_part(self, k: int, rows: list[dict] | str) -> None:
         """Batch ``k``'s rows (or their JSON Lines text, as a Ray actor sends it), whole or not at all."""
@@ -194,7 +371,14 @@ class LabelsFolder:
         write_jsonl_rows(self.errors, rows)
 
     def read_summary(self) -> dict:
-        return json.loads(self.summary.read_text(encoding="utf-8"))
+        """``summary.json`` (checked: :data:`SUMMARY_RULES`)."""
+        if not self.summary.is_file():
+            raise FileNotFoundError(f"{self.root} has no {SUMMARY_FILE}: pass a folder written by `autorater label`")
+        summary = _load_json(self.summary, _read_text(self.summary))
+        wrong = check_fields(summary, SUMMARY_RULES)
+        if wrong:
+            raise LabelsFileError(self.summary, None, wrong)
+        return summary
 
     def write_summary(self, summary: dict, default=None) -> None:
         write_text_atomic(self.summary, json.dumps(summary, indent=1, default=default) + "\n")
@@ -240,11 +424,13 @@ class LabelsFolder:
         new = labelstudio_texts(suite, queue, video_url_prefix)[0][TASKS_FILE]
         if before == new:
             return current
-        if before is not None:
+        last = self.labelstudio / f"tasks-round-{current - 1}.json"
+        if before is not None and not (rounds and last.read_text(encoding="utf-8") == before):
             archived = self.labelstudio / f"tasks-round-{current}.json"
             if not archived.exists():
                 write_text_atomic(archived, before)
             current += 1
+        # else: this round's queue was archived by a run that stopped before replacing it (or there was none)
         write_text_atomic(self.tasks_file, new)
         return current
 
@@ -269,7 +455,7 @@ class LabelsFolder:
         Another job's folder, or an unfinished one without ``resume``, is a :class:`LabelJobError`.
         """
         if self.job.is_file():
-            old = json.loads(self.job.read_text(encoding="utf-8"))
+            old = self.read_job()
             if "audit_hash" not in old:  # written before the draw changed: the folder keeps its own
                 spec["audit_hash"] = old["audit_hash"] = "crc32"
             if "certify" not in old:  # written before certification: it carried the references' promise
@@ -291,6 +477,7 @@ class LabelsFolder:
         return False
 
 
-__all__ = ["ERRORS_FILE", "HUMAN_FILE", "HUMAN_HISTORY_FILE", "JOB_FILE", "JOB_KEYS", "LABELSTUDIO_DIR", "LABELS_FILE",
-           "LEADERBOARD_FILE", "PARTS_DIR", "PROBLEMS_FILE", "SUMMARY_FILE", "LabelJobError", "LabelRow",
-           "LabelsFolder", "folder_lock", "read_jsonl_rows", "uncertified_as_waiting", "write_jsonl_rows"]
+__all__ = ["DECISIONS", "ERRORS_FILE", "HUMAN_FILE", "HUMAN_HISTORY_FILE", "JOB_FILE", "JOB_KEYS", "JOB_RULES",
+           "LABELSTUDIO_DIR", "LABELS_FILE", "LEADERBOARD_FILE", "PARTS_DIR", "PROBLEMS_FILE", "ROW_RULES",
+           "SUMMARY_FILE", "SUMMARY_RULES", "LabelJobError", "LabelRow", "LabelsFileError", "LabelsFolder",
+           "check_fields", "folder_lock", "read_jsonl_rows", "uncertified_as_waiting", "write_jsonl_rows"]
