@@ -37,8 +37,9 @@ def cmd_certify(args) -> int:
     print(format_certification(cert))
     folder = LabelsFolder(args.labels)
     summary = folder.read_summary()
-    print(f"{summary['auto']} auto-labelled ({summary['coverage']:.1%}), {summary['provisional']} provisional, "
-          f"{summary['human']} to humans; queue: {folder.tasks_file} (round {cert['round']})")
+    print(f"{summary.get('auto', 0)} auto-labelled ({summary.get('coverage', 0):.1%}), "
+          f"{summary.get('provisional', 0)} provisional, {summary.get('human', 0)} to humans; queue: "
+          f"{folder.tasks_file} (round {cert.get('round', 1)})")
     return 0
 
 
