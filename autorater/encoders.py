@@ -1,4 +1,4 @@
-"""Frame and instruction encoders, built by name through two small registries.
+"""Frame encoders, built by name through one small registry, and the frozen instruction encoder (MiniLM).
 
 Each frame encoder is described once, by an :class:`EncoderSpec` (timm's ``pretrained_cfg`` in small): where its
 weights come from, the input size they were trained at, its mean and std, its stage map (which block group ends
@@ -96,19 +96,11 @@ class EncoderSpec:
 
 
 FRAME_ENCODERS: dict[str, EncoderSpec] = {}
-TEXT_ENCODERS: dict[str, Callable[[AutoraterConfig], nn.Module]] = {}
 
 
 def register_frame_encoder(spec: EncoderSpec) -> EncoderSpec:
     FRAME_ENCODERS[spec.name] = spec
     return spec
-
-
-def register_text_encoder(name: str):
-    def deco(fn):
-        TEXT_ENCODERS[name] = fn
-        return fn
-    return deco
 
 
 def create_frame_encoder(config: AutoraterConfig, **changes) -> nn.Module:
@@ -117,12 +109,6 @@ def create_frame_encoder(config: AutoraterConfig, **changes) -> nn.Module:
     if name not in FRAME_ENCODERS:
         raise ValueError(f"unknown frame encoder {name!r}; known: {sorted(FRAME_ENCODERS)}")
     return FRAME_ENCODERS[name].create({**config.encoder_options(), **changes})
-
-
-def create_text_encoder(config: AutoraterConfig) -> nn.Module:
-    if config.text_encoder not in TEXT_ENCODERS:
-        raise ValueError(f"unknown text encoder {config.text_encoder!r}; known: {sorted(TEXT_ENCODERS)}")
-    return TEXT_ENCODERS[config.text_encoder](config)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -505,34 +491,6 @@ class MiniLM(nn.Module):
 
 def tokenize_words(text: str) -> list[str]:
     return re.findall(r"[a-z]+", text.lower())
-
-
-class BagOfWords(nn.Module):
-    """A small learned instruction encoder: word and position embeddings over a vocabulary fixed at training."""
-
-    frozen = False
-
-    def __init__(self, vocab: list[str], dim: int, max_tokens: int):
-        super().__init__()
-        self.index = {w: i + 2 for i, w in enumerate(vocab)}  # 0 pad, 1 unknown
-        self.embed = nn.Embedding(len(vocab) + 2, dim, padding_idx=0)
-        self.pos = nn.Embedding(max_tokens, dim)
-        self.out_dim, self.max_tokens = dim, max_tokens
-
-    def forward(self, texts: list[str]):
-        ids = [[self.index.get(w, 1) for w in tokenize_words(t)][: self.max_tokens] or [1] for t in texts]
-        seqs = [self.embed(torch.tensor(i)) + self.pos.weight[: len(i)] for i in ids]
-        return _pad(seqs)
-
-
-@register_text_encoder("minilm")
-def _minilm(config):
-    return MiniLM(config.max_text_tokens)
-
-
-@register_text_encoder("bow")
-def _bow(config):
-    return BagOfWords(config.vocab, config.hidden_size, config.max_text_tokens)
 
 
 def _pad(seqs: list[torch.Tensor]):

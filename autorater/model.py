@@ -1,7 +1,7 @@
 """The Autorater base: frames + instruction -> P(success), the marker time, the failure mode; model folders.
 
 ``AutoModel.from_config(config)`` builds the architecture its config names (the registry, ``autorater/models/``):
-``general`` (the default), ``events`` (the BabyAI grid recipe) or ``transformer``. Every architecture
+``general`` (the default) or ``events`` (the BabyAI grid recipe). Every architecture
 takes the same inputs and returns the same :class:`AutoraterOutput`; this module holds what they share:
 the output and target types, marker decoding, and the model folder (``config.json`` + ``model.safetensors``,
 no pickle), checked before anything large is allocated.
@@ -207,7 +207,6 @@ class Autorater(nn.Module):
         """Everything but the frozen pretrained encoders or parts of them (they are rebuilt from their packages)."""
         skip = [f"{name}.{p}" for name, child in self.named_children() if hasattr(child, "fixed_prefixes")
                 for p in child.fixed_prefixes()]
-        skip += ["text_encoder."] if getattr(getattr(self, "text_encoder", None), "frozen", False) else []
         return {k: v.detach().contiguous() for k, v in self.state_dict().items()
                 if not any(k.startswith(s) for s in skip)}
 

@@ -41,6 +41,12 @@ HEAD = {"dim": 128, "queries": 4, "layers": 2, "heads": 4, "pooling": "max"}  # 
 WEIGHTS = "lite0_stage3.safetensors"
 
 
+def arm_config(base, blocks: int):
+    """The general model config of an arm: ``base`` with the outcome path's cut at ``blocks`` and the arms' head."""
+    return base.replace(outcome_blocks=blocks, outcome_dim=HEAD["dim"], outcome_queries=HEAD["queries"],
+                        outcome_layers=HEAD["layers"], outcome_pooling=HEAD["pooling"])
+
+
 def weights_module() -> str:
     """The module of Lite0's weights package (its spec names the distribution)."""
     from autorater.encoders import FRAME_ENCODERS

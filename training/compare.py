@@ -15,7 +15,7 @@ from autorater.mlflow_registry import mlflow_client, redact_uri
 from autorater.training.tracking import KIND_TAG
 
 # Columns of ``autorater compare``: params by exact name, metrics by name or fnmatch pattern.
-DEFAULT_COMPARE_PARAMS = ("model.encoder", "model.text_encoder", "model.hidden_size", "model.num_layers",
+DEFAULT_COMPARE_PARAMS = ("model.architecture", "model.encoder", "model.image_size", "model.outcome.blocks",
                           "train.lr", "train.epochs", "data.suites")
 DEFAULT_COMPARE_METRICS = ("best_val_balanced_accuracy", "best_val_marker_median_abs_error_s",
                            "eval*.balanced_accuracy")

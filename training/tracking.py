@@ -82,8 +82,8 @@ def _param_value(value: Any) -> str:
 
 
 def flatten_params(model_config=None, train_config=None, suites: Sequence = ()) -> dict[str, str]:
-    """``model.<field>``, ``train.<field>``, ``data.suites`` / ``data.n_suites`` as MLflow param strings; a part's
-    fields as ``model.<part>.<field>`` (``model.outcome.blocks``).
+    """``model.architecture``, ``model.<field>``, ``train.<field>``, ``data.suites`` / ``data.n_suites`` as MLflow
+    param strings; a part's fields as ``model.<part>.<field>`` (``model.outcome.blocks``).
 
     The vocabulary and failure modes are left out: they are learned from the data, and the saved
     ``config.json`` (logged with the model) holds them.
@@ -92,7 +92,7 @@ def flatten_params(model_config=None, train_config=None, suites: Sequence = ()) 
     for prefix, cfg in (("model", model_config), ("train", train_config)):
         if cfg is None:
             continue
-        d = cfg if isinstance(cfg, Mapping) else dataclasses.asdict(cfg)
+        d = cfg if isinstance(cfg, Mapping) else cfg.to_dict()  # a model config's names its architecture
         for k, v in d.items():
             if k in _PARAM_SKIP:
                 continue
