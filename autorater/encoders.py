@@ -51,6 +51,8 @@ class EncoderSpec:
     ``weights`` names the installed package of its pretrained weights ("" when it trains from scratch or has no
     parameters); ``input_size``, ``mean`` and ``std`` are what those weights were trained with; ``stages`` is its
     stage map. A stage's block groups may train from the top down: 0 to all of them (``trainable_range``).
+    ``raw_colours``: its features are the frames' own colours on a grid of cells, no filter learned or pretrained
+    (a mirror or a recolour of the frames maps onto them exactly; the grid recipe's pose reads them).
     """
 
     name: str
@@ -60,6 +62,7 @@ class EncoderSpec:
     mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
     stages: tuple[Stage, ...] | Callable[[], tuple[Stage, ...]] = ()  # or read when first asked (``timm_stages``)
+    raw_colours: bool = False
 
     def stage_map(self) -> tuple[Stage, ...]:
         """Its stages (a function's are read when first asked: a timm network's ``feature_info``)."""
@@ -90,9 +93,11 @@ class EncoderSpec:
             raise ValueError(f"trainable_blocks must be between 0 and {allowed[-1]} for {self.name} stage {stage}, got "
                              f"{trainable_blocks}")
 
-    def create(self, options: dict) -> nn.Module:
+    def create(self, options: dict) -> "FrameEncoder":
         self.check(options.get("stage", 0), options.get("trainable_blocks", 0))
-        return self.build(self, options)
+        module = self.build(self, options)
+        module.spec = self
+        return module
 
 
 FRAME_ENCODERS: dict[str, EncoderSpec] = {}
@@ -103,19 +108,24 @@ def register_frame_encoder(spec: EncoderSpec) -> EncoderSpec:
     return spec
 
 
-def create_frame_encoder(config: AutoraterConfig, **changes) -> nn.Module:
-    """The frame encoder ``config.encoder`` names, built with the config's options (``changes`` override them)."""
-    name = changes.pop("encoder", config.encoder)
+def frame_encoder_spec(name: str) -> EncoderSpec:
+    """The registered spec of frame encoder ``name`` (ValueError naming the known ones)."""
     if name not in FRAME_ENCODERS:
         raise ValueError(f"unknown frame encoder {name!r}; known: {sorted(FRAME_ENCODERS)}")
-    return FRAME_ENCODERS[name].create({**config.encoder_options(), **changes})
+    return FRAME_ENCODERS[name]
+
+
+def create_frame_encoder(config: AutoraterConfig, **changes) -> "FrameEncoder":
+    """The frame encoder ``config.encoder`` names, built with the config's options (``changes`` override them)."""
+    name = changes.pop("encoder", config.encoder)
+    return frame_encoder_spec(name).create({**config.encoder_options(), **changes})
 
 
 # ----------------------------------------------------------------------------------------------
 # Frames: uint8 (batch, frames, height, width, 3) -> float (batch, frames, channels, h, w)
 
 
-class _FrameEncoder(nn.Module):
+class FrameEncoder(nn.Module):
     """Common part: applies a 2-D network frame by frame.
 
     An encoder has a fixed part, whose output the feature cache stores (``cacheable``), and a trainable rest
@@ -126,6 +136,12 @@ class _FrameEncoder(nn.Module):
 
     frozen: bool = False  # nothing in it trains: its whole output can be cached
     out_channels: int
+    spec: EncoderSpec | None = None  # what it is (set by ``EncoderSpec.create``)
+
+    @property
+    def raw_colours(self) -> bool:
+        """Whether its features are the frames' own colours on a grid of cells (its spec's ``raw_colours``)."""
+        return self.spec is not None and self.spec.raw_colours
 
     @property
     def caches_frames(self) -> bool:
@@ -166,7 +182,7 @@ class _FrameEncoder(nn.Module):
         return y[source.to(y.device)].reshape(b, t, *y.shape[1:])
 
 
-class TinyCNN(_FrameEncoder):
+class TinyCNN(FrameEncoder):
     """A small CNN trained from scratch (stride 8). The candidate to beat the pretrained encoder."""
 
     def __init__(self, width: int = 32):
@@ -181,7 +197,7 @@ class TinyCNN(_FrameEncoder):
         return self.net(images)
 
 
-class PatchEmbed(_FrameEncoder):
+class PatchEmbed(FrameEncoder):
     """Raw pixels cut into non-overlapping patches, each linearly embedded (a ViT stem), trained from scratch.
 
     With the patch size equal to the rendering's tile size, every grid cell is one token whose colour
@@ -202,7 +218,7 @@ register_frame_encoder(EncoderSpec("patch", lambda spec, o: PatchEmbed(patch=o["
 register_frame_encoder(EncoderSpec("tiny_cnn", lambda spec, o: TinyCNN(width=max(8, o.get("width", 32)))))
 
 
-class PixelCells(_FrameEncoder):
+class PixelCells(FrameEncoder):
     """Raw colours of a ``grid`` x ``grid`` layout of cells, each cell's mean colour on a k x k sub-grid.
 
     No parameters (``frozen``: cached once per video). A rendered world draws one object per tile, so
@@ -229,7 +245,7 @@ def _pixels(spec: EncoderSpec, o: dict) -> nn.Module:
     return PixelCells(o["grid_size"], o["pixel_cells"])
 
 
-register_frame_encoder(EncoderSpec("pixels", _pixels))
+register_frame_encoder(EncoderSpec("pixels", _pixels, raw_colours=True))
 
 
 class _FoldedConv:
@@ -294,7 +310,7 @@ def fold_batch_norms(module: nn.Module) -> nn.Module:
     return module
 
 
-class TimmFeatures(_FrameEncoder):
+class TimmFeatures(FrameEncoder):
     """A timm backbone cut at one feature stage; ImageNet normalisation inside.
 
     ``bottom`` (the stem and the blocks below the trainable ones) is frozen: traced with its batch norms folded

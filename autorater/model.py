@@ -34,7 +34,7 @@ from torch import nn
 from autorater.architecture import Processor
 from autorater.config import AutoraterConfig, read_config_json
 from autorater.device import module_device
-from autorater.encoders import create_frame_encoder
+from autorater.encoders import FrameEncoder, create_frame_encoder
 
 
 @dataclass
@@ -203,10 +203,18 @@ class Autorater(nn.Module):
         return marker, spread
 
     # -- folders ------------------------------------------------------------------------------
+    def frame_encoders(self) -> dict[str, FrameEncoder]:
+        """Every frame encoder of the model (the stream's, an outcome path's), by its name in the module tree."""
+        return {name: m for name, m in self.named_modules() if isinstance(m, FrameEncoder)}
+
+    def fixed_prefixes(self) -> list[str]:
+        """Names (prefixes) of the weights rebuilt from their packages and never saved: each frame encoder's frozen
+        pretrained part."""
+        return [f"{name}.{p}" for name, encoder in self.frame_encoders().items() for p in encoder.fixed_prefixes()]
+
     def trainable_state_dict(self) -> dict[str, torch.Tensor]:
         """Everything but the frozen pretrained encoders or parts of them (they are rebuilt from their packages)."""
-        skip = [f"{name}.{p}" for name, child in self.named_children() if hasattr(child, "fixed_prefixes")
-                for p in child.fixed_prefixes()]
+        skip = self.fixed_prefixes()
         return {k: v.detach().contiguous() for k, v in self.state_dict().items()
                 if not any(k.startswith(s) for s in skip)}
 

@@ -53,15 +53,32 @@ from autorater.data.suite import (
     load_truth,
 )
 from autorater.data.versions import with_version_tag
-from autorater.data.worlds import WORLDS, ScenarioJob, SwapJob, World, WorldOptions, load_world, options_of, world_of
-from autorater.data.worlds.babyai import AGENTS, DEFAULT_AGENTS, DEFAULT_TASKS, LEVELS
+from autorater.data.worlds import (
+    DEFAULT_WORLD,
+    WORLDS,
+    ScenarioJob,
+    SwapJob,
+    World,
+    WorldOptions,
+    load_world,
+    options_of,
+    world_of,
+)
 
-__all__ = ["generate_suite", "swap_instructions", "simulate_truths", "load_truth", "link_or_copy", "LEVELS", "AGENTS",
-           "DEFAULT_LEVELS", "DEFAULT_AGENTS", "DEFAULT_WORLD", "TRUTH_FILE", "WORLDS"]
+__all__ = ["generate_suite", "swap_instructions", "simulate_truths", "load_truth", "link_or_copy", "DEFAULT_WORLD",
+           "TRUTH_FILE", "WORLDS"]
 
-DEFAULT_WORLD = "babyai"
-DEFAULT_LEVELS = DEFAULT_TASKS  # BabyAI's (the default world's), for older callers
 GENERATOR = "data.generate.generate_suite"
+# The default world's tasks and agents under the names of the time before worlds (BabyAI's levels), for older callers:
+# read from the default world when first asked
+_DEFAULT_WORLD_NAMES = {"LEVELS": "TASKS", "DEFAULT_LEVELS": "DEFAULT_TASKS", "AGENTS": "AGENTS",
+                        "DEFAULT_AGENTS": "DEFAULT_AGENTS"}
+
+
+def __getattr__(name: str):
+    if name in _DEFAULT_WORLD_NAMES:
+        return getattr(load_world(DEFAULT_WORLD), _DEFAULT_WORLD_NAMES[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _names(value: str | Sequence[str]) -> list[str]:

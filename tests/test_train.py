@@ -279,8 +279,9 @@ def test_rotations_only_for_suites_that_declare_the_top_down_view(tmp_path):
     from autorater.training.recipe import top_down
 
     suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
-    declared = {view: dataclasses.replace(suite, info=dataclasses.replace(suite.info, source={"view": view}))
-                for view in ("full", "ego")}
+    declared = {view: dataclasses.replace(suite, info=dataclasses.replace(suite.info, source={"world": "babyai",
+                                                                                              "view": view}))
+                for view in ("full", "ego")}  # the world says what its view allows
     assert top_down([declared["full"]]) and not top_down([declared["ego"]])
     assert not top_down([suite]) and not top_down([declared["full"], suite])  # unsaid: first-person, as STS video
     train([suite], PRESETS["tiny"], TrainConfig(epochs=1, aggregation="majority", cache_dir=str(tmp_path / "c")),

@@ -86,7 +86,7 @@ def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainCon
     decisive = frozenset(c for c, m, p in zip(ex.categories, ex.failure_mode, ex.p_success)
                          if p < 0.5 and m and m != "timeout")
     return model, TrainingData(ex, clips, torch.from_numpy(marker), torch.tensor(failure, dtype=torch.long),
-                               pixel_cells=cfg.pixel_cells if cfg.encoder == "pixels" else 0, decisive=decisive,
+                               pixel_cells=cfg.pixel_cells if model.frame_encoder.raw_colours else 0, decisive=decisive,
                                groups=shared_video_groups(ex.scenario_keys, clips.hashes), processor=model.processor)
 
 

@@ -38,7 +38,7 @@ from autorater.data.suite import Suite
 from autorater.model import Autorater
 from autorater.models import AutoModel
 from autorater.models.general import GeneralConfig, GeneralModel
-from autorater.models.outcome import OutcomeHead, outcome_frame_index, outcome_loss, outcome_times
+from autorater.models.outcome import OutcomeHead, outcome_loss, outcome_times
 from autorater.training.batches import TrainingData, predict_rows, prepare, seeded
 from autorater.training.recipe import TrainConfig
 from autorater.training.result import TrainResult, convergence_verdict
@@ -74,13 +74,13 @@ class OutcomeInputs:
 
 def outcome_inputs(model: Autorater, data: TrainingData, tc: TrainConfig) -> OutcomeInputs:
     """The outcome heads' inputs of every row of ``data`` (whose cache holds a frozen outcome encoder's maps)."""
-    maps = GeneralModel.outcome_maps(data.clips.encoded)
+    maps, index = GeneralModel.outcome_maps(data.clips.encoded) or (None, None)
     if maps is None or not model.outcome_encoder.frozen:
         raise ValueError("the parts train apart on the cached maps of a frozen outcome encoder (fix: outcome.blocks "
                          "0, or train_config parts_apart false to train the encoder's top blocks jointly)")
     ex, times = data.ex, data.clips.times_s
     takeover = torch.tensor(ex.takeover_s, dtype=torch.float32)
-    share, since = outcome_times(times, takeover, outcome_frame_index(times, takeover, maps.shape[1]))
+    share, since = outcome_times(times, takeover, index)
     head = model.outcome_heads[0]
     words = [head.sentences(ex.instructions[i:i + 512], model.config.use_instruction)
              for i in range(0, len(ex), 512)]

@@ -67,14 +67,14 @@ class TrainConfig:
     #                                own instruction vs another of its category); without it the match is still near
     #                                chance after 12 epochs of joint training (README, "The model")
     rotate: bool = True  # random 90-degree rotations of the top-down view, applied only when every training
-    #                      suite declares it (``top_down``): a first-person frame has one orientation (the agent at
-    #                      the bottom, facing up)
+    #                      suite's world allows it (``top_down``): a first-person frame has one orientation (the
+    #                      agent at the bottom, facing up)
     mirror: bool = True  # mirror half the clips left-right and swap "left"/"right" in their instructions: the same
     #                      episode in a mirrored world, with the same outcome and marker. Needs inputs a mirror
     #                      maps exactly (decoded frames or "pixels" cells); other encoders' features skip it
     recolour: bool = False  # permute the objects' colours (green, blue, purple, yellow) in half the clips and in
     #                        their instructions; MiniGrid's palette (training/augment.py): only for suites of a world
-    #                        that allows it (its ``AUGMENTATIONS``: BabyAI's), and with inputs a mirror may use
+    #                        that allows it (its ``augmentations``: BabyAI's), and with inputs a mirror may use
     relax: float = 0.5  # share of the success clips of a batch also shown under their instruction with one colour
     #                     word dropped ("pick up the ball": asks for less, still a success), with two negatives
     #                     (that instruction on a video of another object; the clip with a colour word changed);
@@ -132,17 +132,17 @@ def with_min_steps(tc: TrainConfig, n_train: int) -> TrainConfig:
 
 
 def top_down(suites: Sequence[Suite]) -> bool:
-    """Whether every suite declares the generator's top-down view (``source.view == "full"`` in suite.json).
+    """Whether every suite's world allows rotations (its ``augmentations(source)``: BabyAI's top-down view).
 
     Rotating a top-down frame gives another valid scene; rotating a first-person one (the agent at the
     bottom, facing up) gives a view the model never meets. A suite that does not say (another tool's,
     real STS video) is taken as first-person.
     """
-    return bool(suites) and all((s.info.source or {}).get("view") == "full" for s in suites)
+    return world_allows_all(suites, "rotate")
 
 
 def world_allows_all(suites: Sequence[Suite], augmentation: str) -> bool:
-    """Whether the worlds that made every suite allow ``augmentation`` (their ``AUGMENTATIONS``: BabyAI's recolour
+    """Whether the worlds that made every suite allow ``augmentation`` (their ``augmentations``: BabyAI's recolour
     and relax need MiniGrid's palette and colour words); a suite from elsewhere allows none."""
     return world_allows([s.info.source for s in suites], augmentation)
 

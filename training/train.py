@@ -242,8 +242,7 @@ def _train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConf
                              marker_index=data.marker_index[rows],
                              success=torch.tensor([data.ex.p_success[r] > 0.5 for r in train_rows]), seed=tc.seed)
     params = trainable_parameters(model, tc.train_only)
-    encoder = {id(p) for _, child in model.named_children() if hasattr(child, "fixed_prefixes")  # frame encoders
-               for p in child.parameters()}
+    encoder = {id(p) for child in model.frame_encoders().values() for p in child.parameters()}
     groups = [{"params": [p for p in params if id(p) not in encoder]},
               {"params": [p for p in params if id(p) in encoder], "lr": tc.encoder_lr}]  # a pretrained part: smaller
     opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=tc.lr, weight_decay=tc.weight_decay)

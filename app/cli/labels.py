@@ -163,15 +163,17 @@ def cmd_serve(args) -> int:
 
 def cmd_demo(args) -> int:
     from autorater.app.demo import run_demo
+    from autorater.data.worlds import load_world
 
-    default = "demo-out" if args.world == "babyai" else f"demo-out-{args.world}"
-    out = Path(args.out if args.out is not None else default)
+    out = Path(args.out if args.out is not None else load_world(args.world).DEMO.out)
     return run_demo(out, quick=args.quick, world=args.world, device=args.device)
 
 
 
 def add_commands(sub) -> None:
     """The labelling, serving and demo subcommands."""
+    from autorater.data.worlds import DEFAULT_WORLD, demo_worlds
+
     p = sub.add_parser("label", help="auto-label a new suite version; route the uncertain continuations to humans")
     common.loading_args(p)
     common.model_and_suite(p, suite_help="the new suite version")
@@ -333,6 +335,6 @@ def add_commands(sub) -> None:
     common.device_arg(p)
     p.add_argument("--out", default=None,
                    help="working folder (suites, models, MLflow store); default demo-out (demo-out-metaworld)")
-    p.add_argument("--world", choices=["babyai", "metaworld"], default="babyai", help="the world of the suites")
+    p.add_argument("--world", choices=demo_worlds(), default=DEFAULT_WORLD, help="the world of the suites")
     p.add_argument("--quick", action="store_true", help="a smaller, faster run")
     p.set_defaults(func=cmd_demo)

@@ -192,7 +192,7 @@ def cmd_suite_stats(args) -> int:
 
 def add_commands(sub) -> None:
     """The ``suite`` subcommands."""
-    from autorater.data.worlds import WORLDS, load_world
+    from autorater.data.worlds import DEFAULT_WORLD, WORLDS, load_world
 
     suite = sub.add_parser("suite", help="generate, validate, describe, diff, tag suites; propose the next version"
                            ).add_subparsers(
@@ -207,7 +207,7 @@ def add_commands(sub) -> None:
                          description=f"{agents_help}\n{tasks_help}",
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="output suite folder")
-    p.add_argument("--world", choices=list(WORLDS), default="babyai", help="which world records the videos")
+    p.add_argument("--world", choices=list(WORLDS), default=DEFAULT_WORLD, help="which world records the videos")
     p.add_argument("--tasks", type=common.csv, default=None,
                    help="the world's tasks, comma-separated (BabyAI levels; Meta-World environment names)")
     p.add_argument("--levels", type=common.csv, default=None, help="BabyAI ids or short names (the same as --tasks)")

@@ -44,6 +44,8 @@ from autorater.models.events import event_loss_space
 from autorater.models.events.head import SentenceText
 from autorater.models.events.stream import event_classes, members, one_or_ensemble, stream_output
 from autorater.models.outcome import (
+    FRAME_RULE,
+    OUTCOME_INDEX,
     OUTCOME_INPUT,
     OutcomeConfig,
     OutcomeHead,
@@ -117,6 +119,7 @@ class GeneralProcessor(FrameProcessor):
             index = outcome_frame_index(times_s.to(frames.device), takeover_s.to(frames.device), config.outcome.frames)
             picked = frames[torch.arange(len(frames), device=frames.device)[:, None], index]
             out[OUTCOME_INPUT] = resize_frames(picked, config.outcome.size)
+            out[OUTCOME_INDEX] = index  # which frames they are: the head reads their times, never picks again
         return out
 
     def cache_key(self, frozen: bool) -> str:
@@ -124,7 +127,7 @@ class GeneralProcessor(FrameProcessor):
         pixels = f"-pix{config.pixel_cells}" if config.pixel_cells else ""
         top = f"-top{config.trainable_blocks}" if config.trainable_blocks else ""  # the cache holds the blocks below
         context = f"-ctx{config.context_frames}" if config.context_frames >= 0 else ""
-        outcome = f"-out{path.frames}f{path.size}px-s{path.stage}t{path.blocks}" if path.frames else ""
+        outcome = f"-out{path.frames}f{path.size}px-s{path.stage}t{path.blocks}-{FRAME_RULE}" if path.frames else ""
         return (f"{config.encoder}-stage{config.encoder_stage}{top}-{config.image_size}px-{config.clip_frames}f"
                 f"{context}{pixels}{outcome}-pad")
 
@@ -256,7 +259,7 @@ class GeneralModel(Autorater):
 
     def __init__(self, config: GeneralConfig):
         super().__init__(config)
-        if self.frame_encoder.caches_frames or config.encoder in ("pixels",):
+        if self.frame_encoder.caches_frames or self.frame_encoder.raw_colours:
             raise ValueError(f"the general model reads a pretrained image encoder's feature maps; "
                              f"{config.encoder!r} is not one (fix: a timm encoder, e.g. efficientnet_lite0)")
         self.events = one_or_ensemble([GeneralHead(
@@ -315,10 +318,10 @@ class GeneralModel(Autorater):
         return self.outcome_heads[0].gate
 
     def outcome_logit(self, maps: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor,
-                      instructions: list[str]) -> torch.Tensor:
-        """(b,) the outcome heads' logit from their finished maps (b, k, c, h, w): the log-odds of the members' mean
-        probability (one head: its logit)."""
-        index = outcome_frame_index(times_s, takeover_s, maps.shape[1])
+                      instructions: list[str], index: torch.Tensor | None = None) -> torch.Tensor:
+        """(b,) the outcome heads' logit from their finished maps (b, k, c, h, w) of the sampled frames ``index``
+        (b, k): the log-odds of the members' mean probability (one head: its logit)."""
+        index = outcome_frame_index(times_s, takeover_s, maps.shape[1]) if index is None else index
         share, since = outcome_times(times_s, takeover_s, index)
         heads = self.outcome_heads
         text = heads[0].sentences(instructions, self.config.use_instruction)
@@ -336,17 +339,19 @@ class GeneralModel(Autorater):
         out = {"x": self.frame_encoder.cacheable(prepared["x"])}
         if OUTCOME_INPUT in prepared:
             out[OUTCOME_INPUT] = self.outcome_encoder.cacheable(prepared[OUTCOME_INPUT])
+            out[OUTCOME_INDEX] = prepared[OUTCOME_INDEX]
         return out
 
     @staticmethod
-    def outcome_maps(encoded: dict) -> torch.Tensor | None:
-        """The outcome path's cached inputs among what this model encodes (None: none)."""
-        return encoded.get(OUTCOME_INPUT)
+    def outcome_maps(encoded: dict) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The outcome path's cached inputs among what this model encodes, and which sampled frames they are (None:
+        none)."""
+        return (encoded[OUTCOME_INPUT], encoded[OUTCOME_INDEX]) if OUTCOME_INPUT in encoded else None
 
     @staticmethod
     def stream_inputs(encoded: dict) -> dict:
         """What this model encodes, less the outcome path's (what the stream alone reads)."""
-        return {k: v for k, v in encoded.items() if k != OUTCOME_INPUT}
+        return {k: v for k, v in encoded.items() if k not in (OUTCOME_INPUT, OUTCOME_INDEX)}
 
     def finish_encoded(self, encoded: dict) -> dict:
         """The outcome path's trainable part on its cached input, once per clip."""
@@ -364,7 +369,7 @@ class GeneralModel(Autorater):
         # the stream's evidence beside the few frames: an event the chosen frames miss (a success undone before
         # the last frame) is still in the event head's P(success), weighed by a gate (learned from 0 when trained
         # jointly; fitted on held-out rows, or left at 0, when the parts train apart)
-        out.success_logit = (self.outcome_logit(maps, times_s, takeover_s, instructions)
+        out.success_logit = (self.outcome_logit(maps, times_s, takeover_s, instructions, encoded[OUTCOME_INDEX].long())
                              + self.outcome_gate * out.success_logit.detach())
         if targets is not None:
             own, others = targets.outcome_weights

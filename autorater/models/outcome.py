@@ -41,6 +41,10 @@ from autorater.models.events.head import SentenceText
 
 POOLINGS = ("attention", "max")  # how a frame's positions become one vector (OutcomeHead)
 OUTCOME_INPUT = "outcome"  # the key of the outcome path's inputs in what the general model encodes (the cache's)
+OUTCOME_INDEX = "outcome_index"  # beside it: which sampled frames they are (outcome_frame_index, chosen once)
+# The rule that picks the outcome frames (outcome_frame_index), named in the feature cache's key: a new rule is a new
+# cache, never old frames under it
+FRAME_RULE = "takeover-last-even"
 
 
 @dataclass
@@ -70,9 +74,10 @@ class OutcomeConfig(PartConfig):
 
 
 def outcome_frame_index(times_s: torch.Tensor, takeover_s: torch.Tensor, k: int) -> torch.Tensor:
-    """(b, k) long: which sampled frames the outcome path reads: the takeover frame (the last one at or before the
-    takeover), the last real frame (padding repeats it; the first index of the latest time), and ``k - 2`` evenly
-    between. A clip with fewer frames after the takeover repeats some.
+    """(b, k) long: which sampled frames the outcome path reads (the rule :data:`FRAME_RULE`, applied once, when the
+    clip is encoded): the takeover frame (the last one at or before the takeover), the last real frame (padding
+    repeats it; the first index of the latest time), and ``k - 2`` evenly between. A clip with fewer frames after the
+    takeover repeats some.
 
     Args:
         times_s: (b, t) sampled frame times; takeover_s: (b,).
@@ -194,5 +199,6 @@ def augment_frames(frames: torch.Tensor, generator: torch.Generator, smallest: f
     return out.clamp(0, 1).mul(255.0).round().to(torch.uint8).permute(0, 1, 3, 4, 2).contiguous()
 
 
-__all__ = ["OUTCOME_INPUT", "POOLINGS", "OutcomeConfig", "OutcomeHead", "augment_frames", "outcome_frame_index",
+__all__ = ["FRAME_RULE", "OUTCOME_INDEX", "OUTCOME_INPUT", "POOLINGS", "OutcomeConfig", "OutcomeHead", "augment_frames",
+           "outcome_frame_index",
            "outcome_loss", "outcome_times"]

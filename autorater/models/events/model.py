@@ -85,14 +85,14 @@ class EventsModel(Autorater):
         super().__init__(config)
         for option, on in (("pose", config.pose), ("front_places", config.front_places),
                            ("mirror_tta", config.mirror_tta)):
-            if on and config.encoder != "pixels":
+            if on and not self.frame_encoder.raw_colours:
                 raise ValueError(f"{option} reads first-person 'pixels' cells; encoder {config.encoder!r} has "
                                  f"none (fix: set {option} to false, or use the pixels encoder)")
         grid = self.grid_size()
         classes = 1 + len(event_classes(config.failure_modes))
         self.events = one_or_ensemble([EventHead(
             self.frame_encoder.out_channels, grid[0] * grid[1], config.vocab, classes,
-            config.places, use_instruction=config.use_instruction, raw_colours=config.encoder == "pixels",
+            config.places, use_instruction=config.use_instruction, raw_colours=self.frame_encoder.raw_colours,
             place_inputs=config.place_inputs, pose_cells=config.pixel_cells if config.pose else 0,
             front_places=config.front_places, grid=grid[0], text=config.text_encoder) for _ in range(config.members)])
 
