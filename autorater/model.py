@@ -102,7 +102,11 @@ class Autorater(nn.Module):
     """
 
     config_class: type[AutoraterConfig] | None = None  # the architecture's config (set by each subclass)
-    processor_class: type = Processor  # what it reads of a video before any weight (autorater/models/spec.py)
+    processor_class: type = Processor  # what it reads of a video before any weight (autorater/architecture.py)
+    # How the weights of folders saved under older names map to today's, applied in turn on loading: each function
+    # takes a name and gives today's (the same when it is current; None: no longer a weight). The parts' own
+    # (``autorater/models/parts/``: ``stream.legacy_name``, ``outcome.legacy_name``).
+    weight_names: tuple = ()
 
     def __init__(self, config: AutoraterConfig):
         if self.config_class is None or type(config) is not self.config_class:
@@ -203,6 +207,19 @@ class Autorater(nn.Module):
         return marker, spread
 
     # -- folders ------------------------------------------------------------------------------
+    @classmethod
+    def current_names(cls, names) -> dict[str, str | None]:
+        """Each saved weight's name -> its name today (``weight_names`` applied in turn; None: dropped)."""
+        out = {}
+        for name in names:
+            new = name
+            for rename in cls.weight_names:
+                new = rename(new)
+                if new is None:
+                    break
+            out[name] = new
+        return out
+
     def frame_encoders(self) -> dict[str, FrameEncoder]:
         """Every frame encoder of the model (the stream's, an outcome path's), by its name in the module tree."""
         return {name: m for name, m in self.named_modules() if isinstance(m, FrameEncoder)}
@@ -287,9 +304,10 @@ class Autorater(nn.Module):
             header, meta = read_safetensors_header(weights)
         except (SafetensorError, OSError, ValueError) as err:
             raise ValueError(f"cannot read {weights}: {err} {restore}") from None
+        names = cls.current_names(header)  # a folder saved under older weight names: today's
         planned = _planned_shapes(cls, config, path)
         if planned is not None:
-            _compare_shapes(planned, header, weights)
+            _compare_shapes(planned, {names[k]: v for k, v in header.items() if names[k] is not None}, weights)
         model = cls(config)
         try:
             state = load_file(str(weights))
@@ -297,7 +315,7 @@ class Autorater(nn.Module):
             raise ValueError(f"cannot read {weights}: {err} {restore}") from None
         expected = model.trainable_state_dict()
         _compare_shapes({k: tuple(v.shape) for k, v in expected.items()},
-                        {k: tuple(v.shape) for k, v in state.items()}, weights)
+                        {names[k]: tuple(v.shape) for k, v in state.items() if names[k] is not None}, weights)
         stored = meta.get("weights_sha256")
         if stored is None and not allow_unverified:
             raise ValueError(f"{weights} carries no checksum of its weights, so a change to them cannot be detected "
@@ -311,7 +329,7 @@ class Autorater(nn.Module):
         if bad:
             raise ValueError(f"{weights}: non-finite weights (NaN or infinity) in {bad[:3]}; every prediction would "
                              f"fail {restore}")
-        model.load_state_dict(state, strict=False)
+        model.load_state_dict({names[k]: v for k, v in state.items() if names[k] is not None}, strict=False)
         return model.eval()
 
 

@@ -72,7 +72,7 @@ def measure(suite, blocks: int, args, cache: Path) -> dict:
             torch.cuda.synchronize()
         if step >= 5:
             times.append(time.perf_counter() - t0)
-    head_step_s = _head_step_s(model, data, tc, args.steps) if model.outcome_encoder.frozen else None
+    head_step_s = _head_step_s(model, data, tc, args.steps) if model.outcome.encoder.frozen else None
     model.eval()
     ids = suite.continuation_ids()[:args.rate]
     start = time.perf_counter()
@@ -97,11 +97,11 @@ def _head_step_s(model, data, tc, steps: int) -> float:
     import numpy as np
     import torch
 
-    from autorater.models.outcome import outcome_loss
+    from autorater.models.parts.outcome import outcome_loss
     from autorater.training.parts import outcome_inputs
 
     inputs = outcome_inputs(model, data, tc)
-    head = copy.deepcopy(model.outcome_heads[0]).cpu().train()
+    head = copy.deepcopy(model.outcome.heads[0]).cpu().train()
     opt = torch.optim.AdamW(head.parameters(), lr=tc.outcome_lr)
     rng, n, times = np.random.default_rng(0), len(data.ex), []
     for step in range(steps + 5):

@@ -61,7 +61,7 @@ def prepare(args) -> None:
     from autorater.data.suite import Suite, load_truth
     from autorater.data.video import read_video  # the project's decoder (decord), as training decodes
     from autorater.encoders import create_frame_encoder
-    from autorater.models.outcome import OutcomeHead, outcome_frame_index, outcome_times
+    from autorater.models.parts.outcome import OutcomeHead, outcome_frame_index, outcome_times
     from autorater.training.dataset import build_examples  # Dawid-Skene labels, references' scenarios left out
 
     root, out = Path(args.suites), Path(args.bundle)
@@ -202,7 +202,7 @@ def train_arm(arm: str, seed: int, data: dict, args, budget_s: float) -> dict:
     import torch
 
     from autorater.encoders import create_frame_encoder
-    from autorater.models.outcome import OutcomeHead, augment_frames, outcome_loss
+    from autorater.models.parts.outcome import OutcomeHead, augment_frames, outcome_loss
 
     dev, r, start = data["device"], data["rows"], time.perf_counter()
     if dev.type == "cuda":

@@ -129,7 +129,7 @@ def test_no_product_module_tests_an_architectures_name_or_reads_config_fields_by
 def test_the_outcome_paths_key_is_named_in_its_own_module_and_the_general_models_only():
     users = sorted(str(p.relative_to(ROOT)) for folder in ("autorater", "training", "serving", "app", "data")
                    for p in (ROOT / folder).rglob("*.py") if "OUTCOME_INPUT" in p.read_text(encoding="utf-8"))
-    assert users == ["autorater/models/general.py", "autorater/models/outcome.py"]
+    assert users == ["autorater/models/general.py", "autorater/models/parts/outcome.py"]
 
 
 def test_a_recipe_of_the_retired_design_loads_without_its_loss_weights():

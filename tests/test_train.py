@@ -315,9 +315,9 @@ def test_an_ensemble_trains_every_member_from_the_place_prior(tmp_path):
     suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
     tc = TrainConfig(epochs=2, match_warmup_epochs=1, aggregation="majority", cache_dir=str(tmp_path / "cache"))
     model, data = prepare([suite], PRESETS["tiny"].replace(members=2), tc)
-    start = [{k: v.clone() for k, v in head.state_dict().items()} for head in model.event_heads]
+    start = [{k: v.clone() for k, v in head.state_dict().items()} for head in model.stream.heads]
     result = train([suite], PRESETS["tiny"].replace(members=2), tc, prepared=(model, data), out=tmp_path / "m")
-    heads = result.model.event_heads
+    heads = result.model.stream.heads
     assert len(heads) == 2
     places = [head.match.where.softmax(-1) for head in heads]
     # the same prior (its sharpest place on the same cell), not the same numbers

@@ -37,8 +37,8 @@ from autorater.data.splits import split_groups
 from autorater.data.suite import Suite
 from autorater.model import Autorater
 from autorater.models import AutoModel
-from autorater.models.general import GeneralConfig, GeneralModel
-from autorater.models.outcome import OutcomeHead, outcome_loss, outcome_times
+from autorater.models.general import GeneralConfig
+from autorater.models.parts.outcome import OutcomeHead, inputs_of, outcome_loss, outcome_times, without_inputs
 from autorater.training.batches import TrainingData, predict_rows, prepare, seeded
 from autorater.training.recipe import TrainConfig
 from autorater.training.result import TrainResult, convergence_verdict
@@ -74,16 +74,14 @@ class OutcomeInputs:
 
 def outcome_inputs(model: Autorater, data: TrainingData, tc: TrainConfig) -> OutcomeInputs:
     """The outcome heads' inputs of every row of ``data`` (whose cache holds a frozen outcome encoder's maps)."""
-    maps, index = GeneralModel.outcome_maps(data.clips.encoded) or (None, None)
-    if maps is None or not model.outcome_encoder.frozen:
+    if not model.outcome.encoder.frozen:
         raise ValueError("the parts train apart on the cached maps of a frozen outcome encoder (fix: outcome.blocks "
                          "0, or train_config parts_apart false to train the encoder's top blocks jointly)")
+    maps, index = inputs_of(data.clips.encoded)
     ex, times = data.ex, data.clips.times_s
     takeover = torch.tensor(ex.takeover_s, dtype=torch.float32)
     share, since = outcome_times(times, takeover, index)
-    head = model.outcome_heads[0]
-    words = [head.sentences(ex.instructions[i:i + 512], model.config.use_instruction)
-             for i in range(0, len(ex), 512)]
+    words = [model.outcome.text(ex.instructions[i:i + 512]) for i in range(0, len(ex), 512)]
     swapped = ex.swapped or [False] * len(ex)
     return OutcomeInputs(maps=maps, share=share, since_s=since, text=torch.cat(words).float(),
                          target=torch.tensor(ex.p_success, dtype=torch.float32),
@@ -184,7 +182,7 @@ def stream_config(config: GeneralConfig) -> GeneralConfig:
 
 def stream_data(data: TrainingData) -> TrainingData:
     """``data`` without the outcome path's cached maps (what the stream alone reads)."""
-    clips = dataclasses.replace(data.clips, encoded=GeneralModel.stream_inputs(data.clips.encoded))
+    clips = dataclasses.replace(data.clips, encoded=without_inputs(data.clips.encoded))
     return dataclasses.replace(data, clips=clips)
 
 
@@ -212,11 +210,11 @@ def train_outcome_heads(model: Autorater, data: TrainingData, train_rows: np.nda
     for i in members:
         seed = tc.seed + 1000 * i
         with seeded(seed):
-            head = model.make_outcome_head()
+            head = model.outcome.make_head()
             curves.append(fit_outcome_head(head, inputs, train_rows, val_rows, tc, seed,
                                            _prefixed(log, f"outcome{i}_")))
         heads.append(head)
-    model.set_outcome_heads(heads)
+    model.outcome.set_heads(heads)
     return curves
 
 
@@ -241,14 +239,14 @@ def train_parts(suites: Sequence[Suite], model_config: AutoraterConfig, tc: Trai
     stream_done = time.time()
     rows = np.asarray(val_rows)
     with torch.no_grad():
-        model.outcome_gate.zero_()
+        model.gate.zero_()
     z_out = predict_rows(model, data, rows)["logit"]
     z_event = predict_rows(stream.model, stream_data(data), rows)["logit"]
     target = np.array([data.ex.p_success[r] for r in rows])
     groups = [(data.groups or data.ex.scenario_keys)[r] for r in rows]
     gate, gain = fit_gate(z_out, z_event, target, groups) if tc.fit_gate else (0.0, 0.0)
     with torch.no_grad():
-        model.outcome_gate.fill_(gate)
+        model.gate.fill_(gate)
     model.eval()
     verdict = (f"outcome heads: {heads_verdict(curves, _budget_epochs(tc, len(train_rows)))} | stream: "
                f"{stream.verdict} | gate {gate:.2f} (adds {gain:+.3f} BA on held-out halves)")

@@ -56,7 +56,7 @@ class TrainConfig:
     #                   little. Only for heads that find things by content, not by place (their spec's
     #                   ``augmentations``: the general model); skipped for the others
     counterfactual_weight: float = 0.3  # events: P(success) of a success video under another instruction
-    outcome_weight: float = 1.0  # the outcome path's loss (models with one: autorater/models/outcome.py)
+    outcome_weight: float = 1.0  # the outcome path's loss (models with one: autorater/models/parts/outcome.py)
     outcome_negatives: float = 0.0  # outcome path: weight of the rows pairing a success video with another task's
     #                                words as an assumed failure (0: none: across scenes they teach "words that do
     #                                not fit the scene mean failure", which an unseen task's words are)

@@ -129,10 +129,10 @@ def warm_up_match(model: Autorater, data: TrainingData, rows: np.ndarray, tc: Tr
     """Events: train the instruction match (each head's ``match``) alone on the success videos, own instruction
     against another of its category around the annotators' marker; returns the mean match loss per epoch. The
     frame encoder does not train here: its output on those videos is computed once."""
-    from autorater.models.events.head import active_frames, marker_window, match_loss
+    from autorater.models.parts.risks import active_frames, marker_window, match_loss
 
-    heads = model.event_heads
-    opt = torch.optim.Adam([p for head in heads for p in head.match.parameters()], lr=lr)
+    stream = model.stream
+    opt = torch.optim.Adam(stream.match_parameters(), lr=lr)
     successes = np.array([r for r in rows if data.ex.p_success[r] > 0.5], dtype=np.int64)
     if not model.frame_encoder.frozen:
         data = subset_data(data, successes, finished_features(model, data, successes))
@@ -154,8 +154,8 @@ def warm_up_match(model: Autorater, data: TrainingData, rows: np.ndarray, tc: Tr
             times_s, match = inputs["times_s"].to(device), targets.match.to(device)
             active = active_frames(times_s, inputs["takeover_s"].to(device))
             win = marker_window(times_s, targets.marker_index.to(device), active)
-            loss = sum(match_loss(model.match_score(head, features, inputs["instructions"], active), win,
-                                  own=match == 1, other=match == 0) for head in heads) / len(heads)
+            loss = sum(match_loss(score, win, own=match == 1, other=match == 0)
+                       for score in stream.match_scores(features, inputs["instructions"], active)) / len(stream.heads)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
