@@ -188,7 +188,7 @@ def test_a_tensor_that_does_not_fit_the_config_is_a_clear_error(tmp_path, change
     tiny_model().save_pretrained(tmp_path / "m")
     path = tmp_path / "m" / "model.safetensors"
     state = load_file(str(path))
-    key = "events.mlp.2.weight"  # the event classifier's last layer
+    key = "stream.heads.0.mlp.2.weight"  # the event classifier's last layer
     if change == "wrong_shape":
         state[key] = torch.zeros(1, 7)
     elif change == "missing":
