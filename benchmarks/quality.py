@@ -391,7 +391,7 @@ def parse_overrides(items: list[str], cls, flag: str = "--set") -> dict:
         except json.JSONDecodeError:
             out[key] = value
     defaults, parts = cls(), cls.parts() if hasattr(cls, "parts") else {}  # a model config's parts: outcome.blocks
-    fields = {f.name for f in dataclasses.fields(cls)} - set(parts)
+    fields = set(defaults.to_dict()) - set(parts) - {"architecture"}  # a recipe's by their flat names
     known = sorted(fields) + [f"{p}.{f.name}" for p, part in parts.items() for f in dataclasses.fields(part)]
     for key, value in out.items():
         at = cls.part_key(key) if parts else None

@@ -26,6 +26,7 @@ from autorater.models import AutoModel
 from autorater.training.batches import TrainingData, prepare
 from autorater.training.cache import CachedClips, FeatureCache
 from autorater.training.dataset import build_examples
+from autorater.training.loop import Schedule, fit
 from autorater.training.recipe import TrainConfig
 from autorater.training.train import train
 
@@ -116,6 +117,27 @@ class BarcodeCNN(nn.Module):
         return self.net(self.barcode(frames)).squeeze(-1)
 
 
+class BarcodePart:
+    """The bar-code CNN on decoded frames, for :func:`fit`: the binary cross-entropy of the soft labels; no
+    validation (it trains its whole budget)."""
+
+    def __init__(self, model: BarcodeCNN, frames: torch.Tensor, target: torch.Tensor):
+        self.module, self.frames, self.target = model, frames, target
+
+    def param_groups(self) -> list[dict]:
+        return [{"params": list(self.module.parameters())}]
+
+    def loss(self, rows: np.ndarray, rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
+        rows = torch.as_tensor(rows)
+        return F.binary_cross_entropy_with_logits(self.module(self.frames[rows]), self.target[rows]), {}
+
+    def epoch_metrics(self) -> dict:
+        return {}
+
+    def validate(self) -> dict:
+        return {}
+
+
 @dataclass
 class BarcodeBaseline:
     model: BarcodeCNN
@@ -138,17 +160,11 @@ def train_barcode(suites: list[Suite], model_config: AutoraterConfig, tc: TrainC
     keep = [i for i in range(len(ex)) if i not in clips.errors]
     frames, y = clips.features[keep], torch.tensor(ex.p_success, dtype=torch.float32)[keep]
     torch.manual_seed(tc.seed)
-    model = BarcodeCNN()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=tc.weight_decay)
-    g = torch.Generator().manual_seed(tc.seed)
-    for _ in range(epochs):
-        model.train()
-        for idx in torch.randperm(len(y), generator=g).split(tc.batch_size):
-            loss = F.binary_cross_entropy_with_logits(model(frames[idx]), y[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    return BarcodeBaseline(model.eval(), cfg)
+    part = BarcodePart(BarcodeCNN(), frames, y)
+    schedule = Schedule(epochs=epochs, batch_size=tc.batch_size, lr=1e-3, weight_decay=tc.weight_decay,
+                        warmup_steps=0, cosine=False, patience=None, clip=None)  # the whole budget, a constant step
+    fit(part, np.arange(len(y)), schedule, np.random.default_rng(tc.seed), progress="barcode" if progress else "")
+    return BarcodeBaseline(part.module.eval(), cfg)
 
 
 @torch.no_grad()

@@ -9,6 +9,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -28,6 +29,19 @@ class TrainResult:
     n_val: int = 0
     verdict: str = ""  # whether training converged (``convergence_verdict``), for the log and the run
     notes: list[str] = field(default_factory=list)  # what the recipe asked and this run did not do, and why
+    recipe: object = None  # the recipe as it ran (``TrainConfig``: the augmentations it could not apply off), if not
+    #                        the one asked
+
+
+def write_model(result: TrainResult, out: str | Path, tc, suite_names: Sequence[str]) -> Path:
+    """The trained model's folder (``config.json``, ``model.safetensors``) and its ``metadata.json``: the recipe as
+    it ran (``result.recipe``, else ``tc``), the best epoch's metrics, the verdict, the recipe's notes, the sizes, the
+    training suites and the wall time. Every way of training writes its folder here."""
+    recipe = result.recipe if result.recipe is not None else tc
+    return result.model.save_pretrained(out, metadata={
+        "train_config": recipe.to_dict(), "best": result.best, "verdict": result.verdict, "recipe_notes": result.notes,
+        "n_train": result.n_train, "n_val": result.n_val, "train_suites": list(suite_names),
+        "wall_s": round(result.wall_s, 1)})
 
 
 def convergence_verdict(history: Sequence[dict], budget_epochs: int, key: str = "val_balanced_accuracy") -> str:
@@ -45,6 +59,4 @@ def convergence_verdict(history: Sequence[dict], budget_epochs: int, key: str = 
     return f"converged at epoch {best} ({key} {scores[best - 1]:.3f}; no better for {last - best} epochs)"
 
 
-
-
-__all__ = ["TrainResult", "convergence_verdict"]
+__all__ = ["TrainResult", "convergence_verdict", "write_model"]
