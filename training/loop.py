@@ -8,9 +8,14 @@ is a :class:`Part`: its module, its loss on a batch of rows, its validation. Ran
 order; the part draws its batches' augmentations from it too); metrics go to ``log``; the progress bar is the only
 output.
 
+What a training run returns is here too (:class:`TrainResult`, written to a model folder by :func:`write_model`), with
+its one-line verdict on convergence (:func:`convergence_verdict`).
+
 Example:
     >>> fitted = fit(part, train_rows, Schedule(epochs=10), rng=np.random.default_rng(0))   # doctest: +SKIP
     >>> fitted.best["val_balanced_accuracy"], fitted.verdict                               # doctest: +SKIP
+    >>> convergence_verdict([{"val_balanced_accuracy": v} for v in (0.6, 0.8, 0.7)], budget_epochs=10)
+    'converged at epoch 2 (val_balanced_accuracy 0.800; no better for 1 epochs)'
 """
 
 from __future__ import annotations
@@ -18,12 +23,13 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from pathlib import Path
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 import torch
 
-from autorater.training.result import convergence_verdict
+from autorater.model import Autorater
 
 SCORE = "val_balanced_accuracy"  # what the best epoch and early stopping go by (higher is better)
 
@@ -127,6 +133,48 @@ class WeightAverage:
                     p.copy_(v)
 
 
+@dataclass
+class TrainResult:
+    """A trained model, its curve (one dict per epoch), its best metrics and what training took."""
+
+    model: Autorater
+    history: list[dict] = field(default_factory=list)
+    best: dict = field(default_factory=dict)
+    wall_s: float = 0.0
+    n_train: int = 0
+    n_val: int = 0
+    verdict: str = ""  # whether training converged (``convergence_verdict``), for the log and the run
+    notes: list[str] = field(default_factory=list)  # what the recipe asked and this run did not do, and why
+    recipe: object = None  # the recipe as it ran (``TrainConfig``: the augmentations it could not apply off), if not
+    #                        the one asked
+
+
+def write_model(result: TrainResult, out: str | Path, tc, suite_names: Sequence[str]) -> Path:
+    """The trained model's folder (``config.json``, ``model.safetensors``) and its ``metadata.json``: the recipe as
+    it ran (``result.recipe``, else ``tc``), the best epoch's metrics, the verdict, the recipe's notes, the sizes, the
+    training suites and the wall time. Every way of training writes its folder here."""
+    recipe = result.recipe if result.recipe is not None else tc
+    return result.model.save_pretrained(out, metadata={
+        "train_config": recipe.to_dict(), "best": result.best, "verdict": result.verdict, "recipe_notes": result.notes,
+        "n_train": result.n_train, "n_val": result.n_val, "train_suites": list(suite_names),
+        "wall_s": round(result.wall_s, 1)})
+
+
+def convergence_verdict(history: Sequence[dict], budget_epochs: int, key: str = "val_balanced_accuracy") -> str:
+    """One line on a curve (one dict per epoch, ``key`` higher is better): "converged at epoch k" when its best epoch
+    came before the last one (early stopping, or the budget ended after it), "still rising: raise the budget" when
+    the best is the budget's last epoch."""
+    if not history:
+        return "no epoch trained"
+    scores = [h[key] for h in history]
+    best, last = int(np.argmax(scores)) + 1, len(scores)
+    if best == last and last >= budget_epochs:
+        return f"still rising at epoch {last} of {budget_epochs} ({key} {scores[-1]:.3f}): raise the budget"
+    if last >= budget_epochs:
+        return f"converged at epoch {best} ({key} {scores[best - 1]:.3f}; the budget of {budget_epochs} ended after it)"
+    return f"converged at epoch {best} ({key} {scores[best - 1]:.3f}; no better for {last - best} epochs)"
+
+
 def lr_factor(step: int, schedule: Schedule, steps: int) -> float:
     """The learning rate's factor at ``step`` of ``steps``: the warm-up, then the cosine (module docstring)."""
     warm = min(1.0, (step + 1) / schedule.warmup_steps) if schedule.warmup_steps else 1.0
@@ -217,4 +265,5 @@ def run_epoch(part: Part, rows: np.ndarray, schedule: Schedule, opt, sched, rng:
     return {**{f"train_{k}": v / max(1, n_batches) for k, v in totals.items()}, **part.epoch_metrics()}
 
 
-__all__ = ["SCORE", "Fitted", "Part", "Schedule", "WeightAverage", "fit", "lr_factor", "run_epoch"]
+__all__ = ["SCORE", "Fitted", "Part", "Schedule", "TrainResult", "WeightAverage", "convergence_verdict", "fit",
+           "lr_factor", "run_epoch", "write_model"]

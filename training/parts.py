@@ -40,9 +40,8 @@ from autorater.models import AutoModel
 from autorater.models.general import GeneralConfig
 from autorater.models.parts.outcome import OutcomeHead, inputs_of, outcome_loss, outcome_times, without_inputs
 from autorater.training.batches import TrainingData, predict_rows, prepare, seeded
-from autorater.training.loop import fit
+from autorater.training.loop import TrainResult, convergence_verdict, fit, write_model
 from autorater.training.recipe import TrainConfig, outcome_epochs
-from autorater.training.result import TrainResult, convergence_verdict, write_model
 
 Loop = Callable[..., TrainResult]  # the joint training loop (``autorater.training.train.train``)
 

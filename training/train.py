@@ -42,9 +42,8 @@ from autorater.training.batches import (
     seeded,
     subset_data,
 )
-from autorater.training.loop import Schedule, WeightAverage, fit
+from autorater.training.loop import Schedule, TrainResult, WeightAverage, convergence_verdict, fit, write_model
 from autorater.training.recipe import TrainConfig, load_config_file, with_min_steps
-from autorater.training.result import TrainResult, convergence_verdict, write_model
 
 if TYPE_CHECKING:
     from autorater.training.pack import Pack

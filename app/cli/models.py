@@ -154,7 +154,7 @@ def cmd_tune(args) -> int:
 
 def cmd_compare(args) -> int:
     from autorater.mlflow_registry import default_tracking_uri
-    from autorater.training.compare import compare_runs, format_runs_table
+    from autorater.training.tracking import compare_runs, format_runs_table
 
     rows = compare_runs(args.tracking_uri or default_tracking_uri(args.workdir), args.experiment,
                         args.metric or None, args.max_runs, kind=args.kind, order_by=args.order_by)
