@@ -35,20 +35,26 @@ def predict_cached(model: Autorater, suite: Suite, cache_dir: str, last_frame_on
                    name: str = "autorater", calibration: dict | None = None, batch_size: int = 64) -> list[dict]:
     """Predictions for every continuation of ``suite`` from the feature cache (fast re-scoring), calibrated
     with ``calibration`` (a calibration.json dict: temperature, marker offset) when given."""
-    from autorater.rater import Rater
-
     ids = suite.continuation_ids()
-    clips = FeatureCache(cache_dir).load(model, [str(suite.video_path(i)) for i in ids],
-                                         takeovers_s=[suite.takeover_of(i) for i in ids])
+    takeovers = [suite.takeover_of(i) for i in ids]
+    clips = FeatureCache(cache_dir).load(model, [str(suite.video_path(i)) for i in ids], takeovers_s=takeovers)
     if last_frame_only:
         clips = _last_frame(clips)
+    return rate_clips(model, clips, ids, [suite.instruction_of(c) for c in ids], takeovers, name, calibration,
+                      batch_size)
+
+
+def rate_clips(model: Autorater, clips: CachedClips, ids: list[str], instructions: list[str], takeovers_s: list[float],
+               name: str = "autorater", calibration: dict | None = None, batch_size: int = 64) -> list[dict]:
+    """Prediction rows of cached clips (one per id; a clip that could not be decoded: its error) through the Rater."""
+    from autorater.rater import Rater
+
     rater, key = Rater(model, calibration, name), "frames" if clips.is_frames else "features"
     rows = []
     for start in range(0, len(ids), batch_size):
-        part, batch = slice(start, start + batch_size), ids[start:start + batch_size]
-        rows += rater.rate(batch, times_s=clips.times_s[part], durations_s=clips.durations_s[part].tolist(),
-                           takeovers_s=[suite.takeover_of(c) for c in batch],
-                           instructions=[suite.instruction_of(c) for c in batch],
+        part = slice(start, start + batch_size)
+        rows += rater.rate(ids[part], times_s=clips.times_s[part], durations_s=clips.durations_s[part].tolist(),
+                           takeovers_s=takeovers_s[part], instructions=instructions[part],
                            encoded={k: v[part] for k, v in clips.encoded.items()},
                            **{key: clips.features[part]}).records(name)
     return [r if i not in clips.errors else {"continuation_id": r["continuation_id"], "error": clips.errors[i]}

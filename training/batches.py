@@ -69,7 +69,10 @@ class TrainingData:
 
 def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig,
             progress: bool = False) -> tuple[Autorater, TrainingData]:
-    """Labels from the annotations, the vocabulary and failure modes, the model, and cached features."""
+    """Labels from the annotations, the vocabulary and failure modes, the model, and cached features; from a pack of
+    them (``autorater.training.pack.Pack``, not a list of suites), the pack's."""
+    if not isinstance(suites, Sequence):  # a pack: the same inputs, prepared elsewhere
+        return suites.prepare(model_config, tc, progress)
     ex = build_examples(suites, aggregation=tc.aggregation)
     cfg = model_config
     if spec_of(cfg).learns_words(cfg) and not cfg.vocab:

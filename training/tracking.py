@@ -84,6 +84,13 @@ def _param_value(value: Any) -> str:
     return text[:_MAX_PARAM_CHARS]
 
 
+def suite_names(suites) -> list[str]:
+    """``name@version`` of each training suite: of a list of suites, or of a pack's (its ``suite_names``)."""
+    if not isinstance(suites, Sequence):  # a pack (autorater.training.pack.Pack)
+        return suites.suite_names
+    return [s if isinstance(s, str) else f"{s.info.name}@{s.info.version}" for s in suites]
+
+
 def flatten_params(model_config=None, train_config=None, suites: Sequence = ()) -> dict[str, str]:
     """``model.architecture``, ``model.<field>``, ``train.<field>``, ``data.suites`` / ``data.n_suites`` as MLflow
     param strings; a part's fields as ``model.<part>.<field>`` (``model.outcome.blocks``).
@@ -102,8 +109,9 @@ def flatten_params(model_config=None, train_config=None, suites: Sequence = ()) 
             for name, value in (v.items() if isinstance(v, Mapping) else [(None, v)]):
                 out[f"{prefix}.{k}" + (f".{name}" if name else "")] = _param_value(value)
     if suites:
-        out["data.suites"] = _param_value(",".join(f"{s.info.name}@{s.info.version}" for s in suites))
-        out["data.n_suites"] = str(len(suites))
+        names = suite_names(suites)
+        out["data.suites"] = _param_value(",".join(names))
+        out["data.n_suites"] = str(len(names))
     return out
 
 
@@ -194,7 +202,7 @@ class TrainingRun:
         self.tracking_uri = tracking_uri
         self.model_config = model_config
         self.train_config = train_config
-        self.suites = list(suites)
+        self.suites = suite_names(suites)  # name@version: of suites, or of a pack's
         self.experiment = experiment
         self.run_name = run_name
         self.parent_run_id = parent_run_id
@@ -314,7 +322,7 @@ def _register(client, name: str, run_id: str, run_name: str | None, best: Mappin
                 raise
     source = f"{client.get_run(run_id).info.artifact_uri.rstrip('/')}/{MODEL_ARTIFACT_PATH}"
     ba = _finite(best.get("val_balanced_accuracy"))
-    tags = {"run_name": run_name or "", "suites": ",".join(f"{s.info.name}@{s.info.version}" for s in suites)}
+    tags = {"run_name": run_name or "", "suites": ",".join(suite_names(suites))}
     if ba is not None:
         tags["best_val_balanced_accuracy"] = f"{ba:.4f}"
     desc = f"run {run_name or run_id}" + (f"; best validation balanced accuracy {ba:.3f}" if ba is not None else "")
@@ -332,7 +340,8 @@ def track_training(tracking_uri: str, experiment: str | None, run_name: str | No
         tracking_uri: the store.
         experiment: experiment name (None: ``autorater``).
         run_name: None lets MLflow pick one.
-        model_config, train_config, suites: what ``autorater.training.train.train`` gets.
+        model_config, train_config, suites: what ``autorater.training.train.train`` gets (``suites``: a list of
+            suites, or a pack).
         fn: ``fn(log) -> TrainResult`` instead of ``train(suites, model_config, train_config, out=out,
             log=log, progress=progress)``; it must write the model folder to ``out``.
         out: the model folder; None logs no model and registers nothing.
@@ -518,5 +527,5 @@ def format_runs_table(rows: Sequence[Mapping], max_metric_columns: int = 8) -> s
 __all__ = [
     "DEFAULT_COMPARE_METRICS", "DEFAULT_COMPARE_PARAMS", "DEFAULT_EXPERIMENT", "KIND_TAG", "TrackedModel",
     "TrainingRun", "compare_runs", "flatten_metrics", "flatten_params", "format_runs_table", "log_evaluation",
-    "log_run_metrics", "track_training",
+    "log_run_metrics", "suite_names", "track_training",
 ]

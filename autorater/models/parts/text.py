@@ -15,6 +15,13 @@ from torch import nn
 from autorater.encoders import tokenize_words
 
 _MINILM: dict = {}  # max_tokens -> the frozen MiniLM (autorater.encoders.MiniLM), built on first use
+_GIVEN: dict[int, dict[str, torch.Tensor]] = {}  # max_tokens -> instruction -> its vector, given (a pack's)
+
+
+def give_vectors(max_tokens: int, vectors: dict[str, torch.Tensor]) -> None:
+    """Sentence vectors computed elsewhere (a pack's, ``autorater.training.pack``), read before MiniLM is asked: a
+    machine without MiniLM's package trains on the instructions they cover."""
+    _GIVEN.setdefault(max_tokens, {}).update(vectors)
 
 
 class SentenceText(nn.Module):
@@ -48,6 +55,8 @@ class SentenceText(nn.Module):
         return F.normalize(mean, dim=-1)
 
     def forward(self, texts: list[str]) -> torch.Tensor:
+        given = _GIVEN.get(self.max_tokens, {})
+        self._memo.update((t, given[t]) for t in texts if t not in self._memo and t in given)
         new = sorted({t for t in texts if t not in self._memo})
         if new:
             parts = []
@@ -60,4 +69,4 @@ class SentenceText(nn.Module):
         return torch.stack([self._memo[t] for t in texts])
 
 
-__all__ = ["SentenceText"]
+__all__ = ["SentenceText", "give_vectors"]
