@@ -192,11 +192,20 @@ def cmd_suite_stats(args) -> int:
 
 def add_commands(sub) -> None:
     """The ``suite`` subcommands."""
-    from autorater.data.worlds import DEFAULT_WORLD, WORLDS, load_world
+    from autorater.app.cli.versions import add_suite_commands
 
     suite = sub.add_parser("suite", help="generate, validate, describe, diff, tag suites; propose the next version"
                            ).add_subparsers(
         dest="suite_command", required=True)
+    _generate_commands(suite)
+    _file_commands(suite)
+    add_suite_commands(suite)
+
+
+def _generate_commands(suite) -> None:
+    """suite generate, suite swap: the worlds' flags."""
+    from autorater.data.worlds import DEFAULT_WORLD, WORLDS, load_world
+
     worlds = {name: load_world(name) for name in WORLDS}
     agents_help = "\n".join(f"  {name} agents (default {','.join(w.DEFAULT_AGENTS)}):\n"
                             + "\n".join(f"    {k}: {v}" for k, v in w.AGENTS.items()) for name, w in worlds.items())
@@ -247,6 +256,9 @@ def add_commands(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_suite_swap)
 
+
+def _file_commands(suite) -> None:
+    """suite validate, import, stats."""
     p = suite.add_parser("validate", help="check every rule of the suite format; list all problems")
     p.add_argument("dir")
     p.add_argument("--no-videos", action="store_true", help="skip opening the videos")
@@ -294,7 +306,3 @@ def add_commands(sub) -> None:
     p.add_argument("dir")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(func=cmd_suite_stats)
-
-    from autorater.app.cli.versions import add_suite_commands
-
-    add_suite_commands(suite)
