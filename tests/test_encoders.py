@@ -84,10 +84,7 @@ def test_the_pretrained_weights_are_the_packages_tensors_loaded_through_timm():
 def tiny_resnet(out_indices=None):
     """A second family, built in code without weights (nothing downloads): a ResNet of one basic block per stage,
     8-64 channels, as timm's FeatureListNet; initialised from a fixed seed, so every build is the same network."""
-    from autorater._compat import ensure_torchvision_importable
-
-    ensure_torchvision_importable()
-    from timm.models import FeatureListNet
+    from timm.models import FeatureListNet  # timm importable: the spec's stage map is read first
     from timm.models.resnet import BasicBlock, ResNet
 
     with torch.random.fork_rng():

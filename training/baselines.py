@@ -24,7 +24,7 @@ from autorater.data.suite import Suite
 from autorater.model import Autorater
 from autorater.models import AutoModel
 from autorater.training.batches import TrainingData, prepare
-from autorater.training.cache import CachedClips, FeatureCache
+from autorater.training.cache import CachedClips, FeatureCache, rate_clips
 from autorater.training.dataset import build_examples
 from autorater.training.loop import Schedule, fit
 from autorater.training.recipe import TrainConfig
@@ -42,23 +42,6 @@ def predict_cached(model: Autorater, suite: Suite, cache_dir: str, last_frame_on
         clips = _last_frame(clips)
     return rate_clips(model, clips, ids, [suite.instruction_of(c) for c in ids], takeovers, name, calibration,
                       batch_size)
-
-
-def rate_clips(model: Autorater, clips: CachedClips, ids: list[str], instructions: list[str], takeovers_s: list[float],
-               name: str = "autorater", calibration: dict | None = None, batch_size: int = 64) -> list[dict]:
-    """Prediction rows of cached clips (one per id; a clip that could not be decoded: its error) through the Rater."""
-    from autorater.rater import Rater
-
-    rater, key = Rater(model, calibration, name), "frames" if clips.is_frames else "features"
-    rows = []
-    for start in range(0, len(ids), batch_size):
-        part = slice(start, start + batch_size)
-        rows += rater.rate(ids[part], times_s=clips.times_s[part], durations_s=clips.durations_s[part].tolist(),
-                           takeovers_s=takeovers_s[part], instructions=instructions[part],
-                           encoded={k: v[part] for k, v in clips.encoded.items()},
-                           **{key: clips.features[part]}).records(name)
-    return [r if i not in clips.errors else {"continuation_id": r["continuation_id"], "error": clips.errors[i]}
-            for i, r in enumerate(rows)]
 
 
 def _last_frame(clips: CachedClips) -> CachedClips:

@@ -32,7 +32,7 @@ from autorater.data.suite import Suite
 from autorater.model import Autorater
 from autorater.models import AutoModel, spec_of
 from autorater.training.batches import TrainingData, mirrorable, prepare, seeded
-from autorater.training.cache import CachedClips, cache_key
+from autorater.training.cache import CachedClips, cache_key, rate_clips
 from autorater.training.dataset import Examples
 from autorater.training.recipe import TrainConfig
 
@@ -214,8 +214,6 @@ class Pack:
     def rate_held_out(self, model: Autorater, name: str, batch_size: int = 64) -> list[dict]:
         """Prediction rows of every continuation of held-out set ``name`` by ``model`` (of the config the pack was
         written for), from its cached inputs."""
-        from autorater.training.baselines import rate_clips
-
         held = self.meta["held_out"][name]
         clips, _ = _read_clips(self.folder / HELD_OUT / name / CLIPS_FILE, held["is_frames"], held["errors"])
         return rate_clips(model, clips, held["ids"], held["instructions"], held["takeovers_s"], batch_size=batch_size)
