@@ -1,4 +1,5 @@
-"""The model's commands: ``train``, ``predict``, ``evaluate``, ``calibrate``, ``tune``, ``compare``, ``promote``."""
+"""The model's commands: ``train``, ``pack``, ``predict``, ``evaluate``, ``calibrate``, ``tune``, ``compare``,
+``promote``."""
 
 from __future__ import annotations
 
@@ -9,12 +10,10 @@ from pathlib import Path
 from autorater.app.cli import common
 
 
-def cmd_train(args) -> int:
-    from autorater.data.suite import Suite
+def _recipe(args):
+    """The model config and recipe ``--config`` names, with the command line's epochs, seed, cache and device."""
     from autorater.training.recipe import load_config
-    from autorater.training.train import train
 
-    common.threads()
     model_cfg, train_cfg = load_config(args.config)
     if args.epochs is not None:
         train_cfg.epochs = args.epochs
@@ -22,7 +21,37 @@ def cmd_train(args) -> int:
         train_cfg.seed = args.seed
     train_cfg.cache_dir = args.cache_dir
     train_cfg.device = args.device
-    suites = [Suite.load(d) for d in args.suite]
+    return model_cfg, train_cfg
+
+
+def cmd_pack(args) -> int:
+    from autorater.data.suite import Suite
+    from autorater.training.pack import write_pack
+
+    common.threads()
+    model_cfg, train_cfg = _recipe(args)
+    out = write_pack([Suite.load(d) for d in args.suite], model_cfg, train_cfg, args.out, progress=not args.quiet)
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    print(f"pack written to {out} ({size / 2**20:.1f} MiB); train from it anywhere torch runs, no decoder or weight "
+          f"package needed: autorater train --from-pack {out} --config {args.config or 'general'} --out MODEL "
+          f"--device cuda")
+    return 0
+
+
+def cmd_train(args) -> int:
+    from autorater.data.suite import Suite
+    from autorater.training.train import train
+
+    common.threads()
+    if bool(args.suite) == bool(args.from_pack):
+        raise SystemExit("error: train from --suite (one or more) or from --from-pack PACK, not both or neither")
+    model_cfg, train_cfg = _recipe(args)
+    if args.from_pack:
+        from autorater.training.pack import Pack
+
+        suites = Pack(args.from_pack)
+    else:
+        suites = [Suite.load(d) for d in args.suite]
     if args.no_tracking:
         result = train(suites, model_cfg, train_cfg, out=args.out, progress=not args.quiet)
     else:
@@ -154,7 +183,7 @@ def cmd_tune(args) -> int:
 
 def cmd_compare(args) -> int:
     from autorater.mlflow_registry import default_tracking_uri
-    from autorater.training.compare import compare_runs, format_runs_table
+    from autorater.training.tracking import compare_runs, format_runs_table
 
     rows = compare_runs(args.tracking_uri or default_tracking_uri(args.workdir), args.experiment,
                         args.metric or None, args.max_runs, kind=args.kind, order_by=args.order_by)
@@ -171,24 +200,49 @@ def cmd_promote(args) -> int:
     return 0
 
 
-
 def add_commands(sub) -> None:
     """The model's subcommands."""
-    p = sub.add_parser("train", help="train an autorater on the annotations of one or more suites")
-    common.device_arg(p)
-    p.add_argument("--suite", action="append", required=True, help="training suite (repeat for several)")
-    p.add_argument("--out", required=True, help="model folder to write")
+    _train_commands(sub)
+    _rating_commands(sub)
+    _tracking_commands(sub)
+
+
+def _recipe_args(p) -> None:
+    """The recipe's flags, shared by train and pack (a pack is encoded for the config it trains)."""
     p.add_argument("--config", help='a preset (general: the default; general-parts, babyai-grid, tiny, tiny-general) '
                                     'or a JSON file {"preset": "general", "model": {...}, "train": {...}}')
     p.add_argument("--epochs", type=int, help="override the recipe's epochs")
     p.add_argument("--seed", type=int, help="override the recipe's seed")
     p.add_argument("--cache-dir", default="runs/cache", help="feature cache folder")
+
+
+def _train_commands(sub) -> None:
+    """train, and pack (its inputs, portable)."""
+    p = sub.add_parser("train", help="train an autorater on the annotations of one or more suites")
+    common.device_arg(p)
+    p.add_argument("--suite", action="append", default=[], help="training suite (repeat for several)")
+    p.add_argument("--from-pack", help="train from a pack (autorater pack) instead of suites: no decoder or weight "
+                                       "package needed (a GPU machine's way in)")
+    p.add_argument("--out", required=True, help="model folder to write")
+    _recipe_args(p)
     p.add_argument("--experiment", default="autorater", help="MLflow experiment")
     p.add_argument("--run-name", default=None)
     p.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
     common.model_args(p)
     p.set_defaults(func=cmd_train)
 
+    p = sub.add_parser("pack", help="write what training reads of suites (labels, encoded clips, sentence vectors, "
+                                    "encoder weights) into a portable folder: autorater train --from-pack")
+    common.device_arg(p)
+    p.add_argument("--suite", action="append", required=True, help="training suite (repeat for several)")
+    p.add_argument("--out", required=True, help="pack folder to write")
+    _recipe_args(p)
+    common.model_args(p, tracking=False)
+    p.set_defaults(func=cmd_pack)
+
+
+def _rating_commands(sub) -> None:
+    """predict, evaluate, calibrate."""
     p = sub.add_parser("predict", help="rate every continuation of a suite (SUITE_FORMAT predictions)")
     common.loading_args(p)
     common.model_and_suite(p)
@@ -218,6 +272,9 @@ def add_commands(sub) -> None:
     common.model_args(p)
     p.set_defaults(func=cmd_calibrate)
 
+
+def _tracking_commands(sub) -> None:
+    """tune, compare, promote."""
     p = sub.add_parser("tune", help="Optuna study (SQLite, resumable, pruned); every trial logged to MLflow")
     common.device_arg(p)
     p.add_argument("--suite", action="append", required=True)
