@@ -62,12 +62,20 @@ def build_readability():
     return decode_accuracy(x, np.arange(12) % 2, [str(i) for i in range(12)], seed=0)
 
 
+def build_certify_sim():
+    """The decision it simulates, on one small stratum for a few draws (its cells run in tests/test_certify.py)."""
+    from benchmarks.certify_sim import Stratum, run_cell
+
+    return run_cell({"s": Stratum(200, 0.97)}, 0.9, 0.1, "family", 0.95, draws=3, seed=0)["humans_per_provisional"]
+
+
 def build_history_cost(tmp_path):
     return AutoModel.from_config(PRESETS["tiny"]).save_pretrained(tmp_path / "model")
 
 
 # What each module trains or measures, built small; None: it trains nothing of its own (its command line is checked)
-BUILDS = {"active_learning": build_active_learning, "certify": None, "history_cost": build_history_cost,
+BUILDS = {"active_learning": build_active_learning, "certify": None, "certify_sim": build_certify_sim,
+          "history_cost": build_history_cost,
           "labelling": None, "outcome_cost": build_outcome_cost, "paired": None, "propose": None,
           "quality": build_quality, "quality_scores": None, "quality_suites": None, "readability": build_readability,
           "strip": None, "throughput": None, "whole_encoder": build_whole_encoder}
