@@ -425,8 +425,10 @@ def swap_instructions(suite_dir: str | os.PathLike, out_dir: str | os.PathLike, 
         scenarios.append(Scenario(
             scenario_id=s.scenario_id, instruction=res["instruction"], category=res["category"],
             tags=list(s.tags) + [SWAP_TAG], takeover_s=s.takeover_s,
-            metadata={**s.metadata, "instruction_spec": res["spec"], "original_instruction": s.instruction,
-                      "original_instruction_spec": s.metadata.get("instruction_spec")}))
+            metadata={**_without(s.metadata, "paraphrases"), "instruction_spec": res["spec"],
+                      "original_instruction": s.instruction,
+                      "original_instruction_spec": s.metadata.get("instruction_spec"),
+                      **({"paraphrases": res["paraphrases"]} if res.get("paraphrases") else {})}))
         truths.extend(res["truths"])
     truths = _thin_failures(truths, min_success_share, seed)
     kept = {t["continuation_id"] for t in truths}
@@ -458,6 +460,11 @@ def swap_instructions(suite_dir: str | os.PathLike, out_dir: str | os.PathLike, 
                             references=[_reference(t) for t in truths if t["continuation_id"] in references]),
                       out, truths)
     return out
+
+
+def _without(metadata: dict, key: str) -> dict:
+    """``metadata`` less ``key`` (the original instruction's paraphrases do not word a swapped one)."""
+    return {k: v for k, v in metadata.items() if k != key}
 
 
 def _thin_failures(truths: list[dict], min_share: float, seed: int) -> list[dict]:

@@ -137,6 +137,7 @@ def test_pooled_outcome_scores_both_draws_as_one_sample(tmp_path):
     want = outcome_metrics([1, 1, 0] + [1, 0, 0, 0, 0, 0], [1, 0, 0] + [1, 1, 0, 0, 0, 0])
     assert got["n"] == 9 and got["suites"] == ["a", "b"]
     assert got["balanced_accuracy"] == pytest.approx(want["balanced_accuracy"])
+    assert got["auroc"] != got["auroc"]  # rows without a score: no AUROC (NaN), the rest still scored
     # pooling is not the mean of the two suites' balanced accuracies (their class balance differs)
     mean = (outcome_metrics([1, 1, 0], [1, 0, 0])["balanced_accuracy"] +
             outcome_metrics([1, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0])["balanced_accuracy"]) / 2

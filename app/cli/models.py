@@ -11,27 +11,38 @@ from autorater.app.cli import common
 
 def cmd_train(args) -> int:
     from autorater.data.suite import Suite
+    from autorater.rater import update_metadata
     from autorater.training.recipe import load_config
     from autorater.training.train import train
 
     common.threads()
-    model_cfg, train_cfg = load_config(args.config)
+    suites = [Suite.load(d) for d in args.suite]
+    recipe = chosen_recipe(args.config, suites)
+    print(f"recipe: {recipe['preset']} ({recipe['why']})")
+    model_cfg, train_cfg = load_config(args.config or recipe["preset"])
     if args.epochs is not None:
         train_cfg.epochs = args.epochs
     if args.seed is not None:
         train_cfg.seed = args.seed
     train_cfg.cache_dir = args.cache_dir
     train_cfg.device = args.device
-    suites = [Suite.load(d) for d in args.suite]
+
+    def run(log=None):  # the folder says which recipe it was trained with, and why, before MLflow logs it
+        trained = train(suites, model_cfg, train_cfg, out=args.out, log=log, progress=not args.quiet)
+        update_metadata(args.out, recipe=recipe)
+        return trained
+
     if args.no_tracking:
-        result = train(suites, model_cfg, train_cfg, out=args.out, progress=not args.quiet)
+        result = run()
     else:
-        from autorater.mlflow_registry import default_tracking_uri
+        from autorater.mlflow_registry import default_tracking_uri, mlflow_client
         from autorater.training.tracking import track_training
 
         uri = args.tracking_uri or default_tracking_uri(args.workdir)
         result, run_id, version = track_training(uri, args.experiment, args.run_name, model_cfg, train_cfg, suites,
-                                                 out=args.out, progress=not args.quiet)
+                                                 run, out=args.out, progress=not args.quiet)
+        for key, value in recipe.items():
+            mlflow_client(uri).set_tag(run_id, f"recipe.{key}", value)
         print(f"MLflow run {run_id} ({uri}); registered model autorater version {version}")
     best = result.best
     at = f"best epoch {best['epoch']}: " if best.get("epoch") is not None else ""
@@ -43,6 +54,19 @@ def cmd_train(args) -> int:
         print(f"recipe: {note}")
     print(f"model written to {args.out}")
     return 0
+
+
+def chosen_recipe(config: str | None, suites) -> dict:
+    """What ``autorater train`` trains, and why: ``--config`` when given, else the preset the suites' world asks
+    for (``autorater.data.worlds.preset_for``: BabyAI's first-person view the grid reader, camera video and unknown
+    or mixed worlds the general model). Recorded in the model's ``metadata.json`` (``recipe``) and as MLflow tags."""
+    from autorater.data.worlds import preset_for
+    from autorater.models import DEFAULT_PRESET
+
+    if config is not None:
+        return {"preset": str(config), "chosen_by": "--config", "why": "named by --config"}
+    preset, why = preset_for([s.info.source for s in suites], DEFAULT_PRESET)
+    return {"preset": preset, "chosen_by": "world", "why": f"no --config: {why}"}
 
 
 def cmd_predict(args) -> int:
@@ -134,12 +158,15 @@ def cmd_tune(args) -> int:
     common.threads()
     if args.quiet:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-    model_cfg, train_cfg = load_config(args.config)
+    suites = [Suite.load(d) for d in args.suite]
+    recipe = chosen_recipe(args.config, suites)  # what train would pick: the same preset is searched
+    print(f"recipe: {recipe['preset']} ({recipe['why']})")
+    model_cfg, train_cfg = load_config(args.config or recipe["preset"])
     train_cfg.cache_dir = args.cache_dir
     train_cfg.device = args.device
     if args.epochs is not None:
         train_cfg.epochs = args.epochs
-    study = tune([Suite.load(d) for d in args.suite], model_cfg, train_cfg, args.trials, args.study_name,
+    study = tune(suites, model_cfg, train_cfg, args.trials, args.study_name,
                  args.storage or default_storage(args.workdir),
                  args.tracking_uri or default_tracking_uri(args.workdir), seed=args.seed,
                  timeout_s=args.timeout_s, progress=not args.quiet)
@@ -178,8 +205,10 @@ def add_commands(sub) -> None:
     common.device_arg(p)
     p.add_argument("--suite", action="append", required=True, help="training suite (repeat for several)")
     p.add_argument("--out", required=True, help="model folder to write")
-    p.add_argument("--config", help='a preset (general: the default; general-parts, babyai-grid, tiny, tiny-general) '
-                                    'or a JSON file {"preset": "general", "model": {...}, "train": {...}}')
+    p.add_argument("--config", help='a preset (general, general-parts, babyai-grid, tiny, tiny-general) or a JSON '
+                                    'file {"preset": "general", "model": {...}, "train": {...}}; default: the preset '
+                                    "the suites' world asks for (BabyAI's first-person view: babyai-grid; camera "
+                                    "video, your own suites or mixed worlds: general), printed with why")
     p.add_argument("--epochs", type=int, help="override the recipe's epochs")
     p.add_argument("--seed", type=int, help="override the recipe's seed")
     p.add_argument("--cache-dir", default="runs/cache", help="feature cache folder")
