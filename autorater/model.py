@@ -1,7 +1,7 @@
 """The Autorater base: frames + instruction -> P(success), the marker time, the failure mode; model folders.
 
 ``AutoModel.from_config(config)`` builds the architecture its config names (the registry, ``autorater/models/``):
-``general`` (the default), ``events`` (the BabyAI grid recipe) or ``transformer``. Every architecture
+``general`` (the default) or ``events`` (the BabyAI grid recipe). Every architecture
 takes the same inputs and returns the same :class:`AutoraterOutput`; this module holds what they share:
 the output and target types, marker decoding, and the model folder (``config.json`` + ``model.safetensors``,
 no pickle), checked before anything large is allocated.
@@ -34,7 +34,7 @@ from torch import nn
 from autorater.architecture import Processor
 from autorater.config import AutoraterConfig, read_config_json
 from autorater.device import module_device
-from autorater.encoders import create_frame_encoder
+from autorater.encoders import FrameEncoder, create_frame_encoder
 
 
 @dataclass
@@ -102,7 +102,11 @@ class Autorater(nn.Module):
     """
 
     config_class: type[AutoraterConfig] | None = None  # the architecture's config (set by each subclass)
-    processor_class: type = Processor  # what it reads of a video before any weight (autorater/models/spec.py)
+    processor_class: type = Processor  # what it reads of a video before any weight (autorater/architecture.py)
+    # How the weights of folders saved under older names map to today's, applied in turn on loading: each function
+    # takes a name and gives today's (the same when it is current; None: no longer a weight). The parts' own
+    # (``autorater/models/parts/``: ``stream.legacy_name``, ``outcome.legacy_name``).
+    weight_names: tuple = ()
 
     def __init__(self, config: AutoraterConfig):
         if self.config_class is None or type(config) is not self.config_class:
@@ -203,11 +207,31 @@ class Autorater(nn.Module):
         return marker, spread
 
     # -- folders ------------------------------------------------------------------------------
+    @classmethod
+    def current_names(cls, names) -> dict[str, str | None]:
+        """Each saved weight's name -> its name today (``weight_names`` applied in turn; None: dropped)."""
+        out = {}
+        for name in names:
+            new = name
+            for rename in cls.weight_names:
+                new = rename(new)
+                if new is None:
+                    break
+            out[name] = new
+        return out
+
+    def frame_encoders(self) -> dict[str, FrameEncoder]:
+        """Every frame encoder of the model (the stream's, an outcome path's), by its name in the module tree."""
+        return {name: m for name, m in self.named_modules() if isinstance(m, FrameEncoder)}
+
+    def fixed_prefixes(self) -> list[str]:
+        """Names (prefixes) of the weights rebuilt from their packages and never saved: each frame encoder's frozen
+        pretrained part."""
+        return [f"{name}.{p}" for name, encoder in self.frame_encoders().items() for p in encoder.fixed_prefixes()]
+
     def trainable_state_dict(self) -> dict[str, torch.Tensor]:
         """Everything but the frozen pretrained encoders or parts of them (they are rebuilt from their packages)."""
-        skip = [f"{name}.{p}" for name, child in self.named_children() if hasattr(child, "fixed_prefixes")
-                for p in child.fixed_prefixes()]
-        skip += ["text_encoder."] if getattr(getattr(self, "text_encoder", None), "frozen", False) else []
+        skip = self.fixed_prefixes()
         return {k: v.detach().contiguous() for k, v in self.state_dict().items()
                 if not any(k.startswith(s) for s in skip)}
 
@@ -280,9 +304,10 @@ class Autorater(nn.Module):
             header, meta = read_safetensors_header(weights)
         except (SafetensorError, OSError, ValueError) as err:
             raise ValueError(f"cannot read {weights}: {err} {restore}") from None
+        names = cls.current_names(header)  # a folder saved under older weight names: today's
         planned = _planned_shapes(cls, config, path)
         if planned is not None:
-            _compare_shapes(planned, header, weights)
+            _compare_shapes(planned, {names[k]: v for k, v in header.items() if names[k] is not None}, weights)
         model = cls(config)
         try:
             state = load_file(str(weights))
@@ -290,7 +315,7 @@ class Autorater(nn.Module):
             raise ValueError(f"cannot read {weights}: {err} {restore}") from None
         expected = model.trainable_state_dict()
         _compare_shapes({k: tuple(v.shape) for k, v in expected.items()},
-                        {k: tuple(v.shape) for k, v in state.items()}, weights)
+                        {names[k]: tuple(v.shape) for k, v in state.items() if names[k] is not None}, weights)
         stored = meta.get("weights_sha256")
         if stored is None and not allow_unverified:
             raise ValueError(f"{weights} carries no checksum of its weights, so a change to them cannot be detected "
@@ -304,7 +329,7 @@ class Autorater(nn.Module):
         if bad:
             raise ValueError(f"{weights}: non-finite weights (NaN or infinity) in {bad[:3]}; every prediction would "
                              f"fail {restore}")
-        model.load_state_dict(state, strict=False)
+        model.load_state_dict({names[k]: v for k, v in state.items() if names[k] is not None}, strict=False)
         return model.eval()
 
 

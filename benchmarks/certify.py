@@ -57,7 +57,7 @@ def _labelled(model: Path, suite, folder: Path, seed: int, base: Path | None, st
 
 
 def _one_draw(model: Path, suite, folder: Path, seed: int, base: Path | None, strata: str, claim: str,
-              truth: dict, target: float, max_rounds: int = 12) -> dict:
+              truth: dict, target: float, answers: dict, max_rounds: int = 12) -> dict:
     from autorater.serving.labelling.certify import certify
     from autorater.serving.labelling.ingest import ingest
     from autorater.serving.labelling.simulate import simulate_queue_export
@@ -75,15 +75,40 @@ def _one_draw(model: Path, suite, folder: Path, seed: int, base: Path | None, st
     rows = [json.loads(line) for line in (folder / "labels.jsonl").read_text().splitlines() if line.strip()]
     auto = [r for r in rows if r["decision"] == "auto" and r.get("label_source") != "human"]
     right = [r["model_outcome"] == truth[r["continuation_id"]] for r in auto]
-    at_level = [r for r in rows if r.get("audit_rank") is not None or r.get("reason") == "below_stratum_level"
-                or r.get("reason") == "too_few_to_certify"]
+    at_level = [r for r in rows if r.get("audit_rank") is not None or r.get("reason") in
+                ("below_stratum_level", "too_few_to_certify")]  # every label that started provisional
     agreement = float(np.mean(right)) if right else None
     return {"seed": seed, "coverage": len(auto) / len(rows), "auto": len(auto), "agreement": agreement,
+            "fixed_humans_per_provisional": _fixed_audit(at_level, answers, target, seed),
             "provisional": provisional, "humans_per_provisional": (provisional - len(auto)) / max(provisional, 1),
             "audit": sum(bool(r.get("audit")) and r.get("label_source") == "human" for r in at_level),
             "rounds": rounds, "strata": len(cert.get("strata") or {}),
             "certified_strata": sum(s.get("state") == "certified" for s in (cert.get("strata") or {}).values()),
             "held": agreement is None or agreement >= target}
+
+
+def _fixed_audit(provisional: list[dict], truth: dict, target: float, seed: int, confidence: float = 0.9) -> float:
+    """What the fixed audit this replaced would have cost on the same provisional labels: the smallest audit that can
+    certify alone, drawn at random (``truth``: what the annotators answer), certified when its exact binomial bound
+    reaches the target, else every provisional label to humans. Human labels per provisional label."""
+    from autorater.calibration import agreement_lower_bound, certifying_size
+
+    if not provisional:
+        return 0.0
+    n = min(len(provisional), certifying_size(target, confidence))
+    drawn = np.random.default_rng(seed).choice(len(provisional), n, replace=False)
+    errors = sum(provisional[i]["model_outcome"] != truth[provisional[i]["continuation_id"]] for i in drawn)
+    certified = n < len(provisional) and agreement_lower_bound(errors, n, confidence) >= target
+    return (n if certified else len(provisional)) / len(provisional)
+
+
+def _majority(suite) -> dict[str, str]:
+    """Each continuation's annotators' majority outcome (ties left out)."""
+    votes: dict[str, list[str]] = {}
+    for a in suite.annotations:
+        votes.setdefault(a.continuation_id, []).append(a.outcome)
+    return {cid: "success" if 2 * v.count("success") > len(v) else "failure" for cid, v in votes.items()
+            if 2 * v.count("success") != len(v)}
 
 
 def run(model: Path, references: Path, versions: dict[str, Path], targets: list[float], seeds: int, strata: str,
@@ -99,10 +124,11 @@ def run(model: Path, references: Path, versions: dict[str, Path], targets: list[
         for name, path in versions.items():
             suite = Suite.load(path)
             truth = {t["continuation_id"]: t["outcome"] for t in load_truth(path)}
+            answers = {**truth, **_majority(suite)}  # the fixed audit's answers: the suite's own annotators
             started, base, draws = time.time(), None, []
             for seed in range(seeds):
                 folder = out / f"{target:.2f}" / name / f"seed-{seed:03d}"
-                draws.append(_one_draw(calibrated, suite, folder, seed, base, strata, claim, truth, target))
+                draws.append(_one_draw(calibrated, suite, folder, seed, base, strata, claim, truth, target, answers))
                 base = base or folder
             results["versions"][f"{name}@{target:.2f}"] = _summarise(name, target, len(suite.continuations), draws,
                                                                      time.time() - started)
@@ -123,6 +149,7 @@ def _summarise(name: str, target: float, n: int, draws: list[dict], wall_s: floa
             "nothing_auto_share": float(np.mean([d["auto"] == 0 for d in draws])),
             "provisional_mean": float(np.mean([d["provisional"] for d in draws])),
             "humans_per_provisional": float(np.mean([d["humans_per_provisional"] for d in draws])),
+            "fixed_humans_per_provisional": float(np.mean([d["fixed_humans_per_provisional"] for d in draws])),
             "audit_mean": float(np.mean([d["audit"] for d in draws])),
             "rounds_mean": float(np.mean([d["rounds"] for d in draws])),
             "held_share": float(np.mean([d["held"] for d in draws])),
@@ -131,7 +158,7 @@ def _summarise(name: str, target: float, n: int, draws: list[dict], wall_s: floa
 
 
 HEADER = (f"{'version':<18}{'target':>7}{'n':>6}{'prov':>6}{'coverage':>10}{'agree':>8}{'min':>8}{'none':>6}"
-          f"{'h/prov':>8}{'audit':>7}{'rounds':>7}{'held':>7}{'strata':>9}")
+          f"{'h/prov':>8}{'fixed':>7}{'audit':>7}{'rounds':>7}{'held':>7}{'strata':>9}")
 
 
 def format_row(s: dict) -> str:
@@ -140,7 +167,8 @@ def format_row(s: dict) -> str:
 
     return (f"{s['version']:<18}{s['target']:>7.2f}{s['continuations']:>6}{s['provisional_mean']:>6.0f}"
             f"{f(s['coverage_mean']):>10}{f(s['agreement_pooled']):>8}{f(s['agreement_min']):>8}"
-            f"{s['nothing_auto_share']:>6.2f}{s['humans_per_provisional']:>8.3f}{s['audit_mean']:>7.1f}"
+            f"{s['nothing_auto_share']:>6.2f}{s['humans_per_provisional']:>8.3f}"
+            f"{s['fixed_humans_per_provisional']:>7.3f}{s['audit_mean']:>7.1f}"
             f"{s['rounds_mean']:>7.1f}{s['held_share']:>7.2f}{s['certified_strata_mean']:>5.1f}/{s['strata']:<3}")
 
 

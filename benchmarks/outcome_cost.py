@@ -9,8 +9,8 @@ the first encoding into an empty feature cache (videos/s: decode once at 224 px,
 frozen bottoms), the cache's size per video, the median training step of the default recipe (forward, backward,
 AdamW; one batch of ``--batch`` clips: the four outcome frames through the trainable top, the event head over
 every frame; ``step_s``), for the frozen cut the step of one outcome head trained alone on the cached maps (the
-parts apart, ``head_step_s``), and rating end to end through ``Rater`` (videos/s). Steps are timed after five
-warm-up steps.
+parts apart, ``head_step_s``), and rating end to end through ``Rater`` (videos/s). Steps run through the product's
+loop (``autorater.training.loop.fit``, timed) and are timed after five warm-up steps.
 
 Prints a table and writes ``outcome_cost.json``.
 """
@@ -40,14 +40,14 @@ def suite_for(out: Path, continuations: int):
 
 def measure(suite, blocks: int, args, cache: Path) -> dict:
     import numpy as np
-    import torch
 
     from autorater.device import resolve_device
     from autorater.models import PRESETS
     from autorater.rater import Rater
     from autorater.training.batches import prepare
+    from autorater.training.loop import Schedule
     from autorater.training.recipe import recipe_for
-    from autorater.training.train import train_step, trainable_parameters
+    from autorater.training.train import JointPart, trainable_parameters
 
     device = resolve_device(args.device)
     config = PRESETS[args.config].replace(outcome_blocks=blocks)
@@ -58,28 +58,16 @@ def measure(suite, blocks: int, args, cache: Path) -> dict:
     encode_s = time.perf_counter() - start
     n = len(data.ex)
     cache_bytes = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())
-    model.to(device).train()
-    opt = torch.optim.AdamW(trainable_parameters(model, tc.train_only), lr=tc.lr)
-    rng = np.random.default_rng(0)
-    times = []
-    for step in range(args.steps + 5):
-        rows = rng.choice(n, size=min(args.batch, n), replace=False)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        train_step(model, data, rows, tc, opt, rng)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        if step >= 5:
-            times.append(time.perf_counter() - t0)
-    head_step_s = _head_step_s(model, data, tc, args.steps) if model.outcome_encoder.frozen else None
+    model.to(device)
+    step_s = _steps_s(JointPart(model, data, np.arange(0), tc), n, Schedule(epochs=1, batch_size=min(args.batch, n),
+                                                                            lr=tc.lr, patience=None), args.steps)
+    head_step_s = _head_step_s(model, data, tc, args.steps) if model.outcome.encoder.frozen else None
     model.eval()
     ids = suite.continuation_ids()[:args.rate]
     start = time.perf_counter()
     for _ in Rater(model).rate_suite(suite, ids=ids):
         pass
     rate = len(ids) / (time.perf_counter() - start)
-    step_s = statistics.median(times)
     return {"outcome_blocks": blocks, "videos": n, "encode_videos_per_s": round(n / encode_s, 2),
             "cache_mb_per_video": round(cache_bytes / n / 2**20, 3), "step_s": round(step_s, 3),
             "clips_per_s": round(min(args.batch, n) / step_s, 1),
@@ -89,31 +77,32 @@ def measure(suite, blocks: int, args, cache: Path) -> dict:
             "trainable_parameters": sum(p.numel() for p in trainable_parameters(model, tc.train_only))}
 
 
+def _steps_s(part, n: int, schedule, steps: int) -> float:
+    """The median step of ``part`` through the product's loop (``fit``, timed), after five warm-up steps: ``steps + 5``
+    batches of ``schedule.batch_size`` rows drawn from the ``n`` rows (one epoch over them, with repeats)."""
+    import numpy as np
+
+    from autorater.training.loop import fit
+
+    rows = np.resize(np.arange(n), (steps + 5) * schedule.batch_size)
+    return statistics.median(fit(part, rows, schedule, np.random.default_rng(0), timed=True).step_s[5:])
+
+
 def _head_step_s(model, data, tc, steps: int) -> float:
     """The median step of one outcome head trained alone on the cached maps (the parts apart; a frozen cut only), on
     the CPU, after five warm-up steps."""
     import copy
 
     import numpy as np
-    import torch
 
-    from autorater.models.outcome import outcome_loss
-    from autorater.training.parts import outcome_inputs
+    from autorater.training.loop import Schedule
+    from autorater.training.parts import OutcomeHeadPart, outcome_inputs
 
-    inputs = outcome_inputs(model, data, tc)
-    head = copy.deepcopy(model.outcome_heads[0]).cpu().train()
-    opt = torch.optim.AdamW(head.parameters(), lr=tc.outcome_lr)
-    rng, n, times = np.random.default_rng(0), len(data.ex), []
-    for step in range(steps + 5):
-        rows = rng.choice(n, size=min(tc.batch_size, n), replace=False)
-        t0 = time.perf_counter()
-        loss = outcome_loss(inputs.logit(head, rows), inputs.target[rows], inputs.weight[rows])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        if step >= 5:
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    head = copy.deepcopy(model.outcome.heads[0]).cpu()
+    part = OutcomeHeadPart(head, outcome_inputs(model, data, tc), np.arange(0))
+    n = len(data.ex)
+    return _steps_s(part, n, Schedule(epochs=1, batch_size=min(tc.batch_size, n), lr=tc.outcome.lr, patience=None),
+                    steps)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -315,16 +315,32 @@ def _smaller_ensembles(model, suites: dict, cache_dir: str, predictions: Path) -
 
     members = model.config.outcome.members if isinstance(model, GeneralModel) and model.config.outcome.frames else 1
     smaller = {f"heads{k}": k for k in (1, 3) if k < members}
-    if members > 1 and float(model.outcome_gate.detach()):
+    if members > 1 and float(model.gate.detach()):
         smaller["nogate"] = members  # the same heads, the gate at 0: what the stream's correction adds
     for tag, k in smaller.items():
-        small, folder = model.first_outcome_heads(k), predictions.with_name(f"{predictions.name}-{tag}")
+        small, folder = first_outcome_heads(model, k), predictions.with_name(f"{predictions.name}-{tag}")
         if tag == "nogate":
             with torch.no_grad():
-                small.outcome_gate.zero_()
+                small.gate.zero_()
         folder.mkdir(parents=True, exist_ok=True)
         for name, suite in suites.items():
             write_jsonl(folder / f"{name}.jsonl", B.predict_cached(small, suite, cache_dir))
+
+
+def first_outcome_heads(model, k: int):
+    """A copy of a general ``model`` with its first ``k`` outcome heads only (the same gate): a smaller ensemble, or
+    one head, to compare with the whole on the same videos."""
+    import copy
+    import dataclasses
+
+    from autorater.models import AutoModel
+
+    config = model.config.replace(outcome=dataclasses.replace(model.config.outcome, members=k))
+    small = AutoModel.from_config(config)
+    small.load_state_dict({n: v for n, v in model.state_dict().items() if not n.startswith("outcome.heads.")},
+                          strict=False)
+    small.outcome.set_heads([copy.deepcopy(head) for head in model.outcome.heads[:k]])
+    return small.to(model.device).eval()
 
 
 def _seed_summary(scored: dict) -> dict:
@@ -422,7 +438,7 @@ def parse_overrides(items: list[str], cls, flag: str = "--set") -> dict:
         except json.JSONDecodeError:
             out[key] = value
     defaults, parts = cls(), cls.parts() if hasattr(cls, "parts") else {}  # a model config's parts: outcome.blocks
-    fields = {f.name for f in dataclasses.fields(cls)} - set(parts)
+    fields = set(defaults.to_dict()) - set(parts) - {"architecture"}  # a recipe's by their flat names
     known = sorted(fields) + [f"{p}.{f.name}" for p, part in parts.items() for f in dataclasses.fields(part)]
     for key, value in out.items():
         at = cls.part_key(key) if parts else None

@@ -89,14 +89,21 @@ def agreement_report(
         row("human_majority", "human_majority", "gold", gold, majority, has_majority),
         row("autorater_vs_human_majority", "autorater", "human_majority", majority, model, has_majority),
     ]
-    said, said_markers = np.vstack([model, labels]), np.vstack([pred_marker, markers])  # (1 + n_annotators, n)
+    said = np.vstack([model, labels])  # (1 + n_annotators, n)
+    alpha = {"annotators": _alpha(labels), "annotators_and_autorater": _alpha(said)}
+    report = {"n_references": n, "level": level, "rows": rows, "krippendorff_alpha": alpha,
+              "markers": _marker_section(gold, gold_marker, said, np.vstack([pred_marker, markers]), annotators)}
+    return _jsonable({k: report[k] for k in ("n_references", "level", "rows", "markers", "krippendorff_alpha")})
+
+
+def _marker_section(gold: np.ndarray, gold_marker: np.ndarray, said: np.ndarray, said_markers: np.ndarray,
+                    annotators: list[str]) -> dict:
+    """|error| of each rater's markers against gold on the gold successes it called success (the autorater first,
+    then each annotator: ``said``, ``said_markers`` (1 + n_annotators, n)), and the annotators' own spread."""
     called = (said == 1) & (gold == 1)  # gold successes each rater called success
     names = ["autorater", *annotators]
-    marker_errors = {name: _marker_summary(gold_marker[c], m[c]) for name, c, m in zip(names, called, said_markers)}
-    marker_section = {"raters": marker_errors, "annotator_spread": _spread(np.where(called[1:], markers, np.nan))}
-    alpha = {"annotators": _alpha(labels), "annotators_and_autorater": _alpha(said)}
-    report = {"n_references": n, "level": level, "rows": rows, "markers": marker_section, "krippendorff_alpha": alpha}
-    return _jsonable(report)
+    errors = {name: _marker_summary(gold_marker[c], m[c]) for name, c, m in zip(names, called, said_markers)}
+    return {"raters": errors, "annotator_spread": _spread(np.where(called[1:], said_markers[1:], np.nan))}
 
 
 def format_agreement_table(report: dict) -> str:

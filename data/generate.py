@@ -53,15 +53,32 @@ from autorater.data.suite import (
     load_truth,
 )
 from autorater.data.versions import with_version_tag
-from autorater.data.worlds import WORLDS, ScenarioJob, SwapJob, World, WorldOptions, load_world, options_of, world_of
-from autorater.data.worlds.babyai import AGENTS, DEFAULT_AGENTS, DEFAULT_TASKS, LEVELS
+from autorater.data.worlds import (
+    DEFAULT_WORLD,
+    WORLDS,
+    ScenarioJob,
+    SwapJob,
+    World,
+    WorldOptions,
+    load_world,
+    options_of,
+    world_of,
+)
 
-__all__ = ["generate_suite", "swap_instructions", "simulate_truths", "load_truth", "link_or_copy", "LEVELS", "AGENTS",
-           "DEFAULT_LEVELS", "DEFAULT_AGENTS", "DEFAULT_WORLD", "TRUTH_FILE", "WORLDS"]
+__all__ = ["generate_suite", "swap_instructions", "simulate_truths", "load_truth", "link_or_copy", "DEFAULT_WORLD",
+           "TRUTH_FILE", "WORLDS"]
 
-DEFAULT_WORLD = "babyai"
-DEFAULT_LEVELS = DEFAULT_TASKS  # BabyAI's (the default world's), for older callers
 GENERATOR = "data.generate.generate_suite"
+# The default world's tasks and agents under the names of the time before worlds (BabyAI's levels), for older callers:
+# read from the default world when first asked
+_DEFAULT_WORLD_NAMES = {"LEVELS": "TASKS", "DEFAULT_LEVELS": "DEFAULT_TASKS", "AGENTS": "AGENTS",
+                        "DEFAULT_AGENTS": "DEFAULT_AGENTS"}
+
+
+def __getattr__(name: str):
+    if name in _DEFAULT_WORLD_NAMES:
+        return getattr(load_world(DEFAULT_WORLD), _DEFAULT_WORLD_NAMES[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _names(value: str | Sequence[str]) -> list[str]:
@@ -293,19 +310,7 @@ def generate_suite(out: str | os.PathLike, *, world: str | World = DEFAULT_WORLD
     common = {"generator": GENERATOR, "scenarios": scenarios, "continuations_per_scenario": continuations_per_scenario,
               "annotators": annotators, "annotator_pool": len(default_pool()), "annotations": "simulated",
               "seed": seed, "reference_share": reference_share, "fps": fps}
-    text, source = module.describe(task_names, agent_names, options, common)
-    source["truth_file"] = TRUTH_FILE
-    source["agent_rule_balanced_accuracy"] = _agent_rule(truths)
-    if base is not None:
-        source["grown_from"] = {"suite": str(base.root), "version": base.info.version,
-                                "scenarios": len(base.scenarios)}
-    info = SuiteInfo(
-        name=name or (base.info.name if base is not None else f"{module.NAME}-sts"), version=version,
-        created_at=_created_at(),
-        description=(f"{text}: {scenarios} scenarios x {continuations_per_scenario} continuations by agents of "
-                     f"graded skill; annotations by simulated annotators; references and {TRUTH_FILE} from the "
-                     f"simulator."),
-        source=source)
+    info = _generated_info(module, task_names, agent_names, options, common, truths, base, name, version)
     suite = Suite(out, info, scenario_records, continuation_records,
                   annotations=_annotate(truths, references, annotators, seed),
                   references=[_reference(t) for t in truths if t["continuation_id"] in references])
@@ -313,6 +318,25 @@ def generate_suite(out: str | os.PathLike, *, world: str | World = DEFAULT_WORLD
         suite, truths = _grown(base, suite, truths)
     _write_with_truth(suite, out, truths)
     return out
+
+
+def _generated_info(module: World, tasks: list[str], agents: list[str], options: dict, common: dict,
+                    truths: list[dict], base: Suite | None, name: str | None, version: str) -> SuiteInfo:
+    """suite.json of a generated suite: the world's description and source (``describe``), with the truth file, how
+    well an agent's name predicts the outcome, and the suite it grows."""
+    text, source = module.describe(tasks, agents, options, common)
+    source["truth_file"] = TRUTH_FILE
+    source["agent_rule_balanced_accuracy"] = _agent_rule(truths)
+    if base is not None:
+        source["grown_from"] = {"suite": str(base.root), "version": base.info.version,
+                                "scenarios": len(base.scenarios)}
+    return SuiteInfo(
+        name=name or (base.info.name if base is not None else f"{module.NAME}-sts"), version=version,
+        created_at=_created_at(),
+        description=(f"{text}: {common['scenarios']} scenarios x {common['continuations_per_scenario']} "
+                     f"continuations by agents of graded skill; annotations by simulated annotators; references and "
+                     f"{TRUTH_FILE} from the simulator."),
+        source=source)
 
 
 def _write_with_truth(suite: Suite, out: Path, truths: list[dict]) -> None:
@@ -418,27 +442,7 @@ def swap_instructions(suite_dir: str | os.PathLike, out_dir: str | os.PathLike, 
     results = _map(module.swap_scenario, jobs, workers, progress, len(suite.continuations),
                    [len(job.truths) for job in jobs], "swapping")
 
-    scenarios, continuations, truths = [], [], []
-    for s, res in zip(suite.scenarios, results):
-        if res["instruction"] is None:
-            continue
-        scenarios.append(Scenario(
-            scenario_id=s.scenario_id, instruction=res["instruction"], category=res["category"],
-            tags=list(s.tags) + [SWAP_TAG], takeover_s=s.takeover_s,
-            metadata={**_without(s.metadata, "paraphrases"), "instruction_spec": res["spec"],
-                      "original_instruction": s.instruction,
-                      "original_instruction_spec": s.metadata.get("instruction_spec"),
-                      **({"paraphrases": res["paraphrases"]} if res.get("paraphrases") else {})}))
-        truths.extend(res["truths"])
-    truths = _thin_failures(truths, min_success_share, seed)
-    kept = {t["continuation_id"] for t in truths}
-    scenarios = [s for s in scenarios if any(t["scenario_id"] == s.scenario_id for t in truths)]
-    for c in suite.continuations:
-        if c.continuation_id in kept:
-            continuations.append(Continuation(continuation_id=c.continuation_id, scenario_id=c.scenario_id,
-                                              agent_id=c.agent_id, video=c.video, takeover_s=c.takeover_s,
-                                              metadata=dict(c.metadata)))
-            link_or_copy(src / c.video, out / c.video)
+    scenarios, continuations, truths = _swapped(suite, results, min_success_share, seed, out)
     swap = {"from": str(src), "seed": seed}
     if annotators is None:
         references, annotations = {t["continuation_id"] for t in truths}, []
@@ -465,6 +469,35 @@ def swap_instructions(suite_dir: str | os.PathLike, out_dir: str | os.PathLike, 
 def _without(metadata: dict, key: str) -> dict:
     """``metadata`` less ``key`` (the original instruction's paraphrases do not word a swapped one)."""
     return {k: v for k, v in metadata.items() if k != key}
+
+
+def _swapped(suite: Suite, results: list[dict], min_success_share: float, seed: int,
+             out: Path) -> tuple[list[Scenario], list[Continuation], list[dict]]:
+    """The swapped suite's records from the worlds' answers: each scenario with its new instruction (tagged, the
+    original kept in its metadata), the truths (failures thinned to ``min_success_share``), and the continuations
+    that remain, their videos linked into ``out``."""
+    scenarios, continuations, truths = [], [], []
+    for s, res in zip(suite.scenarios, results):
+        if res["instruction"] is None:
+            continue
+        scenarios.append(Scenario(
+            scenario_id=s.scenario_id, instruction=res["instruction"], category=res["category"],
+            tags=list(s.tags) + [SWAP_TAG], takeover_s=s.takeover_s,
+            metadata={**_without(s.metadata, "paraphrases"), "instruction_spec": res["spec"],
+                      "original_instruction": s.instruction,
+                      "original_instruction_spec": s.metadata.get("instruction_spec"),
+                      **({"paraphrases": res["paraphrases"]} if res.get("paraphrases") else {})}))
+        truths.extend(res["truths"])
+    truths = _thin_failures(truths, min_success_share, seed)
+    kept = {t["continuation_id"] for t in truths}
+    scenarios = [s for s in scenarios if any(t["scenario_id"] == s.scenario_id for t in truths)]
+    for c in suite.continuations:
+        if c.continuation_id in kept:
+            continuations.append(Continuation(continuation_id=c.continuation_id, scenario_id=c.scenario_id,
+                                              agent_id=c.agent_id, video=c.video, takeover_s=c.takeover_s,
+                                              metadata=dict(c.metadata)))
+            link_or_copy(suite.root / c.video, out / c.video)
+    return scenarios, continuations, truths
 
 
 def _thin_failures(truths: list[dict], min_share: float, seed: int) -> list[dict]:

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -46,7 +47,11 @@ class MeanModel(Autorater):
     def forward_head(self, features, times_s, takeover_s, instructions, targets=None, encoded=None):
         logit = self.out(features.float().mean((1, 3, 4))).squeeze(-1)
         b, t = times_s.shape
-        return AutoraterOutput(logit, torch.zeros(b, t + 1), torch.zeros(b, 1), torch.zeros(b))
+        out = AutoraterOutput(logit, torch.zeros(b, t + 1), torch.zeros(b, 1), torch.zeros(b))
+        if targets is not None:  # the clip's own rows with a label
+            known = torch.isfinite(targets.success) & (targets.match != 0)
+            out.loss = torch.nn.functional.binary_cross_entropy_with_logits(logit[known], targets.success[known])
+        return out
 
 
 MEAN = ArchitectureSpec(name="mean", config_class=MeanConfig, model_class=MeanModel,
@@ -62,6 +67,9 @@ def registered(monkeypatch):
 
 
 def test_a_registered_architecture_is_built_loaded_and_trained_by_its_spec(registered, tmp_path):
+    from autorater.training.train import train
+    from model_suites import learnable_suite
+
     config = AutoConfig.from_dict({"architecture": "mean", "grid_size": 3})
     assert type(config) is MeanConfig and spec_of(config) is registered
     model = AutoModel.from_config(config)
@@ -73,6 +81,12 @@ def test_a_registered_architecture_is_built_loaded_and_trained_by_its_spec(regis
         assert torch.equal(model(**x).success_logit, loaded(**x).success_logit)
     assert recipe_for(config).epochs == 3 and load_config("tiny-mean")[1].epochs == 3  # its recipe, by its spec
     assert processor_for(config).cache_key(frozen=True).startswith("pixels-3g")
+    suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
+    tc = recipe_for(config, aggregation="majority", cache_dir=str(tmp_path / "cache"))
+    result = train([suite], config, tc, out=tmp_path / "trained")
+    assert len(result.history) == 3 and all(np.isfinite(h["train_loss"]) for h in result.history)
+    trained = AutoModel.from_pretrained(tmp_path / "trained")
+    assert type(trained) is MeanModel and not torch.equal(trained.out.weight, model.out.weight)  # it learned
 
 
 def test_a_spec_refuses_a_config_of_another_name_and_unknown_augmentations():
@@ -115,7 +129,7 @@ def test_no_product_module_tests_an_architectures_name_or_reads_config_fields_by
 def test_the_outcome_paths_key_is_named_in_its_own_module_and_the_general_models_only():
     users = sorted(str(p.relative_to(ROOT)) for folder in ("autorater", "training", "serving", "app", "data")
                    for p in (ROOT / folder).rglob("*.py") if "OUTCOME_INPUT" in p.read_text(encoding="utf-8"))
-    assert users == ["autorater/models/general.py", "autorater/models/outcome.py"]
+    assert users == ["autorater/models/general.py", "autorater/models/parts/outcome.py"]
 
 
 def test_a_recipe_of_the_retired_design_loads_without_its_loss_weights():

@@ -55,29 +55,6 @@ def test_a_bad_set_names_the_field_and_the_fix(item, names):
         parse_overrides([item], EventsConfig)
 
 
-def test_the_probe_window_ends_one_after_the_marker_and_stays_in_the_clip():
-    import numpy as np
-    import torch
-
-    from benchmarks.grounding_probe import windows
-
-    features = torch.arange(10.0).view(1, 10, 1, 1, 1).repeat(3, 1, 1, 1, 1)  # frame i holds the value i
-    got = windows(features, np.array([5, 0, 9]), 3)[..., 0, 0, 0]
-    assert got.tolist() == [[4, 5, 6], [0, 0, 1], [7, 8, 9]]
-
-
-def test_probe_negatives_are_another_instruction_of_the_same_category():
-    import numpy as np
-
-    from benchmarks.grounding_probe import negatives
-
-    texts = ["go to the red ball", "go to the blue key", "open the red door", "open the blue door", "put a"]
-    cats = ["go_to", "go_to", "open", "open", "put_next"]
-    got = negatives(texts, cats, np.random.default_rng(0))
-    assert got[:4] == [texts[1], texts[0], texts[3], texts[2]]
-    assert got[4] == texts[4]  # no other of its category: itself (a pair the probe cannot learn from)
-
-
 def test_readability_tiles_keep_each_tiles_colours_in_place():
     import numpy as np
 

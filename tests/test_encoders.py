@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -78,3 +79,67 @@ def test_the_pretrained_weights_are_the_packages_tensors_loaded_through_timm():
     assert torch.equal(stem, source["_conv_stem.weight"])
     last = [p for name, p in encoder.named_parameters() if name.endswith("conv_pwl.weight")][-1]
     assert any(torch.equal(last, v) for k, v in source.items() if k.endswith("_project_conv.weight"))
+
+
+def tiny_resnet(out_indices=None):
+    """A second family, built in code without weights (nothing downloads): a ResNet of one basic block per stage,
+    8-64 channels, as timm's FeatureListNet; initialised from a fixed seed, so every build is the same network."""
+    from timm.models import FeatureListNet  # timm importable: the spec's stage map is read first
+    from timm.models.resnet import BasicBlock, ResNet
+
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        net = ResNet(BasicBlock, [1, 1, 1, 1], channels=(8, 16, 32, 64), stem_width=8, num_classes=0)
+        for m in net.modules():  # batch norms with statistics of their own, so that folding them is tested
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.data.uniform_(0.5, 1.5)
+    return FeatureListNet(net, out_indices=out_indices or (0, 1, 2, 3, 4))
+
+
+@pytest.fixture()
+def resnet_family(monkeypatch):
+    """The tiny ResNet registered as a frame encoder, by its one call, for one test."""
+    from autorater.encoders import TimmNetwork, timm_encoder
+
+    monkeypatch.setitem(FRAME_ENCODERS, "tiny_resnet", None)  # put back as it was after the test
+    return timm_encoder("tiny_resnet", TimmNetwork(tiny_resnet), mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+
+
+def test_a_second_family_is_cut_by_its_feature_info_and_its_folded_top_computes_what_the_network_does(resnet_family):
+    from autorater.encoders import network_layers
+
+    spec = resnet_family
+    assert [(s.module, s.stride) for s in spec.stage_map()] == [("act1", 2), ("layer1", 4), ("layer2", 8),
+                                                                 ("layer3", 16), ("layer4", 32)]
+    stem, groups = network_layers(tiny_resnet(), [s.module for s in spec.stage_map()])
+    assert len(stem) == 2 and [name for name, _ in groups][2:] == ["layer1", "layer2", "layer3", "layer4"]
+    config = PRESETS["tiny-general"].replace(encoder="tiny_resnet")
+    images = torch.rand(2, 3, 64, 64)
+    mean, std = torch.tensor(spec.mean).view(1, 3, 1, 1), torch.tensor(spec.std).view(1, 3, 1, 1)
+    frames = (images * 255).round().permute(0, 2, 3, 1)[:, None].to(torch.uint8)  # (2, 1, 64, 64, 3)
+    images = frames[:, 0].permute(0, 3, 1, 2).float() / 255
+    want = tiny_resnet((3,)).eval()((images - mean) / std)[0]  # layer3's output, batch norms as they are
+    for trainable in (0, 1, spec.stage(3).blocks + 1):  # frozen; layer3 folded and trainable; the whole network
+        enc = create_frame_encoder(config, stage=3, trainable_blocks=trainable, pixel_cells=0)
+        assert enc.top is None or any(type(m).__name__.startswith("FoldedConv") for m in enc.top.modules())
+        with torch.no_grad():
+            got = enc.finish(enc.cacheable(frames))[:, 0]
+        assert torch.allclose(got, want, atol=1e-4), trainable
+
+
+def test_a_second_family_trains_the_general_model_a_step(resnet_family, tmp_path):
+    from autorater.models import AutoModel
+    from autorater.training.recipe import recipe_for
+    from autorater.training.train import train
+    from model_suites import camera_suite
+
+    config = PRESETS["tiny-general"].replace(encoder="tiny_resnet", outcome_blocks=1)  # layer3 learns
+    suite = camera_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
+    result = train([suite], config, recipe_for(config, epochs=1, match_warmup_epochs=0, val_share=0.25,
+                                               cache_dir=str(tmp_path / "cache")), out=tmp_path / "m")
+    assert np.isfinite(result.history[0]["train_loss"])
+    top = "outcome.encoder.top.0.0.conv1.weight"  # layer3, its first block
+    assert not torch.equal(result.model.state_dict()[top], AutoModel.from_config(result.model.config).state_dict()[top])
+    assert top in AutoModel.from_pretrained(tmp_path / "m").trainable_state_dict()  # saved; its bottom is rebuilt

@@ -6,14 +6,9 @@ import torch
 
 from autorater.encoders import PixelCells
 from autorater.models import PRESETS, AutoConfig, AutoModel
-from autorater.models.events.head import (
-    WINDOW_S,
-    HalvesBagOfWords,
-    SentenceText,
-    active_frames,
-    event_losses,
-    first_events,
-)
+from autorater.models.events.head import HalvesBagOfWords
+from autorater.models.parts.risks import WINDOW_S, active_frames, event_losses, first_events
+from autorater.models.parts.text import SentenceText
 from model_suites import saved_before_the_config_checksum
 
 
@@ -179,14 +174,14 @@ def test_an_ensemble_is_the_mixture_of_its_members():
     torch.manual_seed(0)
     vocab = ["go", "to", "the", "red", "ball", "pick", "up", "a", "key", "open", "blue", "door"]
     ensemble = AutoModel.from_config(PRESETS["tiny"].replace(members=3, vocab=vocab)).eval()
-    assert len(ensemble.event_heads) == 3
+    assert len(ensemble.stream.heads) == 3
     single = AutoModel.from_config(PRESETS["tiny"].replace(vocab=vocab)).eval()
     batch = _batch()
     with torch.no_grad():
         out = ensemble(**batch)
         p_members, marker_members = [], []
-        for head in ensemble.event_heads:
-            single.events.load_state_dict(head.state_dict())
+        for head in ensemble.stream.heads:
+            single.stream.heads[0].load_state_dict(head.state_dict())
             member = single(**batch)
             p_members.append(torch.sigmoid(member.success_logit))
             marker_members.append(member.marker_logits.exp())
@@ -197,15 +192,19 @@ def test_an_ensemble_is_the_mixture_of_its_members():
     assert not torch.allclose(p_members[0], p_members[1])  # independently initialised
 
 
-def test_an_ensemble_folder_round_trips_and_a_single_head_keeps_its_weight_names(tmp_path):
+def test_an_ensemble_folder_round_trips_and_a_single_heads_first_names_map_to_the_stream(tmp_path):
+    from autorater.models.parts.stream import legacy_name
+
     ensemble = AutoModel.from_config(PRESETS["tiny"].replace(members=2))
     ensemble.save_pretrained(tmp_path / "e")
     loaded = AutoModel.from_pretrained(tmp_path / "e")
     assert loaded.config.members == 2
     for key, value in ensemble.state_dict().items():
         assert torch.equal(value, loaded.state_dict()[key])
-    assert any(k.startswith("events.1.") for k in ensemble.state_dict())
-    assert all(not k.startswith("events.0.") for k in AutoModel.from_config(PRESETS["tiny"]).state_dict())
+    assert any(k.startswith("stream.heads.1.") for k in ensemble.state_dict())
+    # the first folders' one head (events.*) and ensemble (events.<k>.*) are the stream's heads
+    assert legacy_name("events.mlp.0.weight") == "stream.heads.0.mlp.0.weight"
+    assert legacy_name("events.1.mlp.0.weight") == "stream.heads.1.mlp.0.weight"
     with pytest.raises(ValueError, match="members"):
         AutoModel.from_config(PRESETS["tiny"].replace(members=0))
 
@@ -223,7 +222,7 @@ def test_an_events_model_reading_minilm_round_trips_without_storing_minilm(tmp_p
     from safetensors import safe_open
 
     model = AutoModel.from_config(PRESETS["tiny"].replace(text_encoder="minilm")).eval()
-    assert isinstance(model.events.words, SentenceText) and model.config.vocab == []
+    assert isinstance(model.stream.heads[0].words, SentenceText) and model.config.vocab == []
     batch = _batch()
     with torch.no_grad():
         before = torch.sigmoid(model(**batch).success_logit)
@@ -237,7 +236,7 @@ def test_an_events_model_reading_minilm_round_trips_without_storing_minilm(tmp_p
 
 def test_the_balanced_event_loss_weighs_each_class_half():
     """With ``balanced``, one success among three failures weighs as much as the three together."""
-    from autorater.models.events.head import event_losses, first_events
+    from autorater.models.parts.risks import event_losses, first_events
 
     b, t = 4, 6
     torch.manual_seed(0)

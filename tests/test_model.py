@@ -99,7 +99,7 @@ def test_the_loss_comes_only_when_targets_are_passed(grounding):
     assert out.loss.shape == () and torch.isfinite(out.loss) and out.loss.requires_grad
     assert all(torch.isfinite(v) for v in out.losses.values())
     out.loss.backward()
-    assert all(head.mlp[-1].weight.grad.abs().sum() > 0 for head in model.event_heads)
+    assert all(head.mlp[-1].weight.grad.abs().sum() > 0 for head in model.stream.heads)
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
@@ -188,7 +188,7 @@ def test_a_tensor_that_does_not_fit_the_config_is_a_clear_error(tmp_path, change
     tiny_model().save_pretrained(tmp_path / "m")
     path = tmp_path / "m" / "model.safetensors"
     state = load_file(str(path))
-    key = "events.mlp.2.weight"  # the event classifier's last layer
+    key = "stream.heads.0.mlp.2.weight"  # the event classifier's last layer
     if change == "wrong_shape":
         state[key] = torch.zeros(1, 7)
     elif change == "missing":
@@ -377,7 +377,7 @@ def test_the_default_preset_encoders_load_offline_and_round_trip(tmp_path, monke
 
     model.save_pretrained(tmp_path / "m")
     stored = load_file(str(tmp_path / "m" / "model.safetensors"))
-    assert not any(k.startswith(("frame_encoder.", "outcome_encoder.bottom.")) for k in stored)  # from packages
+    assert not any(k.startswith(("frame_encoder.", "outcome.encoder.bottom.")) for k in stored)  # from packages
     assert not any(".words." in k for k in stored)  # MiniLM too
     assert (tmp_path / "m" / "model.safetensors").stat().st_size < 20 * 2 ** 20
     loaded = AutoModel.from_pretrained(tmp_path / "m")

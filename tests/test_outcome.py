@@ -11,7 +11,14 @@ import torch
 
 from autorater.model import read_safetensors_header
 from autorater.models import PRESETS, AutoConfig, AutoModel, processor_for
-from autorater.models.outcome import OUTCOME_INPUT, OutcomeHead, augment_frames, outcome_frame_index, outcome_loss
+from autorater.models.parts.outcome import (
+    OUTCOME_INPUT,
+    OutcomeHead,
+    augment_frames,
+    outcome_frame_index,
+    outcome_loss,
+    outcome_times,
+)
 from autorater.predict import calibrate_outputs
 
 TINY = PRESETS["tiny-general"]
@@ -94,8 +101,9 @@ def test_a_two_rate_folder_keeps_the_top_blocks_and_the_head_not_the_bottom(two_
 
     two_rate.save_pretrained(tmp_path / "m")
     shapes, _ = read_safetensors_header(tmp_path / "m" / "model.safetensors")
-    assert any(k.startswith("outcome_encoder.top.") for k in shapes) and any(k.startswith("outcome.") for k in shapes)
-    assert not any(k.startswith(("outcome_encoder.bottom.", "frame_encoder.")) for k in shapes)
+    assert any(k.startswith("outcome.encoder.top.") for k in shapes)
+    assert any(k.startswith("outcome.heads.") for k in shapes)
+    assert not any(k.startswith(("outcome.encoder.bottom.", "frame_encoder.")) for k in shapes)
     loaded = AutoModel.from_pretrained(tmp_path / "m")
     frames = torch.randint(0, 256, (1, 8, 64, 64, 3), dtype=torch.uint8)
     x = dict(times_s=torch.arange(8.0)[None] / 8, takeover_s=torch.zeros(1), instructions=["open it"], frames=frames)
@@ -113,7 +121,7 @@ def test_a_general_folder_from_before_the_outcome_path_loads_without_one(tmp_pat
     old = {k: v for k, v in flat(TINY).items() if not k.startswith("outcome_")}
     config = AutoConfig.from_dict(old)
     assert config.outcome.frames == 0 and processor_for(config).decode_args()["size"] == config.image_size
-    assert not hasattr(AutoModel.from_config(config), "outcome_encoder")
+    assert not hasattr(AutoModel.from_config(config), "outcome")
 
 
 def test_the_cache_holds_real_frames_only_and_one_entry_per_video(tmp_path):
@@ -147,9 +155,9 @@ def test_the_whole_encoder_trains_from_augmented_pixels_when_asked(tmp_path):
     finally:
         torch.set_num_threads(before)
     model = result.model
-    assert model.outcome_encoder.caches_frames and model.outcome_encoder.bottom is None
+    assert model.outcome.encoder.caches_frames and model.outcome.encoder.bottom is None
     fresh = AutoModel.from_config(model.config)
-    stem = "outcome_encoder.top.0.0.weight"
+    stem = "outcome.encoder.top.0.0.weight"
     assert not torch.equal(model.state_dict()[stem], fresh.state_dict()[stem])  # the stem learned
     from safetensors.torch import load_file
 
@@ -160,16 +168,18 @@ def test_the_whole_encoder_trains_from_augmented_pixels_when_asked(tmp_path):
 def test_an_ensemble_rates_the_mean_probability_of_its_heads():
     torch.manual_seed(0)
     model = AutoModel.from_config(TINY.replace(failure_modes=["timeout"], outcome_members=3)).eval()
-    assert len(model.outcome_heads) == 3
-    maps = torch.randn(2, 4, model.outcome_encoder.out_channels, 4, 4)
+    assert len(model.outcome.heads) == 3
+    maps = torch.randn(2, 4, model.outcome.encoder.out_channels, 4, 4)
     times, takeover = torch.arange(8.0).repeat(2, 1) / 8, torch.zeros(2)
     words = ["open it", "close it"]
+    where = outcome_times(times, takeover, outcome_frame_index(times, takeover, 4))
     with torch.no_grad():
         heads = [AutoModel.from_config(TINY.replace(failure_modes=["timeout"], outcome_members=1)) for _ in range(3)]
-        for one, head in zip(heads, model.outcome_heads):
-            one.set_outcome_heads([head])
-        p = torch.stack([torch.sigmoid(one.outcome_logit(maps, times, takeover, words)) for one in heads]).mean(0)
-        assert torch.allclose(torch.sigmoid(model.outcome_logit(maps, times, takeover, words)), p, atol=1e-5)
+        for one, head in zip(heads, model.outcome.heads):
+            one.outcome.set_heads([head])
+        p = torch.stack([torch.sigmoid(one.outcome.logit(maps, *where, one.outcome.text(words))) for one in heads])
+        assert torch.allclose(torch.sigmoid(model.outcome.logit(maps, *where, model.outcome.text(words))), p.mean(0),
+                              atol=1e-5)
 
 
 def test_a_folder_from_before_the_ensemble_loads_with_its_one_attention_head(tmp_path):
@@ -180,7 +190,7 @@ def test_a_folder_from_before_the_ensemble_loads_with_its_one_attention_head(tmp
     old = AutoConfig.from_dict(config)
     assert old.outcome.members == 1 and old.outcome.pooling == "attention"
     shapes, _ = read_safetensors_header(tmp_path / "m" / "model.safetensors")
-    assert "outcome.gate" in shapes and not any(k.startswith("outcome.0.") for k in shapes)
+    assert "gate" in shapes and not any(k.startswith("outcome.heads.1.") for k in shapes)
 
 
 def test_the_gate_is_kept_where_the_stream_adds_and_dropped_where_it_does_not():
@@ -229,10 +239,10 @@ def test_the_parts_train_apart_each_to_its_best_epoch_and_the_folder_holds_the_e
         best = max(h["val_balanced_accuracy"] for h in curve)
         assert 1 <= len(curve) <= 20 and result.best["outcome_val_balanced_accuracy"].count(best) >= 1
     shapes, _ = read_safetensors_header(tmp_path / "m" / "model.safetensors")
-    assert any(k.startswith("outcome.0.") for k in shapes) and any(k.startswith("outcome.1.") for k in shapes)
+    assert {k.split(".")[2] for k in shapes if k.startswith("outcome.heads.")} == {"0", "1"}
     assert json.loads((tmp_path / "m" / "metadata.json").read_text())["verdict"] == result.verdict
     loaded = AutoModel.from_pretrained(tmp_path / "m")
-    assert float(loaded.outcome_gate.detach()) == pytest.approx(result.best["gate"])
+    assert float(loaded.gate.detach()) == pytest.approx(result.best["gate"])
     frames = torch.randint(0, 256, (1, 8, 64, 64, 3), dtype=torch.uint8)
     x = dict(times_s=torch.arange(8.0)[None] / 8, takeover_s=torch.zeros(1), instructions=["open it"], frames=frames)
     with torch.no_grad():

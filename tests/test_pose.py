@@ -66,9 +66,9 @@ def test_the_events_model_reads_the_pose_and_other_encoders_refuse_it():
     out = model(features=features, times_s=times, takeover_s=torch.zeros(2),
                 instructions=["go left", "go"])
     assert out.success_logit.shape == (2,) and torch.isfinite(out.success_logit).all()
-    side = model.events.match.side
+    side = model.stream.heads[0].match.side
     assert side is not None and side.out_features == 4  # the words' weights on the four sides
-    assert AutoModel.from_config(config.replace(pose=False)).events.match.side is None
+    assert AutoModel.from_config(config.replace(pose=False)).stream.heads[0].match.side is None
     with pytest.raises(ValueError, match="pose reads first-person"):
         AutoModel.from_config(PRESETS["tiny"].replace(encoder="tiny_cnn", pose=True, vocab=["a"],
                                                       failure_modes=["timeout"]))

@@ -20,7 +20,8 @@ import pytest
 from autorater import mlflow_registry as registry
 from autorater.models import PRESETS
 from autorater.rater import Rater
-from autorater.training import compare, tracking, tune
+from autorater.training import tracking, tune
+from autorater.training import tracking as compare  # autorater compare's functions live in tracking
 from autorater.training.recipe import TrainConfig
 from model_suites import fresh_tracking_uri, make_tiny_suite
 

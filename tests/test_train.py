@@ -279,8 +279,9 @@ def test_rotations_only_for_suites_that_declare_the_top_down_view(tmp_path):
     from autorater.training.recipe import top_down
 
     suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
-    declared = {view: dataclasses.replace(suite, info=dataclasses.replace(suite.info, source={"view": view}))
-                for view in ("full", "ego")}
+    declared = {view: dataclasses.replace(suite, info=dataclasses.replace(suite.info, source={"world": "babyai",
+                                                                                              "view": view}))
+                for view in ("full", "ego")}  # the world says what its view allows
     assert top_down([declared["full"]]) and not top_down([declared["ego"]])
     assert not top_down([suite]) and not top_down([declared["full"], suite])  # unsaid: first-person, as STS video
     train([suite], PRESETS["tiny"], TrainConfig(epochs=1, aggregation="majority", cache_dir=str(tmp_path / "c")),
@@ -314,9 +315,9 @@ def test_an_ensemble_trains_every_member_from_the_place_prior(tmp_path):
     suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
     tc = TrainConfig(epochs=2, match_warmup_epochs=1, aggregation="majority", cache_dir=str(tmp_path / "cache"))
     model, data = prepare([suite], PRESETS["tiny"].replace(members=2), tc)
-    start = [{k: v.clone() for k, v in head.state_dict().items()} for head in model.event_heads]
+    start = [{k: v.clone() for k, v in head.state_dict().items()} for head in model.stream.heads]
     result = train([suite], PRESETS["tiny"].replace(members=2), tc, prepared=(model, data), out=tmp_path / "m")
-    heads = result.model.event_heads
+    heads = result.model.stream.heads
     assert len(heads) == 2
     places = [head.match.where.softmax(-1) for head in heads]
     # the same prior (its sharpest place on the same cell), not the same numbers

@@ -78,3 +78,28 @@ def test_a_world_says_which_training_augmentations_need_its_renderer():
     assert world_allows([babyai, babyai], "recolour") and world_allows([babyai], "relax")
     assert not world_allows([babyai, metaworld], "recolour")  # every suite's world must allow it
     assert not world_allows([None], "relax") and not world_allows([], "relax")  # a suite from elsewhere: none
+
+
+def test_a_new_world_is_its_package_and_one_line(tmp_path, monkeypatch):
+    """A copy of the toy world under another name, registered by its one line, generates suites that name it and
+    trains with what it allows; a package folder under data/worlds/ is found by the packaging (setup.py) unlisted."""
+    import runpy
+
+    from autorater.data.suite import Suite
+    from autorater.data.worlds import demo_worlds, world_allows
+
+    source = Path(load_world("toy").__file__).read_text(encoding="utf-8").replace('NAME = "toy"', 'NAME = "toy2"')
+    (tmp_path / "toy2").mkdir()
+    (tmp_path / "toy2" / "__init__.py").write_text(source, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(WORLDS, "toy2", "toy2")  # the one line
+    suite = Suite.load(generate_suite(tmp_path / "s", world="toy2", scenarios=2, continuations_per_scenario=1,
+                                      workers=1, progress=False))
+    assert world_of(suite.info.source) == "toy2" and not world_allows([suite.info.source], "rotate")
+    assert "toy2" not in demo_worlds()  # its DEMO is None
+    repo = tmp_path / "repo"
+    for folder in ("autorater", "data", "data/worlds", "data/worlds/toy2", "training", "calibration", "serving", "app"):
+        (repo / folder).mkdir(parents=True)
+        (repo / folder / "__init__.py").write_text('"""a package"""\n')
+    setup = runpy.run_path(str(Path(__file__).resolve().parent.parent / "setup.py"), run_name="setup_py")
+    assert "autorater.data.worlds.toy2" in setup["packages"](repo)

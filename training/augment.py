@@ -121,6 +121,18 @@ def recolour_one_word(text: str, rng: np.random.Generator) -> str | None:
     return text[:m.start(1)] + same_case(new, m.group(1)) + text[m.end(1):]
 
 
+def weaker_variants(text: str) -> list[str]:
+    """Every instruction ``relax_words`` and ``recolour_one_word`` can make of ``text`` (each colour word dropped, or
+    changed to each other colour): the words a relaxed batch may ask of a frozen sentence encoder."""
+    out = []
+    for m in _ANY_COLOUR.finditer(text):
+        out.append(text[:m.start()] + text[m.end():])
+        old = m.group(1).lower()
+        out += [text[:m.start(1)] + same_case(new, m.group(1)) + text[m.end(1):]
+                for new in RENDER_COLOURS if new != old]
+    return out
+
+
 def contradicts(weaker: str, done: str) -> bool:
     """Whether the ``weaker`` instruction names an object or colour word that the instruction ``done`` (which
     the video succeeded at) lacks: the video then shows the wrong object for it (a failure), not a success."""
@@ -129,4 +141,5 @@ def contradicts(weaker: str, done: str) -> bool:
 
 
 __all__ = ["OBJECT_WORDS", "PERMUTED", "RENDER_COLOURS", "contradicts", "mirror", "mirror_words",
-           "random_permutation", "recolour", "recolour_one_word", "recolour_rgb", "recolour_words", "relax_words"]
+           "random_permutation", "recolour", "recolour_one_word", "recolour_rgb", "recolour_words", "relax_words",
+           "weaker_variants"]

@@ -24,8 +24,9 @@ from autorater.data.suite import Suite
 from autorater.model import Autorater
 from autorater.models import AutoModel
 from autorater.training.batches import TrainingData, prepare
-from autorater.training.cache import CachedClips, FeatureCache
+from autorater.training.cache import CachedClips, FeatureCache, rate_clips
 from autorater.training.dataset import build_examples
+from autorater.training.loop import Schedule, fit
 from autorater.training.recipe import TrainConfig
 from autorater.training.train import train
 
@@ -34,24 +35,13 @@ def predict_cached(model: Autorater, suite: Suite, cache_dir: str, last_frame_on
                    name: str = "autorater", calibration: dict | None = None, batch_size: int = 64) -> list[dict]:
     """Predictions for every continuation of ``suite`` from the feature cache (fast re-scoring), calibrated
     with ``calibration`` (a calibration.json dict: temperature, marker offset) when given."""
-    from autorater.rater import Rater
-
     ids = suite.continuation_ids()
-    clips = FeatureCache(cache_dir).load(model, [str(suite.video_path(i)) for i in ids],
-                                         takeovers_s=[suite.takeover_of(i) for i in ids])
+    takeovers = [suite.takeover_of(i) for i in ids]
+    clips = FeatureCache(cache_dir).load(model, [str(suite.video_path(i)) for i in ids], takeovers_s=takeovers)
     if last_frame_only:
         clips = _last_frame(clips)
-    rater, key = Rater(model, calibration, name), "frames" if clips.is_frames else "features"
-    rows = []
-    for start in range(0, len(ids), batch_size):
-        part, batch = slice(start, start + batch_size), ids[start:start + batch_size]
-        rows += rater.rate(batch, times_s=clips.times_s[part], durations_s=clips.durations_s[part].tolist(),
-                           takeovers_s=[suite.takeover_of(c) for c in batch],
-                           instructions=[suite.instruction_of(c) for c in batch],
-                           encoded={k: v[part] for k, v in clips.encoded.items()},
-                           **{key: clips.features[part]}).records(name)
-    return [r if i not in clips.errors else {"continuation_id": r["continuation_id"], "error": clips.errors[i]}
-            for i, r in enumerate(rows)]
+    return rate_clips(model, clips, ids, [suite.instruction_of(c) for c in ids], takeovers, name, calibration,
+                      batch_size)
 
 
 def _last_frame(clips: CachedClips) -> CachedClips:
@@ -116,6 +106,27 @@ class BarcodeCNN(nn.Module):
         return self.net(self.barcode(frames)).squeeze(-1)
 
 
+class BarcodePart:
+    """The bar-code CNN on decoded frames, for :func:`fit`: the binary cross-entropy of the soft labels; no
+    validation (it trains its whole budget)."""
+
+    def __init__(self, model: BarcodeCNN, frames: torch.Tensor, target: torch.Tensor):
+        self.module, self.frames, self.target = model, frames, target
+
+    def param_groups(self) -> list[dict]:
+        return [{"params": list(self.module.parameters())}]
+
+    def loss(self, rows: np.ndarray, rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
+        rows = torch.as_tensor(rows)
+        return F.binary_cross_entropy_with_logits(self.module(self.frames[rows]), self.target[rows]), {}
+
+    def epoch_metrics(self) -> dict:
+        return {}
+
+    def validate(self) -> dict:
+        return {}
+
+
 @dataclass
 class BarcodeBaseline:
     model: BarcodeCNN
@@ -138,17 +149,11 @@ def train_barcode(suites: list[Suite], model_config: AutoraterConfig, tc: TrainC
     keep = [i for i in range(len(ex)) if i not in clips.errors]
     frames, y = clips.features[keep], torch.tensor(ex.p_success, dtype=torch.float32)[keep]
     torch.manual_seed(tc.seed)
-    model = BarcodeCNN()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=tc.weight_decay)
-    g = torch.Generator().manual_seed(tc.seed)
-    for _ in range(epochs):
-        model.train()
-        for idx in torch.randperm(len(y), generator=g).split(tc.batch_size):
-            loss = F.binary_cross_entropy_with_logits(model(frames[idx]), y[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    return BarcodeBaseline(model.eval(), cfg)
+    part = BarcodePart(BarcodeCNN(), frames, y)
+    schedule = Schedule(epochs=epochs, batch_size=tc.batch_size, lr=1e-3, weight_decay=tc.weight_decay,
+                        warmup_steps=0, cosine=False, patience=None, clip=None)  # the whole budget, a constant step
+    fit(part, np.arange(len(y)), schedule, np.random.default_rng(tc.seed), progress="barcode" if progress else "")
+    return BarcodeBaseline(part.module.eval(), cfg)
 
 
 @torch.no_grad()

@@ -62,11 +62,17 @@ class TrainingData:
     groups: list[str] | None = None  # split groups: scenarios that share a video (a suite and its instruction
     #                                  swaps), never split between training and validation
     processor: Processor | None = None  # the model's: it may augment the clips' other encoded inputs
+    sources: list[dict | None] = dataclasses.field(default_factory=list)  # the suites' suite.json ``source``: their
+    #                                worlds say which augmentations they allow
+    suite_names: list[str] = dataclasses.field(default_factory=list)  # "name@version" of each training suite
 
 
 def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig,
             progress: bool = False) -> tuple[Autorater, TrainingData]:
-    """Labels from the annotations, the vocabulary and failure modes, the model, and cached features."""
+    """Labels from the annotations, the vocabulary and failure modes, the model, and cached features; from a pack of
+    them (``autorater.training.pack.Pack``, not a list of suites), the pack's."""
+    if not isinstance(suites, Sequence):  # a pack: the same inputs, prepared elsewhere
+        return suites.prepare(model_config, tc, progress)
     ex = build_examples(suites, aggregation=tc.aggregation)
     cfg = model_config
     if spec_of(cfg).learns_words(cfg) and not cfg.vocab:
@@ -86,8 +92,10 @@ def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainCon
     decisive = frozenset(c for c, m, p in zip(ex.categories, ex.failure_mode, ex.p_success)
                          if p < 0.5 and m and m != "timeout")
     return model, TrainingData(ex, clips, torch.from_numpy(marker), torch.tensor(failure, dtype=torch.long),
-                               pixel_cells=cfg.pixel_cells if cfg.encoder == "pixels" else 0, decisive=decisive,
-                               groups=shared_video_groups(ex.scenario_keys, clips.hashes), processor=model.processor)
+                               pixel_cells=cfg.pixel_cells if model.frame_encoder.raw_colours else 0, decisive=decisive,
+                               groups=shared_video_groups(ex.scenario_keys, clips.hashes), processor=model.processor,
+                               sources=[s.info.source for s in suites],
+                               suite_names=[f"{s.info.name}@{s.info.version}" for s in suites])
 
 
 def shared_video_groups(scenario_keys: Sequence[str], hashes: Sequence[str | None] | None) -> list[str]:
@@ -191,22 +199,23 @@ def make_batch(data: TrainingData, rows: np.ndarray, tc: TrainConfig, rng: np.ra
     and the weaker-instruction rows (``TrainConfig.relax``). Added rows re-use their video: the inputs hold each
     clip once and ``clip_index`` says which clip each row rates (with ``rng`` only)."""
     ex, clips = data.ex, data.clips
+    ev, aug = tc.events, tc.augment  # the event stream's pairs and losses; the augmentations
     feats = clips.features[rows]
     instructions = [ex.instructions[r] for r in rows]
     match = torch.ones(len(rows))
     idx = torch.as_tensor(rows)
     clip = torch.arange(len(rows))  # row -> clip of ``feats``
     if rng is not None:
-        if tc.rotate:
+        if aug.rotate:
             dims = (2, 3) if clips.is_frames else (3, 4)
             feats = _rotate(feats, torch.from_numpy(rng.integers(0, 4, len(rows))), dims)
-        flip = rng.random(len(rows)) < 0.5 if tc.mirror else np.zeros(len(rows), dtype=bool)
+        flip = rng.random(len(rows)) < 0.5 if aug.mirror else np.zeros(len(rows), dtype=bool)
         feats = mirror(feats, torch.from_numpy(flip), data.pixel_cells)
-        colours = [random_permutation(rng) if tc.recolour and rng.random() < 0.5 else None for _ in rows]
+        colours = [random_permutation(rng) if aug.recolour and rng.random() < 0.5 else None for _ in rows]
         feats = recolour(feats, colours, data.pixel_cells)
-        if tc.crop and not clips.is_frames:
-            feats = crop_maps(feats, tc.crop, rng)
-        chosen, partners = _mismatch_partners(rows, data, tc.mismatch_share, rng, tc.match_on_successes)
+        if aug.crop and not clips.is_frames:
+            feats = crop_maps(feats, aug.crop, rng)
+        chosen, partners = _mismatch_partners(rows, data, ev.mismatch_share, rng, ev.match_on_successes)
         if chosen:
             clip = torch.cat([clip, clip[chosen]])
             instructions += [instructions[j] for j in partners]
@@ -216,17 +225,17 @@ def make_batch(data: TrainingData, rows: np.ndarray, tc: TrainConfig, rng: np.ra
             colours += [colours[i] for i in chosen]
         instructions = [mirror_words(t) if f else t for t, f in zip(instructions, flip)]
         instructions = [recolour_words(t, c) if c else t for t, c in zip(instructions, colours)]
-        if tc.relax:
+        if aug.relax:
             clip, instructions, match, idx = _relaxed_rows(data, clip, instructions, match, idx, len(rows),
-                                                           tc.relax, rng)
+                                                           aug.relax, rng)
     success = torch.tensor([ex.p_success[i] for i in idx.tolist()], dtype=torch.float32)
     # A success video paired with another task's instruction is (almost surely) a failure of that
     # instruction: the agent succeeded at *its* task, not this one. These free counterfactuals teach the
     # success head to read the instruction. A failure video's label under another instruction is unknown.
     swapped = match == 0
-    negative = torch.full_like(success[swapped], tc.negative_label if tc.success_negatives else float("nan"))
+    negative = torch.full_like(success[swapped], ev.negative_label if ev.success_negatives else float("nan"))
     success[swapped] = torch.where(success[swapped] > 0.5, negative, torch.full_like(negative, float("nan")))
-    if tc.match_on_successes:  # own vs other is only told on a video that shows the instructed outcome
+    if ev.match_on_successes:  # own vs other is only told on a video that shows the instructed outcome
         shown = torch.tensor([ex.p_success[i] > 0.5 for i in idx.tolist()])
         match = torch.where(shown, match, torch.full_like(match, float("nan")))
     times = clips.times_s[idx]
@@ -235,16 +244,16 @@ def make_batch(data: TrainingData, rows: np.ndarray, tc: TrainConfig, rng: np.ra
     feats, times = feats[:, :t], times[:, :t]
     targets = Targets(success=success,
                       marker_index=marker_index, failure_mode=data.failure_index[idx], match=match,
-                      weights=(tc.success_weight, tc.match_weight,
-                               tc.counterfactual_weight), balanced=tc.balance_classes,
-                      row_weight=torch.tensor([tc.swap_weight if ex.swapped and ex.swapped[i] else 1.0
+                      weights=(ev.success_weight, ev.match_weight,
+                               ev.counterfactual_weight), balanced=ev.balance_classes,
+                      row_weight=torch.tensor([tc.outcome.swap_weight if ex.swapped and ex.swapped[i] else 1.0
                                                for i in idx.tolist()]),
-                      outcome_weights=(tc.outcome_weight, tc.outcome_negatives))
+                      outcome_weights=(tc.outcome.weight, tc.outcome.negatives))
     inputs = {"times_s": times, "takeover_s": torch.tensor([ex.takeover_s[i] for i in idx.tolist()]),
               "instructions": instructions, ("frames" if clips.is_frames else "features"): feats}
     if clips.encoded:  # what else the model encodes, per clip, as it is (the processor may augment it)
         encoded = {k: v[rows] for k, v in clips.encoded.items()}
-        if rng is not None and tc.augment_pixels and data.processor is not None:
+        if rng is not None and aug.pixels and data.processor is not None:
             encoded = data.processor.augment(encoded, rng)
         inputs["encoded"] = encoded
     if rng is not None:

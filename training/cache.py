@@ -157,6 +157,23 @@ class FeatureCache:
             os.replace(tmp, folder / f"{name}.safetensors")
 
 
+def rate_clips(model: Autorater, clips: CachedClips, ids: list[str], instructions: list[str], takeovers_s: list[float],
+               name: str = "autorater", calibration: dict | None = None, batch_size: int = 64) -> list[dict]:
+    """Prediction rows of cached clips (one per id; a clip that could not be decoded: its error) through the Rater."""
+    from autorater.rater import Rater
+
+    rater, key = Rater(model, calibration, name), "frames" if clips.is_frames else "features"
+    rows = []
+    for start in range(0, len(ids), batch_size):
+        part = slice(start, start + batch_size)
+        rows += rater.rate(ids[part], times_s=clips.times_s[part], durations_s=clips.durations_s[part].tolist(),
+                           takeovers_s=takeovers_s[part], instructions=instructions[part],
+                           encoded={k: v[part] for k, v in clips.encoded.items()},
+                           **{key: clips.features[part]}).records(name)
+    return [r if i not in clips.errors else {"continuation_id": r["continuation_id"], "error": clips.errors[i]}
+            for i, r in enumerate(rows)]
+
+
 def _pad(x: torch.Tensor, t: int) -> torch.Tensor:
     """(t', ...) -> (t, ...): the last entry repeated (as ``sample_indices`` pads a short clip)."""
     return x if len(x) >= t else torch.cat([x, x[-1:].expand(t - len(x), *x.shape[1:])])

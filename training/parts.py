@@ -37,11 +37,11 @@ from autorater.data.splits import split_groups
 from autorater.data.suite import Suite
 from autorater.model import Autorater
 from autorater.models import AutoModel
-from autorater.models.general import GeneralConfig, GeneralModel
-from autorater.models.outcome import OutcomeHead, outcome_frame_index, outcome_loss, outcome_times
+from autorater.models.general import GeneralConfig
+from autorater.models.parts.outcome import OutcomeHead, inputs_of, outcome_loss, outcome_times, without_inputs
 from autorater.training.batches import TrainingData, predict_rows, prepare, seeded
-from autorater.training.recipe import TrainConfig
-from autorater.training.result import TrainResult, convergence_verdict
+from autorater.training.loop import TrainResult, convergence_verdict, fit, write_model
+from autorater.training.recipe import TrainConfig, outcome_epochs
 
 Loop = Callable[..., TrainResult]  # the joint training loop (``autorater.training.train.train``)
 
@@ -74,20 +74,18 @@ class OutcomeInputs:
 
 def outcome_inputs(model: Autorater, data: TrainingData, tc: TrainConfig) -> OutcomeInputs:
     """The outcome heads' inputs of every row of ``data`` (whose cache holds a frozen outcome encoder's maps)."""
-    maps = GeneralModel.outcome_maps(data.clips.encoded)
-    if maps is None or not model.outcome_encoder.frozen:
+    if not model.outcome.encoder.frozen:
         raise ValueError("the parts train apart on the cached maps of a frozen outcome encoder (fix: outcome.blocks "
                          "0, or train_config parts_apart false to train the encoder's top blocks jointly)")
+    maps, index = inputs_of(data.clips.encoded)
     ex, times = data.ex, data.clips.times_s
     takeover = torch.tensor(ex.takeover_s, dtype=torch.float32)
-    share, since = outcome_times(times, takeover, outcome_frame_index(times, takeover, maps.shape[1]))
-    head = model.outcome_heads[0]
-    words = [head.sentences(ex.instructions[i:i + 512], model.config.use_instruction)
-             for i in range(0, len(ex), 512)]
+    share, since = outcome_times(times, takeover, index)
+    words = [model.outcome.text(ex.instructions[i:i + 512]) for i in range(0, len(ex), 512)]
     swapped = ex.swapped or [False] * len(ex)
     return OutcomeInputs(maps=maps, share=share, since_s=since, text=torch.cat(words).float(),
                          target=torch.tensor(ex.p_success, dtype=torch.float32),
-                         weight=torch.tensor([tc.swap_weight if s else 1.0 for s in swapped]))
+                         weight=torch.tensor([tc.outcome.swap_weight if s else 1.0 for s in swapped]))
 
 
 def balanced_accuracy(logits: torch.Tensor, target: torch.Tensor) -> float:
@@ -95,49 +93,43 @@ def balanced_accuracy(logits: torch.Tensor, target: torch.Tensor) -> float:
     return outcome_metrics((target > 0.5).int().numpy(), (logits >= 0).int().numpy())["balanced_accuracy"]
 
 
+class OutcomeHeadPart:
+    """One outcome head alone on the cached inputs (:class:`OutcomeInputs`), for :func:`fit`: its loss on a batch of
+    rows, validation balanced accuracy and loss on the held-out rows."""
+
+    def __init__(self, head: OutcomeHead, inputs: OutcomeInputs, val_rows: np.ndarray):
+        self.module, self.inputs, self.val_rows = head, inputs, val_rows
+
+    def param_groups(self) -> list[dict]:
+        return [{"params": list(self.module.parameters())}]
+
+    def loss(self, rows: np.ndarray, rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
+        inputs = self.inputs
+        return outcome_loss(inputs.logit(self.module, rows), inputs.target[rows], inputs.weight[rows]), {}
+
+    def epoch_metrics(self) -> dict:
+        return {}
+
+    def validate(self) -> dict:
+        rows, inputs = self.val_rows, self.inputs
+        if not len(rows):
+            return {}
+        val = inputs.logits(self.module, rows)
+        return {"val_balanced_accuracy": balanced_accuracy(val, inputs.target[rows]),
+                "val_outcome_loss": float(outcome_loss(val, inputs.target[rows], inputs.weight[rows]))}
+
+
 def fit_outcome_head(head: OutcomeHead, inputs: OutcomeInputs, train_rows: np.ndarray, val_rows: np.ndarray,
-                     tc: TrainConfig, seed: int, log: Callable[[int, dict], None] | None = None) -> list[dict]:
-    """Train ``head`` alone on ``inputs``' ``train_rows`` for at most ``tc.outcome_steps`` steps (whole epochs), stop
-    after ``tc.outcome_patience`` epochs without a better validation balanced accuracy (never before ``tc.min_steps``
-    steps) and put the best epoch's weights back (of a tie, the later); returns the curve (one dict per epoch). Data
-    order and dropout draw from ``seed``."""
-    rng = np.random.default_rng(seed)
-    per_epoch = int(np.ceil(len(train_rows) / tc.batch_size))
-    epochs = _budget_epochs(tc, len(train_rows))
-    steps = epochs * per_epoch
-    opt = torch.optim.AdamW(head.parameters(), lr=tc.outcome_lr, weight_decay=tc.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / tc.warmup_steps) * 0.5 * (
-        1 + np.cos(np.pi * min(1.0, s / steps))))
-    history, best, best_state, bad_epochs = [], None, None, 0
-    for epoch in range(1, epochs + 1):
-        head.train()
-        total = 0.0
-        order = rng.permutation(train_rows)
-        for start in range(0, len(order), tc.batch_size):
-            rows = order[start:start + tc.batch_size]
-            loss = outcome_loss(inputs.logit(head, rows), inputs.target[rows], inputs.weight[rows])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            total += float(loss.detach())
-        val = inputs.logits(head, val_rows)
-        metrics = {"epoch": epoch, "train_outcome_loss": total / per_epoch,
-                   "val_balanced_accuracy": balanced_accuracy(val, inputs.target[val_rows]),
-                   "val_outcome_loss": float(outcome_loss(val, inputs.target[val_rows], inputs.weight[val_rows]))}
-        history.append(metrics)
-        if log is not None:
-            log(epoch, metrics)
-        score = metrics["val_balanced_accuracy"]
-        bad_epochs = 0 if best is None or score > best["val_balanced_accuracy"] else bad_epochs + 1
-        if best is None or score >= best["val_balanced_accuracy"]:  # a tie: the later weights (a small set ties)
-            best, best_state = metrics, {k: v.detach().clone() for k, v in head.state_dict().items()}
-        if bad_epochs >= tc.outcome_patience and epoch * per_epoch >= tc.min_steps:
-            break
-    head.load_state_dict(best_state)
-    head.eval()
-    return history
+                     tc: TrainConfig, seed: int, log: Callable[[int, dict], None] | None = None,
+                     progress: str = "") -> list[dict]:
+    """Train ``head`` alone on ``inputs``' ``train_rows`` along the recipe's outcome schedule (``outcome.steps`` in
+    whole epochs, stopped after ``outcome.patience`` epochs without a better validation balanced accuracy, never
+    before ``min_steps`` steps), the best epoch's weights put back (of a tie, the later); returns the curve (one dict
+    per epoch). The data order draws from ``seed``."""
+    part = OutcomeHeadPart(head, inputs, val_rows)
+    fitted = fit(part, train_rows, tc.outcome_schedule(len(train_rows)), np.random.default_rng(seed), log=log,
+                 progress=progress)
+    return fitted.history
 
 
 def fit_gate(outcome_logit: np.ndarray, event_logit: np.ndarray, target: np.ndarray, groups: Sequence[str],
@@ -184,16 +176,16 @@ def stream_config(config: GeneralConfig) -> GeneralConfig:
 
 def stream_data(data: TrainingData) -> TrainingData:
     """``data`` without the outcome path's cached maps (what the stream alone reads)."""
-    clips = dataclasses.replace(data.clips, encoded=GeneralModel.stream_inputs(data.clips.encoded))
+    clips = dataclasses.replace(data.clips, encoded=without_inputs(data.clips.encoded))
     return dataclasses.replace(data, clips=clips)
 
 
-def train_stream(suites: Sequence[Suite], model: Autorater, data: TrainingData, tc: TrainConfig, joint: Loop,
+def train_stream(source, model: Autorater, data: TrainingData, tc: TrainConfig, joint: Loop,
                  log: Callable[[int, dict], None] | None = None, progress: bool = False,
                  should_stop: Callable[[int, dict], bool] | None = None) -> TrainResult:
     """The event stream alone on its cache (``data`` without the outcome maps): ``joint``, the event models' training
     loop, on ``model``'s config with no outcome path."""
-    return joint(suites, stream_config(model.config), dataclasses.replace(tc, parts_apart=False),
+    return joint(source, stream_config(model.config), dataclasses.replace(tc, parts_apart=False),
                  log=_prefixed(log, "stream_"), progress=progress, prepared=(model, stream_data(data)),
                  should_stop=should_stop)
 
@@ -205,22 +197,19 @@ def train_outcome_heads(model: Autorater, data: TrainingData, train_rows: np.nda
     whatever the number of members), each alone (:func:`fit_outcome_head`); put into ``model``; their curves."""
     inputs = outcome_inputs(model, data, tc)
     heads, curves = [], []
-    members = range(model.config.outcome.members)
-    if progress:
-        from tqdm import tqdm
-        members = tqdm(members, desc="outcome heads", unit="head")
-    for i in members:
+    for i in range(model.config.outcome.members):
         seed = tc.seed + 1000 * i
         with seeded(seed):
-            head = model.make_outcome_head()
+            head = model.outcome.make_head()
             curves.append(fit_outcome_head(head, inputs, train_rows, val_rows, tc, seed,
-                                           _prefixed(log, f"outcome{i}_")))
+                                           _prefixed(log, f"outcome{i}_"),
+                                           progress=f"outcome head {i + 1}" if progress else ""))
         heads.append(head)
-    model.set_outcome_heads(heads)
+    model.outcome.set_heads(heads)
     return curves
 
 
-def train_parts(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig, joint: Loop,
+def train_parts(source: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig, joint: Loop,
                 out: str | Path | None = None, log: Callable[[int, dict], None] | None = None, progress: bool = False,
                 prepared: tuple[Autorater, TrainingData] | None = None,
                 should_stop: Callable[[int, dict], bool] | None = None) -> TrainResult:
@@ -229,28 +218,28 @@ def train_parts(suites: Sequence[Suite], model_config: AutoraterConfig, tc: Trai
     ``out``, with each part's curve, verdict and wall time in its metadata."""
     start = time.time()
     with seeded(tc.seed):
-        model, data = prepared if prepared is not None else prepare(suites, model_config, tc, progress)
+        model, data = prepared if prepared is not None else prepare(source, model_config, tc, progress)
         if prepared is not None:  # a fresh model of this config on the same cache (Optuna trials)
             model = AutoModel.from_config(model_config.replace(failure_modes=model.config.failure_modes))
     encoded = time.time()
     train_rows, val_rows = split_groups(data.groups or data.ex.scenario_keys, tc.val_share, tc.seed)
     curves = train_outcome_heads(model, data, train_rows, val_rows, tc, log, progress)
     heads_done = time.time()
-    stream = train_stream(suites, model, data, tc, joint, log, progress, should_stop)
+    stream = train_stream(source, model, data, tc, joint, log, progress, should_stop)
     model.load_state_dict(stream.model.state_dict(), strict=False)  # the event head; the encoders are the same
     stream_done = time.time()
     rows = np.asarray(val_rows)
     with torch.no_grad():
-        model.outcome_gate.zero_()
+        model.gate.zero_()
     z_out = predict_rows(model, data, rows)["logit"]
     z_event = predict_rows(stream.model, stream_data(data), rows)["logit"]
     target = np.array([data.ex.p_success[r] for r in rows])
     groups = [(data.groups or data.ex.scenario_keys)[r] for r in rows]
-    gate, gain = fit_gate(z_out, z_event, target, groups) if tc.fit_gate else (0.0, 0.0)
+    gate, gain = fit_gate(z_out, z_event, target, groups) if tc.outcome.fit_gate else (0.0, 0.0)
     with torch.no_grad():
-        model.outcome_gate.fill_(gate)
+        model.gate.fill_(gate)
     model.eval()
-    verdict = (f"outcome heads: {heads_verdict(curves, _budget_epochs(tc, len(train_rows)))} | stream: "
+    verdict = (f"outcome heads: {heads_verdict(curves, outcome_epochs(tc, len(train_rows)))} | stream: "
                f"{stream.verdict} | gate {gate:.2f} (adds {gain:+.3f} BA on held-out halves)")
     final = balanced_accuracy(torch.as_tensor(z_out + gate * z_event), torch.as_tensor(target))
     best = {"val_balanced_accuracy": final, "outcome_epochs": [max(c, key=_ba)["epoch"] for c in curves],
@@ -266,13 +255,9 @@ def train_parts(suites: Sequence[Suite], model_config: AutoraterConfig, tc: Trai
     result = TrainResult(model=model, history=[{"part": f"outcome{i}", **m} for i, c in enumerate(curves) for m in c]
                          + [{"part": "stream", **m} for m in stream.history], best=best,
                          wall_s=time.time() - start, n_train=len(train_rows), n_val=len(val_rows), verdict=verdict,
-                         notes=stream.notes)
+                         notes=stream.notes, recipe=tc)
     if out is not None:
-        model.save_pretrained(out, metadata={"train_config": tc.to_dict(), "best": best, "verdict": verdict,
-                                             "recipe_notes": stream.notes,
-                                             "n_train": result.n_train, "n_val": result.n_val,
-                                             "train_suites": [f"{s.info.name}@{s.info.version}" for s in suites],
-                                             "wall_s": round(result.wall_s, 1)})
+        write_model(result, out, tc, data.suite_names)
     return result
 
 
@@ -290,9 +275,5 @@ def _ba(metrics: dict) -> float:
     return metrics["val_balanced_accuracy"]
 
 
-def _budget_epochs(tc: TrainConfig, n_train: int) -> int:
-    return max(1, int(np.ceil(tc.outcome_steps / int(np.ceil(n_train / tc.batch_size)))))
-
-
-__all__ = ["GATES", "OutcomeInputs", "balanced_accuracy", "fit_gate", "fit_outcome_head", "heads_verdict",
-           "outcome_inputs", "train_outcome_heads", "train_parts", "train_stream"]
+__all__ = ["GATES", "OutcomeHeadPart", "OutcomeInputs", "balanced_accuracy", "fit_gate", "fit_outcome_head",
+           "heads_verdict", "outcome_inputs", "train_outcome_heads", "train_parts", "train_stream"]

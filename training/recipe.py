@@ -22,11 +22,109 @@ from autorater.data.suite import Suite
 from autorater.data.worlds import world_allows
 from autorater.device import DEFAULT_DEVICE
 from autorater.models import AutoConfig, spec_of
+from autorater.training.loop import Schedule
 
 
 @dataclass
+class EventRecipe:
+    """The event stream's recipe (``TrainConfig.events``): its losses, the instruction pairs of its batches and its
+    match warm-up. Each field also goes by its flat name (``TrainConfig(match_weight=...)``, ``tc.match_weight``)."""
+
+    flat: ClassVar[dict[str, str]] = {}  # field -> its flat name where it differs (none: the same)
+    mismatch_share: float = 0.5  # extra rows per batch pairing a video with another scenario's instruction
+    success_negatives: bool = True  # also train P(success) on the mismatch rows (see make_batch): the events
+    # model's "counterfactual" loss. (On the transformer, measured on 2,000 continuations, it stalled training at
+    # chance: its success loss could not drop before it grounded the instruction, which it never did.)
+    match_on_successes: bool = True  # the instruction-match task on success videos only, every one paired with
+    #                                  another instruction of its category (the grounding probe's task): a failed
+    #                                  video shows nothing that tells its own instruction from another
+    negative_label: float = 0.05  # success target of a success video under another scenario's instruction
+    success_weight: float = 1.0  # the event likelihood (outcome, marker and failure mode in one)
+    match_weight: float = 1.0
+    counterfactual_weight: float = 0.3  # P(success) of a success video under another instruction
+    balance_classes: bool = False  # successes and failures weigh the same in each batch's event loss
+    match_warmup_epochs: int = 15  # epochs training the instruction match alone first (on success videos, own
+    #                                instruction vs another of its category); without it the match is still near
+    #                                chance after 12 epochs of joint training (README, "The model")
+
+
+@dataclass
+class OutcomeRecipe:
+    """The outcome path's recipe (``TrainConfig.outcome``): its loss and, when the parts train apart, its heads'
+    budget and step. Flat names: ``outcome_<field>`` (``outcome_steps``), ``swap_weight`` and ``fit_gate``."""
+
+    flat: ClassVar[dict[str, str]] = {"swap_weight": "swap_weight", "fit_gate": "fit_gate"}
+    weight: float = 1.0  # the outcome path's loss (models with one: autorater/models/parts/outcome.py)
+    negatives: float = 0.0  # weight of the rows pairing a success video with another task's words as an assumed
+    #                         failure (0: none: across scenes they teach "words that do not fit the scene mean
+    #                         failure", which an unseen task's words are)
+    swap_weight: float = 0.5  # rows of swapped instructions (scenarios tagged instruction-swap: ``suite swap``, truth
+    #                          judged by the simulator) weigh this much in the outcome path's loss
+    steps: int = 3000  # parts apart: each head's budget of optimiser steps (whole epochs)
+    patience: int = 4  # parts apart: epochs without a better validation BA before a head stops
+    lr: float = 1e-3  # parts apart: the heads' learning rate (AdamW, warm-up, cosine over the budget)
+    fit_gate: bool = True  # parts apart: fit the gate on held-out rows (kept only where it pays); False: 0
+
+
+@dataclass
+class Augmentations:
+    """The training augmentations (``TrainConfig.augment``), each applied only where the architecture (its spec's
+    ``augmentations``) and the suites' worlds allow it (training/train.py notes the others, switched off). Flat names:
+    each field's own, ``augment_pixels`` for ``pixels``."""
+
+    flat: ClassVar[dict[str, str]] = {"pixels": "augment_pixels"}
+    rotate: bool = True  # random 90-degree rotations of the top-down view, applied only when every training
+    #                      suite's world allows it (``top_down``): a first-person frame has one orientation (the
+    #                      agent at the bottom, facing up)
+    mirror: bool = True  # mirror half the clips left-right and swap "left"/"right" in their instructions: the same
+    #                      episode in a mirrored world, with the same outcome and marker. Needs inputs a mirror
+    #                      maps exactly (decoded frames or "pixels" cells); other encoders' features skip it
+    recolour: bool = False  # permute the objects' colours (green, blue, purple, yellow) in half the clips and in
+    #                        their instructions; MiniGrid's palette (training/augment.py): only for suites of a world
+    #                        that allows it (its ``augmentations``: BabyAI's), and with inputs a mirror may use
+    relax: float = 0.5  # share of the success clips of a batch also shown under their instruction with one colour
+    #                     word dropped ("pick up the ball": asks for less, still a success), with two negatives
+    #                     (that instruction on a video of another object; the clip with a colour word changed);
+    #                     categories where a wrong object is a failure only (not go_to); suites of a world that
+    #                     allows it only (BabyAI's colour words). Without it a colourless instruction reads as a
+    #                     weak match
+    crop: float = 0.0  # > 0: each training clip seen through a random window of ``crop``..1 of its feature map's
+    #                   sides (one size a batch, a place per clip): a crop of the picture, the viewpoint moved a
+    #                   little. Only for heads that find things by content, not by place (their spec's
+    #                   ``augmentations``: the general model); skipped for the others
+    pixels: bool = True  # an outcome path that trains from pixels: a random crop and colour jitter per clip
+
+
+PART_RECIPES = {"events": EventRecipe, "outcome": OutcomeRecipe, "augment": Augmentations}
+
+
+def _flat_names() -> dict[str, tuple[str, str]]:
+    """Every part field's flat name -> (part, field): the events' and augmentations' own names (``augment_pixels``),
+    the outcome path's ``outcome_<field>`` (``swap_weight``, ``fit_gate`` as they are)."""
+    out = {}
+    for part, cls in PART_RECIPES.items():
+        for f in dataclasses.fields(cls):
+            default = f.name if part != "outcome" else f"outcome_{f.name}"
+            out[cls.flat.get(f.name, default)] = (part, f.name)
+    return out
+
+
+FLAT = _flat_names()
+
+
+@dataclass(init=False)
 class TrainConfig:
-    """The training recipe. Defaults are the real recipe."""
+    """The training recipe. Defaults are the real recipe. What every model's training reads is here; each part's own
+    is in its recipe (``events``, ``outcome``, ``augment``), and every field of those also goes by its flat name, as
+    recipe files, metadata.json, MLflow and the tests have always named them: ``TrainConfig(outcome_steps=500)``,
+    ``tc.crop``, ``dataclasses.replace(tc, match_weight=2.0)``. ``to_dict`` writes the flat names (so do saved
+    folders); ``from_dict`` reads flat or nested.
+
+    Example:
+        >>> tc = TrainConfig(epochs=3, outcome_steps=500, crop=0.5)
+        >>> tc.outcome.steps, tc.augment.crop, tc.crop, TrainConfig.from_dict(tc.to_dict()) == tc
+        (500, 0.5, 0.5, True)
+    """
 
     epochs: int = 22
     batch_size: int = 16
@@ -40,77 +138,85 @@ class TrainConfig:
     #                     also trained for a quarter of the steps (active learning; README). 0: epochs as given
     val_share: float = 0.15  # share of scenarios held out for early stopping
     aggregation: str = "dawid_skene"  # or "majority"
-    mismatch_share: float = 0.5  # extra rows per batch pairing a video with another scenario's instruction
-    success_negatives: bool = True  # also train P(success) on the mismatch rows (see make_batch): the events
-    # model's "counterfactual" loss. (On the transformer, measured on 2,000 continuations, it stalled training at
-    # chance: its success loss could not drop before it grounded the instruction, which it never did.)
-    match_on_successes: bool = True  # the instruction-match task on success videos only, every one paired with
-    #                                  another instruction of its category (the grounding probe's task): a failed
-    #                                  video shows nothing that tells its own instruction from another
-    negative_label: float = 0.05  # success target of a success video under another scenario's instruction
-    success_weight: float = 1.0  # events: the event likelihood (outcome, marker and failure mode in one)
-    match_weight: float = 1.0
-    balance_classes: bool = False  # events: successes and failures weigh the same in each batch's event loss
-    crop: float = 0.0  # > 0: each training clip seen through a random window of ``crop``..1 of its feature map's
-    #                   sides (one size a batch, a place per clip): a crop of the picture, the viewpoint moved a
-    #                   little. Only for heads that find things by content, not by place (their spec's
-    #                   ``augmentations``: the general model); skipped for the others
-    counterfactual_weight: float = 0.3  # events: P(success) of a success video under another instruction
-    outcome_weight: float = 1.0  # the outcome path's loss (models with one: autorater/models/outcome.py)
-    outcome_negatives: float = 0.0  # outcome path: weight of the rows pairing a success video with another task's
-    #                                words as an assumed failure (0: none: across scenes they teach "words that do
-    #                                not fit the scene mean failure", which an unseen task's words are)
-    swap_weight: float = 0.5  # rows of swapped instructions (scenarios tagged instruction-swap: ``suite swap``, truth
-    #                          judged by the simulator) weigh this much in the outcome path's loss
-    augment_pixels: bool = True  # an outcome path that trains from pixels: a random crop and colour jitter per clip
-    match_warmup_epochs: int = 15  # events: epochs training the instruction match alone first (on success videos,
-    #                                own instruction vs another of its category); without it the match is still near
-    #                                chance after 12 epochs of joint training (README, "The model")
-    rotate: bool = True  # random 90-degree rotations of the top-down view, applied only when every training
-    #                      suite declares it (``top_down``): a first-person frame has one orientation (the agent at
-    #                      the bottom, facing up)
-    mirror: bool = True  # mirror half the clips left-right and swap "left"/"right" in their instructions: the same
-    #                      episode in a mirrored world, with the same outcome and marker. Needs inputs a mirror
-    #                      maps exactly (decoded frames or "pixels" cells); other encoders' features skip it
-    recolour: bool = False  # permute the objects' colours (green, blue, purple, yellow) in half the clips and in
-    #                        their instructions; MiniGrid's palette (training/augment.py): only for suites of a world
-    #                        that allows it (its ``AUGMENTATIONS``: BabyAI's), and with inputs a mirror may use
-    relax: float = 0.5  # share of the success clips of a batch also shown under their instruction with one colour
-    #                     word dropped ("pick up the ball": asks for less, still a success), with two negatives
-    #                     (that instruction on a video of another object; the clip with a colour word changed);
-    #                     categories where a wrong object is a failure only (not go_to); suites of a world that
-    #                     allows it only (BabyAI's colour words). Without it a colourless instruction reads as a
-    #                     weak match
     ema: float = 0.995  # decay per step of an exponential moving average of the trainable weights (Polyak
     #                     averaging, ~2 epochs of 2,000 clips); validation, early stopping and the saved model use
     #                     the average. 0: off
     parts_apart: bool = False  # a model with an outcome path on a frozen cache (the general model): its outcome heads
     #                            train alone on the cached maps, then the event stream alone, then the gate on the
     #                            held-out rows (training/parts.py); False: one joint step for every part
-    outcome_steps: int = 3000  # parts apart: each outcome head's budget of optimiser steps (whole epochs)
-    outcome_patience: int = 4  # parts apart: epochs without a better validation BA before a head stops
-    outcome_lr: float = 1e-3  # parts apart: the outcome heads' learning rate (AdamW, warm-up, cosine over the budget)
-    fit_gate: bool = True  # parts apart: fit the gate on held-out rows (kept only where it pays); False: 0
     init_from: str = ""  # a model folder whose weights start training (a second stage; fine-tuning)
-    train_only: list[str] = field(default_factory=list)  # parameter-name prefixes to train ("verifier."); the
-    #                       rest stays as initialised; empty: train everything. Two stages: train the default
-    #                       model, then --init-from it with cell_verify on and train_only ["verifier."]
+    train_only: list[str] = field(default_factory=list)  # parameter-name prefixes to train ("outcome."); the
+    #                       rest stays as initialised; empty: train everything
     seed: int = 0
     cache_dir: str = "runs/cache"
     device: str = DEFAULT_DEVICE  # where training runs (autorater.device): "auto" (a GPU when present), "cpu", "cuda"
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+    events: EventRecipe = field(default_factory=EventRecipe)
+    outcome: OutcomeRecipe = field(default_factory=OutcomeRecipe)
+    augment: Augmentations = field(default_factory=Augmentations)
 
     retired: ClassVar[frozenset] = frozenset({"marker_weight", "failure_weight"})  # the first design's; ignored
 
+    def __init__(self, **values):
+        fields = {f.name: f for f in dataclasses.fields(self)}
+        flat = {k: values.pop(k) for k in list(values) if k in FLAT}
+        unknown = sorted(set(values) - set(fields))
+        if unknown:
+            raise TypeError(f"TrainConfig got unknown field(s) {unknown}; known: {sorted([*fields, *FLAT])}")
+        for name, f in fields.items():
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            setattr(self, name, values.get(name, default))
+        for part in PART_RECIPES:
+            changes = {key: flat[name] for name, (p, key) in FLAT.items() if p == part and name in flat}
+            if changes:
+                setattr(self, part, dataclasses.replace(getattr(self, part), **changes))
+
+    def __getattr__(self, name: str):
+        if name in FLAT:  # a part's field by its flat name
+            part, key = FLAT[name]
+            return getattr(object.__getattribute__(self, part), key)
+        raise AttributeError(f"TrainConfig has no field {name!r}")
+
+    def to_dict(self) -> dict:
+        """The recipe by flat names (the form recipe files, metadata.json and MLflow have always used)."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in PART_RECIPES}
+        d["train_only"] = list(self.train_only)
+        return {**d, **{name: getattr(getattr(self, part), key) for name, (part, key) in FLAT.items()}}
+
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
+        """A recipe from flat names, or with a part's fields nested under its name (``{"outcome": {"steps": 500}}``);
+        the retired design's fields are ignored; an unknown field is an error naming the known ones."""
         d = {k: v for k, v in d.items() if k not in cls.retired}
-        names = {f.name for f in dataclasses.fields(cls)}
+        for part, recipe in PART_RECIPES.items():
+            if isinstance(d.get(part), dict):
+                nested = d.pop(part)
+                names = {f.name for f in dataclasses.fields(recipe)}
+                if set(nested) - names:
+                    raise ValueError(f"unknown TrainConfig field(s) {sorted(set(nested) - names)} of {part!r}; "
+                                     f"known: {sorted(names)}")
+                d[part] = recipe(**nested)
+        names = {f.name for f in dataclasses.fields(cls)} | set(FLAT)
         if set(d) - names:
             raise ValueError(f"unknown TrainConfig field(s) {sorted(set(d) - names)}; known: {sorted(names)}")
         return cls(**d)
+
+    def schedule(self) -> Schedule:
+        """How the whole model trains in one step (``training/loop.py``): this recipe's epochs, step, patience and
+        average."""
+        return Schedule(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, weight_decay=self.weight_decay,
+                        warmup_steps=self.warmup_steps, patience=self.patience, ema=self.ema)
+
+    def outcome_schedule(self, n_train: int) -> Schedule:
+        """How each outcome head trains alone (parts apart) on ``n_train`` rows: ``outcome.steps`` in whole epochs,
+        its own learning rate and patience, never stopped before ``min_steps``; no average."""
+        return Schedule(epochs=outcome_epochs(self, n_train), batch_size=self.batch_size, lr=self.outcome.lr,
+                        weight_decay=self.weight_decay, warmup_steps=self.warmup_steps,
+                        patience=self.outcome.patience, min_steps=self.min_steps)
+
+
+def outcome_epochs(tc: TrainConfig, n_train: int) -> int:
+    """The outcome heads' budget in whole epochs: ``outcome.steps`` steps on ``n_train`` rows, at least one epoch."""
+    return max(1, int(np.ceil(tc.outcome.steps / int(np.ceil(n_train / tc.batch_size)))))
 
 
 def recipe_for(model_config: AutoraterConfig, **changes) -> TrainConfig:
@@ -128,21 +234,21 @@ def with_min_steps(tc: TrainConfig, n_train: int) -> TrainConfig:
         return tc
     scale = tc.min_steps / max(1, planned)
     return dataclasses.replace(tc, epochs=int(np.ceil(tc.epochs * scale)), patience=int(np.ceil(tc.patience * scale)),
-                               match_warmup_epochs=int(np.ceil(tc.match_warmup_epochs * scale)))
+                               match_warmup_epochs=int(np.ceil(tc.events.match_warmup_epochs * scale)))
 
 
 def top_down(suites: Sequence[Suite]) -> bool:
-    """Whether every suite declares the generator's top-down view (``source.view == "full"`` in suite.json).
+    """Whether every suite's world allows rotations (its ``augmentations(source)``: BabyAI's top-down view).
 
     Rotating a top-down frame gives another valid scene; rotating a first-person one (the agent at the
     bottom, facing up) gives a view the model never meets. A suite that does not say (another tool's,
     real STS video) is taken as first-person.
     """
-    return bool(suites) and all((s.info.source or {}).get("view") == "full" for s in suites)
+    return world_allows_all(suites, "rotate")
 
 
 def world_allows_all(suites: Sequence[Suite], augmentation: str) -> bool:
-    """Whether the worlds that made every suite allow ``augmentation`` (their ``AUGMENTATIONS``: BabyAI's recolour
+    """Whether the worlds that made every suite allow ``augmentation`` (their ``augmentations``: BabyAI's recolour
     and relax need MiniGrid's palette and colour words); a suite from elsewhere allows none."""
     return world_allows([s.info.source for s in suites], augmentation)
 
@@ -185,5 +291,5 @@ def load_config_file(path: str | Path | None) -> tuple[AutoraterConfig, TrainCon
     return model, TrainConfig.from_dict({**spec_of(model).recipe, **d.get("train", {})})
 
 
-__all__ = ["TrainConfig", "load_config", "load_config_file", "recipe_for", "top_down",
-           "with_min_steps", "world_allows_all"]
+__all__ = ["FLAT", "Augmentations", "EventRecipe", "OutcomeRecipe", "TrainConfig", "load_config", "load_config_file",
+           "outcome_epochs", "recipe_for", "top_down", "with_min_steps", "world_allows_all"]

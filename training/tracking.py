@@ -1,4 +1,5 @@
-"""MLflow tracking: training runs and evaluations (the store and the registry: ``autorater.mlflow_registry``).
+"""MLflow tracking: training runs, evaluations and runs side by side (``autorater compare``; the store and the registry:
+``autorater.mlflow_registry``).
 
 This module is an edge (docs/style.md 9): it starts MLflow runs and writes to the store, and every
 function takes ``tracking_uri`` explicitly. It never touches MLflow's global state (no
@@ -31,6 +32,8 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import fnmatch
 import json
 import math
 import numbers
@@ -81,9 +84,16 @@ def _param_value(value: Any) -> str:
     return text[:_MAX_PARAM_CHARS]
 
 
+def suite_names(suites) -> list[str]:
+    """``name@version`` of each training suite: of a list of suites, or of a pack's (its ``suite_names``)."""
+    if not isinstance(suites, Sequence):  # a pack (autorater.training.pack.Pack)
+        return suites.suite_names
+    return [s if isinstance(s, str) else f"{s.info.name}@{s.info.version}" for s in suites]
+
+
 def flatten_params(model_config=None, train_config=None, suites: Sequence = ()) -> dict[str, str]:
-    """``model.<field>``, ``train.<field>``, ``data.suites`` / ``data.n_suites`` as MLflow param strings; a part's
-    fields as ``model.<part>.<field>`` (``model.outcome.blocks``).
+    """``model.architecture``, ``model.<field>``, ``train.<field>``, ``data.suites`` / ``data.n_suites`` as MLflow
+    param strings; a part's fields as ``model.<part>.<field>`` (``model.outcome.blocks``).
 
     The vocabulary and failure modes are left out: they are learned from the data, and the saved
     ``config.json`` (logged with the model) holds them.
@@ -92,15 +102,16 @@ def flatten_params(model_config=None, train_config=None, suites: Sequence = ()) 
     for prefix, cfg in (("model", model_config), ("train", train_config)):
         if cfg is None:
             continue
-        d = cfg if isinstance(cfg, Mapping) else dataclasses.asdict(cfg)
+        d = cfg if isinstance(cfg, Mapping) else cfg.to_dict()  # a model config's names its architecture
         for k, v in d.items():
             if k in _PARAM_SKIP:
                 continue
             for name, value in (v.items() if isinstance(v, Mapping) else [(None, v)]):
                 out[f"{prefix}.{k}" + (f".{name}" if name else "")] = _param_value(value)
     if suites:
-        out["data.suites"] = _param_value(",".join(f"{s.info.name}@{s.info.version}" for s in suites))
-        out["data.n_suites"] = str(len(suites))
+        names = suite_names(suites)
+        out["data.suites"] = _param_value(",".join(names))
+        out["data.n_suites"] = str(len(names))
     return out
 
 
@@ -191,7 +202,7 @@ class TrainingRun:
         self.tracking_uri = tracking_uri
         self.model_config = model_config
         self.train_config = train_config
-        self.suites = list(suites)
+        self.suites = suite_names(suites)  # name@version: of suites, or of a pack's
         self.experiment = experiment
         self.run_name = run_name
         self.parent_run_id = parent_run_id
@@ -311,7 +322,7 @@ def _register(client, name: str, run_id: str, run_name: str | None, best: Mappin
                 raise
     source = f"{client.get_run(run_id).info.artifact_uri.rstrip('/')}/{MODEL_ARTIFACT_PATH}"
     ba = _finite(best.get("val_balanced_accuracy"))
-    tags = {"run_name": run_name or "", "suites": ",".join(f"{s.info.name}@{s.info.version}" for s in suites)}
+    tags = {"run_name": run_name or "", "suites": ",".join(suite_names(suites))}
     if ba is not None:
         tags["best_val_balanced_accuracy"] = f"{ba:.4f}"
     desc = f"run {run_name or run_id}" + (f"; best validation balanced accuracy {ba:.3f}" if ba is not None else "")
@@ -329,7 +340,8 @@ def track_training(tracking_uri: str, experiment: str | None, run_name: str | No
         tracking_uri: the store.
         experiment: experiment name (None: ``autorater``).
         run_name: None lets MLflow pick one.
-        model_config, train_config, suites: what ``autorater.training.train.train`` gets.
+        model_config, train_config, suites: what ``autorater.training.train.train`` gets (``suites``: a list of
+            suites, or a pack).
         fn: ``fn(log) -> TrainResult`` instead of ``train(suites, model_config, train_config, out=out,
             log=log, progress=progress)``; it must write the model folder to ``out``.
         out: the model folder; None logs no model and registers nothing.
@@ -418,7 +430,102 @@ def log_evaluation(tracking_uri: str, run_id: str | None, report: Mapping, prefi
     return run_id
 
 
+# ----------------------------------------------------------------------------------------------
+# Runs side by side (``autorater compare``)
+
+
+# Columns of ``autorater compare``: params by exact name, metrics by name or fnmatch pattern.
+DEFAULT_COMPARE_PARAMS = ("model.architecture", "model.encoder", "model.image_size", "model.outcome.blocks",
+                          "train.lr", "train.epochs", "data.suites")
+DEFAULT_COMPARE_METRICS = ("best_val_balanced_accuracy", "best_val_marker_median_abs_error_s",
+                           "eval*.balanced_accuracy")
+
+
+def compare_runs(tracking_uri: str, experiment: str | None = None, metrics: Sequence[str] | None = None,
+                 max_runs: int = 20, *, params: Sequence[str] | None = None, kind: str | None = None,
+                 order_by: str | None = None) -> list[dict]:
+    """The latest runs (all experiments when ``experiment`` is None), with key params and metrics.
+
+    Args:
+        metrics: metric names or fnmatch patterns (``eval*.balanced_accuracy``); default
+            ``DEFAULT_COMPARE_METRICS``.
+        params: param names; default ``DEFAULT_COMPARE_PARAMS``.
+        kind: only runs of this kind (``train``, ``trial``, ``study``, ``evaluation``).
+        order_by: a metric name to sort by, best (highest) first; default: newest first.
+
+    Returns:
+        One dict per run: ``run_name``, ``run_id``, ``experiment``, ``start_time`` (ISO, local time),
+        ``status``, ``kind``, ``registered`` (``name@version`` or ""), ``params`` and ``metrics``
+        (only the matching ones; missing ones absent).
+    """
+    client = mlflow_client(tracking_uri)
+    if experiment is None:
+        exps = {e.experiment_id: e.name for e in client.search_experiments()}
+    else:
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None:
+            known = sorted(e.name for e in client.search_experiments())
+            raise ValueError(f"no experiment {experiment!r} in {redact_uri(tracking_uri)}; known: {known}")
+        exps = {exp.experiment_id: exp.name}
+    if not exps:
+        return []
+    filt = f"tags.`{KIND_TAG}` = '{kind}'" if kind else ""
+    order = [f"metrics.`{order_by}` DESC"] if order_by else ["attributes.start_time DESC"]
+    runs = client.search_runs(list(exps), filter_string=filt, max_results=max_runs, order_by=order)
+    patterns = list(metrics) if metrics is not None else list(DEFAULT_COMPARE_METRICS)
+    wanted_params = list(params) if params is not None else list(DEFAULT_COMPARE_PARAMS)
+    rows = []
+    for r in runs:
+        keys = [k for k in r.data.metrics if any(fnmatch.fnmatchcase(k, p) for p in patterns)]
+        keys.sort(key=lambda k: (min(i for i, p in enumerate(patterns) if fnmatch.fnmatchcase(k, p)), k))
+        rows.append({
+            "run_name": r.info.run_name or "",
+            "run_id": r.info.run_id,
+            "experiment": exps.get(r.info.experiment_id, r.info.experiment_id),
+            "start_time": datetime.datetime.fromtimestamp(r.info.start_time / 1000).isoformat(timespec="seconds"),
+            "status": r.info.status,
+            "kind": r.data.tags.get(KIND_TAG, ""),
+            "registered": r.data.tags.get("registered_model", ""),
+            "params": {k: r.data.params[k] for k in wanted_params if k in r.data.params},
+            "metrics": {k: r.data.metrics[k] for k in keys},
+        })
+    return rows
+
+
+def _short(key: str) -> str:
+    """Column title: params lose their ``model.`` / ``train.`` / ``data.`` prefix."""
+    return key.split(".", 1)[1] if key.split(".", 1)[0] in ("model", "train", "data") else key
+
+
+def format_runs_table(rows: Sequence[Mapping], max_metric_columns: int = 8) -> str:
+    """``compare_runs`` rows as an aligned plain-text table (floats to 3 decimals, ``-`` when missing)."""
+    if not rows:
+        return "no runs (train with --tracking-uri to record some)"
+    param_cols = list(dict.fromkeys(k for r in rows for k in r["params"]))
+    metric_cols = sorted(dict.fromkeys(k for r in rows for k in r["metrics"]),
+                         key=lambda k: (not k.startswith("best_"), k))[:max_metric_columns]
+    header = ["run", "id", "started", "kind", "model"] + [_short(k) for k in param_cols] + metric_cols
+
+    def cell(v):
+        if v is None:
+            return "-"
+        if isinstance(v, float):
+            return f"{v:.3f}"
+        text = str(v)
+        return text if len(text) <= 32 else text[:29] + "..."
+
+    body = [[cell(r["run_name"]), r["run_id"][:8], r["start_time"].replace("T", " ")[:16], cell(r["kind"] or None),
+             cell(r["registered"] or None)]
+            + [cell(r["params"].get(k)) for k in param_cols] + [cell(r["metrics"].get(k)) for k in metric_cols]
+            for r in rows]
+    widths = [max(len(row[i]) for row in [header] + body) for i in range(len(header))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in [header] + body]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
 __all__ = [
-    "DEFAULT_EXPERIMENT", "KIND_TAG", "TrackedModel", "TrainingRun", "flatten_metrics",
-    "flatten_params", "log_evaluation", "log_run_metrics", "track_training",
+    "DEFAULT_COMPARE_METRICS", "DEFAULT_COMPARE_PARAMS", "DEFAULT_EXPERIMENT", "KIND_TAG", "TrackedModel",
+    "TrainingRun", "compare_runs", "flatten_metrics", "flatten_params", "format_runs_table", "log_evaluation",
+    "log_run_metrics", "suite_names", "track_training",
 ]

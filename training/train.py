@@ -1,9 +1,11 @@
-"""The training loop: cached encoder features in, a trained Autorater folder out.
+"""Training a model: cached encoder features in, a trained Autorater folder out.
 
-Read top to bottom: ``run_epoch``, ``warm_up_match``, ``validate``, ``train`` (early stopping on validation balanced
-accuracy). The recipe is ``training/recipe.py``; the batches (labels, cached clips, instruction negatives,
-augmentations) ``training/batches.py``. Randomness comes from ``TrainConfig.seed``; library code never prints or
-starts MLflow runs: metrics go to the ``log`` callback.
+Read top to bottom: what trains in one step (:class:`JointPart`) and the match warm-up (:class:`MatchWarmUp`), both
+trained by the one loop (``training/loop.py``: ``fit``); ``validate``; ``train`` (the entry point: suites or a pack,
+the parts apart when the recipe says so, the folder written) and ``train_joint``. The recipe is
+``training/recipe.py``; the batches (labels, cached clips, instruction negatives, augmentations)
+``training/batches.py``. Randomness comes from ``TrainConfig.seed``; library code never prints or starts MLflow runs:
+metrics go to the ``log`` callback.
 
 Example:
     >>> result = train([Suite.load("suite")], PRESETS["babyai-grid"], TrainConfig(), out="model")  # doctest: +SKIP
@@ -12,12 +14,10 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import dataclasses
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 import torch
@@ -27,9 +27,11 @@ from autorater.calibration import marker_metrics, outcome_metrics
 from autorater.config import AutoraterConfig
 from autorater.data.splits import split_groups
 from autorater.data.suite import Suite
+from autorater.data.worlds import world_allows
 from autorater.device import resolve_device
 from autorater.model import Autorater
 from autorater.models import AutoModel, spec_of
+from autorater.training import loop
 from autorater.training.batches import (
     TrainingData,
     finished_features,
@@ -40,131 +42,93 @@ from autorater.training.batches import (
     seeded,
     subset_data,
 )
-from autorater.training.recipe import TrainConfig, load_config_file, top_down, with_min_steps, world_allows_all
-from autorater.training.result import TrainResult, convergence_verdict
+from autorater.training.loop import Schedule, TrainResult, WeightAverage, convergence_verdict, fit, write_model
+from autorater.training.recipe import TrainConfig, load_config_file, with_min_steps
+
+if TYPE_CHECKING:
+    from autorater.training.pack import Pack
+
+class JointPart:
+    """Every trainable part of a model in one step, for :func:`autorater.training.loop.fit`: a batch of rows
+    (``make_batch``: instruction negatives and augmentations), the model's loss, its live outcome on each row's own clip
+    as it was trained (``train_balanced_accuracy``: beside validation's, it tells memorisation from a shortcut that
+    holds out of sample too), validation on the held-out rows. The frame encoders' trainable blocks step at
+    ``encoder_lr``; with ``train_only``, only the parameters under those prefixes train."""
+
+    def __init__(self, model: Autorater, data: TrainingData, val_rows: np.ndarray, tc: TrainConfig):
+        self.module, self.data, self.val_rows, self.tc = model, data, val_rows, tc
+        params = trainable_parameters(model, tc.train_only)
+        encoder = {id(p) for child in model.frame_encoders().values() for p in child.parameters()}
+        groups = [{"params": [p for p in params if id(p) not in encoder]},
+                  {"params": [p for p in params if id(p) in encoder], "lr": tc.encoder_lr}]  # pretrained: smaller
+        self.groups = [g for g in groups if g["params"]]
+        self.said: list[bool] = []
+        self.truth: list[bool] = []
+
+    def param_groups(self) -> list[dict]:
+        return self.groups
+
+    def loss(self, rows: np.ndarray, rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
+        inputs, targets = make_batch(self.data, rows, self.tc, rng)
+        out = self.module(**inputs, targets=targets)
+        self.said += (out.success_logit[:len(rows)].detach().cpu() >= 0).tolist()  # own rows come first
+        self.truth += [self.data.ex.p_success[r] > 0.5 for r in rows]
+        return out.loss, out.losses
+
+    def epoch_metrics(self) -> dict:
+        said, truth, self.said, self.truth = self.said, self.truth, [], []
+        return {"train_balanced_accuracy": outcome_metrics(np.array(truth, int), np.array(said, int))[
+            "balanced_accuracy"]}
+
+    def validate(self) -> dict:
+        return validate(self.module, self.data, self.val_rows) if len(self.val_rows) else {}
 
 
-class WeightAverage:
-    """An exponential moving average of a model's trainable weights, updated after every optimiser step.
+class MatchWarmUp:
+    """The event stream's instruction match alone (each head's ``match``), for :func:`fit`: on the success videos,
+    own instruction against another of its category around the annotators' marker; no validation. The frame
+    encoder does not train here: its output on those videos is computed once."""
 
-    Debiased like Adam's moments: the sum starts at zero and is divided by ``1 - decay ** steps``, so the
-    average weighs the steps taken only, never the starting weights (a short fine-tuning run is not
-    pulled back to where it began). ``swapped_in()`` puts the average into the model for a while
-    (validation, saving) and the live weights back after. Parameters only: the models here keep no
-    running statistics (no batch norm in the trained parts).
-    """
+    def __init__(self, model: Autorater, data: TrainingData, tc: TrainConfig):
+        self.module, self.data = model, data
+        self.pairs = dataclasses.replace(tc, match_on_successes=True)
 
-    def __init__(self, model: torch.nn.Module, decay: float):
-        if not 0.0 < decay < 1.0:
-            raise ValueError(f"ema decay must be in (0, 1), got {decay}")
-        self.decay, self.steps = decay, 0
-        self.params = [p for p in model.parameters() if p.requires_grad]
-        self.total = [torch.zeros_like(p) for p in self.params]
+    def param_groups(self) -> list[dict]:
+        return [{"params": self.module.stream.match_parameters()}]
 
-    @torch.no_grad()
-    def update(self) -> None:
-        self.steps += 1
-        for t, p in zip(self.total, self.params):
-            t.lerp_(p.detach(), 1.0 - self.decay)
+    def loss(self, rows: np.ndarray, rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
+        from autorater.models.parts.risks import active_frames, marker_window, match_loss
 
-    @contextlib.contextmanager
-    def swapped_in(self):
-        if not self.steps:  # nothing averaged yet: the live weights are the average
-            yield
-            return
-        live = [p.detach().clone() for p in self.params]
-        with torch.no_grad():
-            for p, t in zip(self.params, self.total):
-                p.copy_(t / (1.0 - self.decay ** self.steps))
-        try:
-            yield
-        finally:
-            with torch.no_grad():
-                for p, v in zip(self.params, live):
-                    p.copy_(v)
+        model = self.module
+        inputs, targets = make_batch(self.data, rows, self.pairs, rng)
+        device = model.device
+        features = inputs["features"].to(device)[inputs["clip_index"].to(device)].float()
+        times_s, match = inputs["times_s"].to(device), targets.match.to(device)
+        active = active_frames(times_s, inputs["takeover_s"].to(device))
+        win = marker_window(times_s, targets.marker_index.to(device), active)
+        scores = model.stream.match_scores(features, inputs["instructions"], active)
+        return sum(match_loss(score, win, own=match == 1, other=match == 0) for score in scores) / len(scores), {}
 
+    def epoch_metrics(self) -> dict:
+        return {}
 
-def train_step(model: Autorater, data: TrainingData, rows: np.ndarray, tc: TrainConfig, opt,
-               rng: np.random.Generator):
-    """One optimiser step on ``rows``: the batch, forward, backward, gradients clipped to norm 1, the step; the
-    model's output."""
-    inputs, targets = make_batch(data, rows, tc, rng)
-    out = model(**inputs, targets=targets)
-    opt.zero_grad(set_to_none=True)
-    out.loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    opt.step()
-    return out
-
-
-def run_epoch(model: Autorater, data: TrainingData, rows: np.ndarray, tc: TrainConfig, opt, sched,
-              rng: np.random.Generator, average: WeightAverage | None = None) -> dict:
-    """One pass over ``rows``; the mean losses and ``train_balanced_accuracy``: the live model's outcome on each
-    row's own clip and instruction as it was trained (augmented, dropout on), beside validation's to tell
-    memorisation from a shortcut that holds out of sample too."""
-    model.train()
-    totals: dict[str, float] = {}
-    order = rng.permutation(rows)
-    n_batches = 0
-    said, truth = [], []
-    for start in range(0, len(order), tc.batch_size):
-        batch = order[start:start + tc.batch_size]
-        out = train_step(model, data, batch, tc, opt, rng)
-        sched.step()
-        if average is not None:
-            average.update()
-        n_batches += 1
-        for k, v in {"loss": out.loss, **out.losses}.items():
-            totals[k] = totals.get(k, 0.0) + float(v.detach())
-        said += (out.success_logit[:len(batch)].detach().cpu() >= 0).tolist()  # own rows come first
-        truth += [data.ex.p_success[r] > 0.5 for r in batch]
-    metrics = {f"train_{k}": v / max(1, n_batches) for k, v in totals.items()}
-    metrics["train_balanced_accuracy"] = outcome_metrics(np.array(truth, int), np.array(said, int))[
-        "balanced_accuracy"]
-    return metrics
+    def validate(self) -> dict:
+        return {}
 
 
 def warm_up_match(model: Autorater, data: TrainingData, rows: np.ndarray, tc: TrainConfig, rng: np.random.Generator,
                   progress: bool = False, batch_size: int = 48, lr: float = 3e-3) -> list[float]:
-    """Events: train the instruction match (each head's ``match``) alone on the success videos, own instruction
-    against another of its category around the annotators' marker; returns the mean match loss per epoch. The
-    frame encoder does not train here: its output on those videos is computed once."""
-    from autorater.models.events.head import active_frames, marker_window, match_loss
-
-    heads = model.event_heads
-    opt = torch.optim.Adam([p for head in heads for p in head.match.parameters()], lr=lr)
+    """The instruction match trained alone first (:class:`MatchWarmUp`, ``events.match_warmup_epochs`` epochs, Adam at
+    a constant ``lr``) on the success videos among ``rows``; the mean match loss per epoch."""
     successes = np.array([r for r in rows if data.ex.p_success[r] > 0.5], dtype=np.int64)
     if not model.frame_encoder.frozen:
         data = subset_data(data, successes, finished_features(model, data, successes))
         successes = np.arange(len(successes))
-    pairs = dataclasses.replace(tc, match_on_successes=True)
-    epochs = range(tc.match_warmup_epochs)
-    if progress:
-        from tqdm import tqdm
-        epochs = tqdm(epochs, desc="instruction match warm-up", unit="epoch")
-    history = []
-    model.train()
-    for _ in epochs:
-        total, n = 0.0, 0
-        order = rng.permutation(successes)
-        for start in range(0, len(order), batch_size):
-            inputs, targets = make_batch(data, order[start:start + batch_size], pairs, rng)
-            device = model.device
-            features = inputs["features"].to(device)[inputs["clip_index"].to(device)].float()
-            times_s, match = inputs["times_s"].to(device), targets.match.to(device)
-            active = active_frames(times_s, inputs["takeover_s"].to(device))
-            win = marker_window(times_s, targets.marker_index.to(device), active)
-            loss = sum(match_loss(model.match_score(head, features, inputs["instructions"], active), win,
-                                  own=match == 1, other=match == 0) for head in heads) / len(heads)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            total, n = total + float(loss.detach()), n + 1
-        history.append(total / max(1, n))
-        if progress:
-            epochs.set_postfix(match_loss=f"{history[-1]:.3f}")
-    model.zero_grad(set_to_none=True)
-    return history
+    schedule = Schedule(epochs=tc.events.match_warmup_epochs, batch_size=batch_size, lr=lr, weight_decay=0.0,
+                        warmup_steps=0, cosine=False, patience=None, clip=None)
+    fitted = fit(MatchWarmUp(model, data, tc), successes, schedule, rng,
+                 progress="instruction match warm-up" if progress else "")
+    return [h.get("train_loss", 0.0) for h in fitted.history]
 
 
 def validate(model: Autorater, data: TrainingData, rows: np.ndarray) -> dict:
@@ -180,15 +144,23 @@ def validate(model: Autorater, data: TrainingData, rows: np.ndarray) -> dict:
             "val_marker_median_abs_error_s": mk["median_abs_error_s"]}
 
 
-def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig | None = None,
+def run_epoch(model: Autorater, data: TrainingData, rows: np.ndarray, tc: TrainConfig, opt, sched,
+              rng: np.random.Generator, average: WeightAverage | None = None) -> dict:
+    """One pass of the joint step over ``rows`` with a given optimiser and schedule (:func:`loop.run_epoch` on a
+    :class:`JointPart` validated on no rows): the mean losses and ``train_balanced_accuracy``."""
+    return loop.run_epoch(JointPart(model, data, np.arange(0), tc), rows, tc.schedule(), opt, sched, rng, average)
+
+
+def train(source: Sequence[Suite] | "Pack", model_config: AutoraterConfig, tc: TrainConfig | None = None,
           out: str | Path | None = None, log: Callable[[int, dict], None] | None = None,
           progress: bool = False, prepared: tuple[Autorater, TrainingData] | None = None,
           should_stop: Callable[[int, dict], bool] | None = None,
           init_state: dict | None = None) -> TrainResult:
-    """Train an Autorater on the annotations of ``suites``; keep the epoch with the best validation BA.
+    """Train an Autorater on the annotations of ``source``; keep the epoch with the best validation BA.
 
     Args:
-        suites: training suites (their reference episodes are left out).
+        source: training suites (their reference episodes are left out), or a pack of them
+            (``autorater.training.pack.Pack``: the same inputs, encoded elsewhere).
         model_config: the architecture.
         tc: the recipe.
         out: write the best model folder here.
@@ -203,23 +175,31 @@ def train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfi
     if tc.parts_apart and spec_of(model_config).has_parts(model_config) and init_state is None and not tc.init_from:
         from autorater.training.parts import train_parts  # a fine-tuning start trains its parts jointly
 
-        return train_parts(suites, model_config, tc, joint=train, out=out, log=log, progress=progress,
+        return train_parts(source, model_config, tc, joint=train, out=out, log=log, progress=progress,
                            prepared=prepared, should_stop=should_stop)
-    with seeded(tc.seed):
-        return _train(suites, model_config, tc, out, log, progress, prepared, should_stop, init_state)
-
-
-def _train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig, out: str | Path | None,
-           log: Callable[[int, dict], None] | None, progress: bool, prepared: tuple[Autorater, TrainingData] | None,
-           should_stop: Callable[[int, dict], bool] | None, init_state: dict | None) -> TrainResult:
     start = time.time()
-    model, data = prepared if prepared is not None else prepare(suites, model_config, tc, progress)
-    tc, notes = supported_augmentations(tc, spec_of(model_config), suites, data)
-    if prepared is not None:  # a fresh model with this trial's architecture, same cached inputs
-        torch.manual_seed(tc.seed)
-        names = {f.name for f in dataclasses.fields(model_config)} & {"vocab", "failure_modes"}  # learned from data
-        learned = {k: v for k, v in model.config.to_dict().items() if k in names}
-        model = AutoModel.from_config(model_config.replace(**learned))
+    with seeded(tc.seed):
+        model, data = prepared if prepared is not None else prepare(source, model_config, tc, progress)
+        if prepared is not None:  # a fresh model with this trial's architecture, same cached inputs
+            torch.manual_seed(tc.seed)
+            names = {f.name for f in dataclasses.fields(model_config)} & {"vocab", "failure_modes"}  # from the data
+            learned = {k: v for k, v in model.config.to_dict().items() if k in names}
+            model = AutoModel.from_config(model_config.replace(**learned))
+        result = train_joint(model, data, tc, init_state, log, progress, should_stop)
+    result.wall_s = time.time() - start
+    if out is not None:
+        write_model(result, out, tc, data.suite_names)
+    return result
+
+
+def train_joint(model: Autorater, data: TrainingData, tc: TrainConfig, init_state: dict | None = None,
+                log: Callable[[int, dict], None] | None = None, progress: bool = False,
+                should_stop: Callable[[int, dict], bool] | None = None) -> TrainResult:
+    """Every part of ``model`` in one step on ``data`` (:class:`JointPart` through :func:`fit`): the augmentations
+    the architecture and the data allow, a starting model's weights, the model's own start from the data (the grid's
+    places), the match warm-up of a fresh event stream, then the recipe's schedule."""
+    spec = spec_of(model.config)
+    tc, notes = supported_augmentations(tc, spec, data.sources, data)
     if init_state is None and tc.init_from:
         init_state = load_init_state(tc.init_from, model.config)
     if init_state is not None:
@@ -234,72 +214,35 @@ def _train(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConf
     model.to(resolve_device(tc.device))  # features are cached on the CPU; each batch moves with the forward pass
     train_rows, val_rows = split_groups(data.groups or data.ex.scenario_keys, tc.val_share, tc.seed)
     tc = with_min_steps(tc, len(train_rows))
-    fresh = init_state is None
-    if fresh:  # an architecture may start parts of itself where the training data says (the grid's places)
+    if init_state is None:  # an architecture may start parts of itself where the training data says (the grid's places)
         rows = torch.as_tensor(train_rows)
         model.init_from_data(features=data.clips.features[rows], times_s=data.clips.times_s[rows],
                              takeover_s=torch.tensor([data.ex.takeover_s[r] for r in train_rows]),
                              marker_index=data.marker_index[rows],
                              success=torch.tensor([data.ex.p_success[r] > 0.5 for r in train_rows]), seed=tc.seed)
-    params = trainable_parameters(model, tc.train_only)
-    encoder = {id(p) for _, child in model.named_children() if hasattr(child, "fixed_prefixes")  # frame encoders
-               for p in child.parameters()}
-    groups = [{"params": [p for p in params if id(p) not in encoder]},
-              {"params": [p for p in params if id(p) in encoder], "lr": tc.encoder_lr}]  # a pretrained part: smaller
-    opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=tc.lr, weight_decay=tc.weight_decay)
-    steps = tc.epochs * int(np.ceil(len(train_rows) / tc.batch_size))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / tc.warmup_steps) * 0.5 * (1 + np.cos(np.pi * min(1.0, s / max(1, steps)))))
+    part = JointPart(model, data, val_rows, tc)  # before the warm-up: train_only freezes what it leaves out
     rng = np.random.default_rng(tc.seed)
-    warm_up = fresh and spec_of(model_config).match_warmup and model.config.use_instruction  # event heads' match
-    if warm_up and tc.match_warmup_epochs and tc.match_weight > 0:
+    if init_state is None and spec.match_warmup and model.config.use_instruction and tc.events.match_warmup_epochs \
+            and tc.events.match_weight > 0:  # the event heads' match, alone first
         warm_up_match(model, data, train_rows, tc, rng, progress)
-    result = TrainResult(model=model, n_train=len(train_rows), n_val=len(val_rows), notes=notes)
-    average = WeightAverage(model, tc.ema) if tc.ema else None
-    best, best_state, bad_epochs = None, None, 0
-    epochs = range(1, tc.epochs + 1)
-    if progress:
-        from tqdm import tqdm
-        epochs = tqdm(epochs, desc="training", unit="epoch")
-    for epoch in epochs:
-        metrics = run_epoch(model, data, train_rows, tc, opt, sched, rng, average)
-        with average.swapped_in() if average else contextlib.nullcontext():  # the average is what is kept
-            metrics.update(validate(model, data, val_rows), epoch=epoch)
-            score = metrics["val_balanced_accuracy"]
-            bad_epochs = 0 if best is None or score > best["val_balanced_accuracy"] else bad_epochs + 1
-            if best is None or score >= best["val_balanced_accuracy"]:  # a tie: the later (averaged) weights
-                best, best_state = metrics, copy.deepcopy(model.state_dict())
-        result.history.append(metrics)
-        if log is not None:
-            log(epoch, metrics)
-        if progress:
-            epochs.set_postfix(loss=f"{metrics['train_loss']:.3f}", val_ba=f"{metrics['val_balanced_accuracy']:.3f}")
-        if bad_epochs >= tc.patience or (should_stop is not None and should_stop(epoch, metrics)):
-            break
-    model.load_state_dict(best_state)
-    model.eval()
-    result.best = dict(best)
-    result.wall_s = time.time() - start
-    result.verdict = convergence_verdict(result.history, tc.epochs)
-    if out is not None:
-        model.save_pretrained(out, metadata={"train_config": tc.to_dict(), "best": result.best,
-                                             "verdict": result.verdict, "recipe_notes": notes,
-                                             "n_train": result.n_train, "n_val": result.n_val,
-                                             "train_suites": [f"{s.info.name}@{s.info.version}" for s in suites],
-                                             "wall_s": round(result.wall_s, 1)})
-    return result
+    fitted = fit(part, train_rows, tc.schedule(), rng, log=log, progress="training" if progress else "",
+                 should_stop=should_stop)
+    return TrainResult(model=model, history=fitted.history, best=dict(fitted.best), n_train=len(train_rows),
+                       n_val=len(val_rows), verdict=fitted.verdict, notes=notes, recipe=tc)
 
 
-def supported_augmentations(tc: TrainConfig, spec: ArchitectureSpec, suites: Sequence[Suite],
+def supported_augmentations(tc: TrainConfig, spec: ArchitectureSpec, sources: Sequence[dict | None],
                             data: TrainingData) -> tuple[TrainConfig, list[str]]:
-    """``tc`` with the augmentations this architecture (its spec's ``augmentations``) and these data do not allow
-    switched off, and a note for each (saved in the model's metadata: the recipe says what was done)."""
-    reasons = {"rotate": None if top_down(suites) else "the suites are not top-down (a first-person frame has one "
-                                                        "orientation)",
+    """``tc`` with the augmentations this architecture (its spec's ``augmentations``) and these data (the suites'
+    ``sources``: their worlds say what they allow) do not allow switched off, and a note for each (saved in the
+    model's metadata: the recipe says what was done)."""
+    allows = world_allows
+    reasons = {"rotate": None if allows(sources, "rotate") else "the suites are not top-down (a first-person frame has "
+                                                                 "one orientation)",
                "mirror": None if mirrorable(data) else "the cached inputs have no exact mirror",
-               "recolour": None if mirrorable(data) and world_allows_all(suites, "recolour") else
+               "recolour": None if mirrorable(data) and allows(sources, "recolour") else
                "the suites' world has no palette to permute, or the inputs no exact mirror",
-               "relax": None if world_allows_all(suites, "relax") else "the suites' world has no colour words to drop",
+               "relax": None if allows(sources, "relax") else "the suites' world has no colour words to drop",
                "crop": None, "augment_pixels": None}
     changes, notes = {}, []
     for name in AUGMENTATIONS:
@@ -350,6 +293,6 @@ def load_init_state(folder: str | Path, config: AutoraterConfig) -> dict[str, to
     return start_model.trainable_state_dict()
 
 
-__all__ = ["TrainConfig", "TrainResult", "WeightAverage", "convergence_verdict", "load_config_file", "load_init_state",
-           "predict_rows",
-           "run_epoch", "seeded", "train", "train_step", "trainable_parameters", "validate", "warm_up_match"]
+__all__ = ["JointPart", "MatchWarmUp", "TrainConfig", "TrainResult", "WeightAverage", "convergence_verdict",
+           "load_config_file", "load_init_state", "predict_rows", "run_epoch", "seeded", "supported_augmentations",
+           "train", "train_joint", "trainable_parameters", "validate", "warm_up_match"]

@@ -37,8 +37,9 @@ def cmd_certify(args) -> int:
     print(format_certification(cert))
     folder = LabelsFolder(args.labels)
     summary = folder.read_summary()
-    print(f"{summary['auto']} auto-labelled ({summary['coverage']:.1%}), {summary['provisional']} provisional, "
-          f"{summary['human']} to humans; queue: {folder.tasks_file} (round {cert['round']})")
+    print(f"{summary.get('auto', 0)} auto-labelled ({summary.get('coverage', 0):.1%}), "
+          f"{summary.get('provisional', 0)} provisional, {summary.get('human', 0)} to humans; queue: "
+          f"{folder.tasks_file} (round {cert.get('round', 1)})")
     return 0
 
 
@@ -164,15 +165,23 @@ def cmd_serve(args) -> int:
 
 def cmd_demo(args) -> int:
     from autorater.app.demo import run_demo
+    from autorater.data.worlds import load_world
 
-    default = "demo-out" if args.world == "babyai" else f"demo-out-{args.world}"
-    out = Path(args.out if args.out is not None else default)
+    out = Path(args.out if args.out is not None else load_world(args.world).DEMO.out)
     return run_demo(out, quick=args.quick, world=args.world, device=args.device)
-
 
 
 def add_commands(sub) -> None:
     """The labelling, serving and demo subcommands."""
+    _labelling_commands(sub)
+    _labelstudio_commands(sub)
+    _active_commands(sub)
+    _serve_command(sub)
+    _demo_command(sub)
+
+
+def _labelling_commands(sub) -> None:
+    """label, ingest, certify, leaderboard."""
     p = sub.add_parser("label", help="auto-label a new suite version; route the uncertain continuations to humans")
     common.loading_args(p)
     common.model_and_suite(p, suite_help="the new suite version")
@@ -247,6 +256,9 @@ def add_commands(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.set_defaults(func=cmd_leaderboard)
 
+
+def _labelstudio_commands(sub) -> None:
+    """labelstudio setup, simulate-annotators."""
     ls = sub.add_parser("labelstudio", help="Label Studio: set up the project the labelling job routes to"
                         ).add_subparsers(dest="labelstudio_command", required=True)
     p = ls.add_parser("setup", help="create or update the project, connect autorater serve as its ML backend and "
@@ -271,6 +283,9 @@ def add_commands(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_simulate_annotators)
 
+
+def _active_commands(sub) -> None:
+    """active select, active round."""
     active = sub.add_parser("active", help="active learning: choose what to label next; run a round").add_subparsers(
         dest="active_command", required=True)
     p = active.add_parser("select", help="choose the unlabelled continuations humans should label next")
@@ -308,6 +323,8 @@ def add_commands(sub) -> None:
     common.model_args(p)
     p.set_defaults(func=cmd_active_round)
 
+
+def _serve_command(sub) -> None:
     p = sub.add_parser("serve", help="HTTP service: /v1/rate and the Label Studio ML-backend protocol")
     common.loading_args(p)
     p.add_argument("--model", required=True, help="model folder, or models:/autorater@champion")
@@ -340,10 +357,14 @@ def add_commands(sub) -> None:
     common.model_args(p)
     p.set_defaults(func=cmd_serve)
 
+
+def _demo_command(sub) -> None:
+    from autorater.data.worlds import DEFAULT_WORLD, demo_worlds
+
     p = sub.add_parser("demo", help="the end-to-end main job on embedded defaults")
     common.device_arg(p)
     p.add_argument("--out", default=None,
                    help="working folder (suites, models, MLflow store); default demo-out (demo-out-metaworld)")
-    p.add_argument("--world", choices=["babyai", "metaworld"], default="babyai", help="the world of the suites")
+    p.add_argument("--world", choices=demo_worlds(), default=DEFAULT_WORLD, help="the world of the suites")
     p.add_argument("--quick", action="store_true", help="a smaller, faster run")
     p.set_defaults(func=cmd_demo)

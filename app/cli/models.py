@@ -1,4 +1,5 @@
-"""The model's commands: ``train``, ``predict``, ``evaluate``, ``calibrate``, ``tune``, ``compare``, ``promote``."""
+"""The model's commands: ``train``, ``pack``, ``predict``, ``evaluate``, ``calibrate``, ``tune``, ``compare``,
+``promote``."""
 
 from __future__ import annotations
 
@@ -9,15 +10,12 @@ from pathlib import Path
 from autorater.app.cli import common
 
 
-def cmd_train(args) -> int:
-    from autorater.data.suite import Suite
-    from autorater.rater import update_metadata
+def _recipe(args, sources: list):
+    """The model config and recipe ``--config`` names (or, without it, the one the ``sources``' worlds ask for:
+    :func:`chosen_recipe`, printed), with the command line's epochs, seed, cache and device; and that choice."""
     from autorater.training.recipe import load_config
-    from autorater.training.train import train
 
-    common.threads()
-    suites = [Suite.load(d) for d in args.suite]
-    recipe = chosen_recipe(args.config, suites)
+    recipe = chosen_recipe(args.config, sources)
     print(f"recipe: {recipe['preset']} ({recipe['why']})")
     model_cfg, train_cfg = load_config(args.config or recipe["preset"])
     if args.epochs is not None:
@@ -26,6 +24,55 @@ def cmd_train(args) -> int:
         train_cfg.seed = args.seed
     train_cfg.cache_dir = args.cache_dir
     train_cfg.device = args.device
+    return model_cfg, train_cfg, recipe
+
+
+def chosen_recipe(config: str | None, sources: list) -> dict:
+    """What ``autorater train`` trains, and why: ``--config`` when given, else the preset the worlds of the suites
+    (their suite.json ``source``s) ask for (``autorater.data.worlds.preset_for``: BabyAI's first-person view the grid
+    reader, camera video and unknown or mixed worlds the general model). Recorded in the model's ``metadata.json``
+    (``recipe``) and as MLflow tags."""
+    from autorater.data.worlds import preset_for
+    from autorater.models import DEFAULT_PRESET
+
+    if config is not None:
+        return {"preset": str(config), "chosen_by": "--config", "why": "named by --config"}
+    preset, why = preset_for(sources, DEFAULT_PRESET)
+    return {"preset": preset, "chosen_by": "world", "why": f"no --config: {why}"}
+
+
+def cmd_pack(args) -> int:
+    from autorater.data.suite import Suite
+    from autorater.training.pack import write_pack
+
+    common.threads()
+    suites = [Suite.load(d) for d in args.suite]
+    model_cfg, train_cfg, recipe = _recipe(args, [s.info.source for s in suites])
+    out = write_pack(suites, model_cfg, train_cfg, args.out, progress=not args.quiet)
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    print(f"pack written to {out} ({size / 2**20:.1f} MiB); train from it anywhere torch runs, no decoder or weight "
+          f"package needed: autorater train --from-pack {out} --config {args.config or recipe['preset']} --out MODEL "
+          f"--device cuda")
+    return 0
+
+
+def cmd_train(args) -> int:
+    from autorater.data.suite import Suite
+    from autorater.rater import update_metadata
+    from autorater.training.train import train
+
+    common.threads()
+    if bool(args.suite) == bool(args.from_pack):
+        raise SystemExit("error: train from --suite (one or more) or from --from-pack PACK, not both or neither")
+    if args.from_pack:
+        from autorater.training.pack import Pack
+
+        suites = Pack(args.from_pack)
+        sources = list(suites.meta["sources"])
+    else:
+        suites = [Suite.load(d) for d in args.suite]
+        sources = [s.info.source for s in suites]
+    model_cfg, train_cfg, recipe = _recipe(args, sources)
 
     def run(log=None):  # the folder says which recipe it was trained with, and why, before MLflow logs it
         trained = train(suites, model_cfg, train_cfg, out=args.out, log=log, progress=not args.quiet)
@@ -54,19 +101,6 @@ def cmd_train(args) -> int:
         print(f"recipe: {note}")
     print(f"model written to {args.out}")
     return 0
-
-
-def chosen_recipe(config: str | None, suites) -> dict:
-    """What ``autorater train`` trains, and why: ``--config`` when given, else the preset the suites' world asks
-    for (``autorater.data.worlds.preset_for``: BabyAI's first-person view the grid reader, camera video and unknown
-    or mixed worlds the general model). Recorded in the model's ``metadata.json`` (``recipe``) and as MLflow tags."""
-    from autorater.data.worlds import preset_for
-    from autorater.models import DEFAULT_PRESET
-
-    if config is not None:
-        return {"preset": str(config), "chosen_by": "--config", "why": "named by --config"}
-    preset, why = preset_for([s.info.source for s in suites], DEFAULT_PRESET)
-    return {"preset": preset, "chosen_by": "world", "why": f"no --config: {why}"}
 
 
 def cmd_predict(args) -> int:
@@ -159,7 +193,7 @@ def cmd_tune(args) -> int:
     if args.quiet:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
     suites = [Suite.load(d) for d in args.suite]
-    recipe = chosen_recipe(args.config, suites)  # what train would pick: the same preset is searched
+    recipe = chosen_recipe(args.config, [s.info.source for s in suites])  # what train would pick: it is searched
     print(f"recipe: {recipe['preset']} ({recipe['why']})")
     model_cfg, train_cfg = load_config(args.config or recipe["preset"])
     train_cfg.cache_dir = args.cache_dir
@@ -181,7 +215,7 @@ def cmd_tune(args) -> int:
 
 def cmd_compare(args) -> int:
     from autorater.mlflow_registry import default_tracking_uri
-    from autorater.training.compare import compare_runs, format_runs_table
+    from autorater.training.tracking import compare_runs, format_runs_table
 
     rows = compare_runs(args.tracking_uri or default_tracking_uri(args.workdir), args.experiment,
                         args.metric or None, args.max_runs, kind=args.kind, order_by=args.order_by)
@@ -198,13 +232,15 @@ def cmd_promote(args) -> int:
     return 0
 
 
-
 def add_commands(sub) -> None:
     """The model's subcommands."""
-    p = sub.add_parser("train", help="train an autorater on the annotations of one or more suites")
-    common.device_arg(p)
-    p.add_argument("--suite", action="append", required=True, help="training suite (repeat for several)")
-    p.add_argument("--out", required=True, help="model folder to write")
+    _train_commands(sub)
+    _rating_commands(sub)
+    _tracking_commands(sub)
+
+
+def _recipe_args(p) -> None:
+    """The recipe's flags, shared by train and pack (a pack is encoded for the config it trains)."""
     p.add_argument("--config", help='a preset (general, general-parts, babyai-grid, tiny, tiny-general) or a JSON '
                                     'file {"preset": "general", "model": {...}, "train": {...}}; default: the preset '
                                     "the suites' world asks for (BabyAI's first-person view: babyai-grid; camera "
@@ -212,12 +248,35 @@ def add_commands(sub) -> None:
     p.add_argument("--epochs", type=int, help="override the recipe's epochs")
     p.add_argument("--seed", type=int, help="override the recipe's seed")
     p.add_argument("--cache-dir", default="runs/cache", help="feature cache folder")
+
+
+def _train_commands(sub) -> None:
+    """train, and pack (its inputs, portable)."""
+    p = sub.add_parser("train", help="train an autorater on the annotations of one or more suites")
+    common.device_arg(p)
+    p.add_argument("--suite", action="append", default=[], help="training suite (repeat for several)")
+    p.add_argument("--from-pack", help="train from a pack (autorater pack) instead of suites: no decoder or weight "
+                                       "package needed (a GPU machine's way in)")
+    p.add_argument("--out", required=True, help="model folder to write")
+    _recipe_args(p)
     p.add_argument("--experiment", default="autorater", help="MLflow experiment")
     p.add_argument("--run-name", default=None)
     p.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
     common.model_args(p)
     p.set_defaults(func=cmd_train)
 
+    p = sub.add_parser("pack", help="write what training reads of suites (labels, encoded clips, sentence vectors, "
+                                    "encoder weights) into a portable folder: autorater train --from-pack")
+    common.device_arg(p)
+    p.add_argument("--suite", action="append", required=True, help="training suite (repeat for several)")
+    p.add_argument("--out", required=True, help="pack folder to write")
+    _recipe_args(p)
+    common.model_args(p, tracking=False)
+    p.set_defaults(func=cmd_pack)
+
+
+def _rating_commands(sub) -> None:
+    """predict, evaluate, calibrate."""
     p = sub.add_parser("predict", help="rate every continuation of a suite (SUITE_FORMAT predictions)")
     common.loading_args(p)
     common.model_and_suite(p)
@@ -247,6 +306,9 @@ def add_commands(sub) -> None:
     common.model_args(p)
     p.set_defaults(func=cmd_calibrate)
 
+
+def _tracking_commands(sub) -> None:
+    """tune, compare, promote."""
     p = sub.add_parser("tune", help="Optuna study (SQLite, resumable, pruned); every trial logged to MLflow")
     common.device_arg(p)
     p.add_argument("--suite", action="append", required=True)

@@ -186,11 +186,20 @@ def cmd_suite_stats(args) -> int:
 
 def add_commands(sub) -> None:
     """The ``suite`` subcommands."""
-    from autorater.data.worlds import WORLDS, load_world
+    from autorater.app.cli.versions import add_suite_commands
 
     suite = sub.add_parser("suite", help="generate, validate, describe, diff, tag suites; propose the next version"
                            ).add_subparsers(
         dest="suite_command", required=True)
+    _generate_commands(suite)
+    _file_commands(suite)
+    add_suite_commands(suite)
+
+
+def _generate_commands(suite) -> None:
+    """suite generate, suite swap: the worlds' flags."""
+    from autorater.data.worlds import DEFAULT_WORLD, WORLDS, load_world
+
     worlds = {name: load_world(name) for name in WORLDS}
     agents_help = "\n".join(f"  {name} agents (default {','.join(w.DEFAULT_AGENTS)}):\n"
                             + "\n".join(f"    {k}: {v}" for k, v in w.AGENTS.items()) for name, w in worlds.items())
@@ -201,7 +210,7 @@ def add_commands(sub) -> None:
                          description=f"{agents_help}\n{tasks_help}",
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="output suite folder")
-    p.add_argument("--world", choices=list(WORLDS), default="babyai", help="which world records the videos")
+    p.add_argument("--world", choices=list(WORLDS), default=DEFAULT_WORLD, help="which world records the videos")
     p.add_argument("--tasks", type=common.csv, default=None,
                    help="the world's tasks, comma-separated (BabyAI levels; Meta-World environment names)")
     p.add_argument("--levels", type=common.csv, default=None, help="BabyAI ids or short names (the same as --tasks)")
@@ -241,6 +250,9 @@ def add_commands(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_suite_swap)
 
+
+def _file_commands(suite) -> None:
+    """suite validate, import, stats."""
     p = suite.add_parser("validate", help="check every rule of the suite format; list all problems")
     p.add_argument("dir")
     p.add_argument("--no-videos", action="store_true", help="skip opening the videos")
@@ -288,7 +300,3 @@ def add_commands(sub) -> None:
     p.add_argument("dir")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(func=cmd_suite_stats)
-
-    from autorater.app.cli.versions import add_suite_commands
-
-    add_suite_commands(suite)

@@ -26,8 +26,6 @@ a tile, a palette or a pose.
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -41,17 +39,18 @@ from autorater.config import FrameEncoderConfig
 from autorater.encoders import create_frame_encoder
 from autorater.model import Autorater
 from autorater.models.events import event_loss_space
-from autorater.models.events.head import SentenceText
-from autorater.models.events.stream import event_classes, members, one_or_ensemble, stream_output
-from autorater.models.outcome import (
+from autorater.models.parts import outcome, stream
+from autorater.models.parts.outcome import (
+    FRAME_RULE,
     OUTCOME_INPUT,
     OutcomeConfig,
-    OutcomeHead,
+    OutcomePath,
     augment_frames,
-    outcome_frame_index,
     outcome_loss,
-    outcome_times,
+    pick_frames,
 )
+from autorater.models.parts.stream import EventStream, event_classes
+from autorater.models.parts.text import SentenceText
 
 
 @dataclass
@@ -73,9 +72,9 @@ class GeneralConfig(FrameEncoderConfig):
     hidden: int = 128  # the per-frame event classifier's width
     members: int = 1  # independently initialised heads, their outcome distributions averaged
     max_text_tokens: int = 32
-    # The outcome path, a part with its own config (autorater/models/outcome.py): P(success) from a few larger frames
-    # through the same encoder cut deeper, its top blocks learning; the stream above (every frame, small, frozen)
-    # places the marker.
+    # The outcome path, a part with its own config (autorater/models/parts/outcome.py): P(success) from a few larger
+    # frames through the same encoder cut deeper, its top blocks learning; the stream above (every frame, small,
+    # frozen) places the marker.
     outcome: OutcomeConfig = field(default_factory=OutcomeConfig)
 
     @classmethod
@@ -101,8 +100,8 @@ class GeneralConfig(FrameEncoderConfig):
 class GeneralProcessor(FrameProcessor):
     """The general model's inputs: the clip decoded once (letterboxed at the larger size, from ``context_frames``
     before the takeover), the stream of every frame resized to ``image_size`` (``"x"``), and the outcome path's
-    frames (:func:`outcome_frame_index`) at ``outcome.size``, augmented in training when its encoder learns from
-    pixels."""
+    frames (``pick_frames``: the rule applied once, named in the cache key) at ``outcome.size``, augmented in training
+    when its encoder learns from pixels."""
 
     def decode_args(self, takeover_s: float | None = None) -> dict:
         args, config = super().decode_args(takeover_s), self.config
@@ -113,10 +112,8 @@ class GeneralProcessor(FrameProcessor):
     def prepare(self, frames: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor) -> dict:
         config = self.config
         out = {"x": resize_frames(frames, config.image_size)}
-        if config.outcome.frames:
-            index = outcome_frame_index(times_s.to(frames.device), takeover_s.to(frames.device), config.outcome.frames)
-            picked = frames[torch.arange(len(frames), device=frames.device)[:, None], index]
-            out[OUTCOME_INPUT] = resize_frames(picked, config.outcome.size)
+        if config.outcome.frames:  # its frames and their index: the head reads their times, never picks again
+            out.update(pick_frames(frames, times_s, takeover_s, config.outcome, resize_frames))
         return out
 
     def cache_key(self, frozen: bool) -> str:
@@ -124,7 +121,7 @@ class GeneralProcessor(FrameProcessor):
         pixels = f"-pix{config.pixel_cells}" if config.pixel_cells else ""
         top = f"-top{config.trainable_blocks}" if config.trainable_blocks else ""  # the cache holds the blocks below
         context = f"-ctx{config.context_frames}" if config.context_frames >= 0 else ""
-        outcome = f"-out{path.frames}f{path.size}px-s{path.stage}t{path.blocks}" if path.frames else ""
+        outcome = f"-out{path.frames}f{path.size}px-s{path.stage}t{path.blocks}-{FRAME_RULE}" if path.frames else ""
         return (f"{config.encoder}-stage{config.encoder_stage}{top}-{config.image_size}px-{config.clip_frames}f"
                 f"{context}{pixels}{outcome}-pad")
 
@@ -246,126 +243,54 @@ class GeneralHead(nn.Module):
 
 
 class GeneralModel(Autorater):
-    """Composed of two parts: the event stream (``autorater/models/events/stream.py``: competing risks over frames)
-    with :class:`GeneralHead` on every frame, which places the marker; and with ``outcome.frames`` the outcome path
-    (:class:`OutcomeHead` on a few larger frames, its own config :class:`OutcomeConfig`), whose logit is the model's
-    P(success) (the marker then lies in a success frame for a called success)."""
+    """The composition of two parts (``autorater/models/parts/``): the event stream (:class:`EventStream`, competing
+    risks over frames) with :class:`GeneralHead` on every frame, which places the marker; and with
+    ``outcome.frames`` the outcome path (:class:`OutcomePath`: a few larger frames, its own config), whose logit plus
+    ``gate`` x the stream's is the model's P(success) (the marker then lies in a success frame for a called
+    success)."""
 
     config_class = GeneralConfig
     processor_class = GeneralProcessor
+    weight_names = (stream.legacy_name, outcome.legacy_name)
 
     def __init__(self, config: GeneralConfig):
         super().__init__(config)
-        if self.frame_encoder.caches_frames or config.encoder in ("pixels",):
+        if self.frame_encoder.caches_frames or self.frame_encoder.raw_colours:
             raise ValueError(f"the general model reads a pretrained image encoder's feature maps; "
                              f"{config.encoder!r} is not one (fix: a timm encoder, e.g. efficientnet_lite0)")
-        self.events = one_or_ensemble([GeneralHead(
+        self.stream = EventStream([GeneralHead(
             self.frame_encoder.out_channels, 1 + len(event_classes(config.failure_modes)), config.queries,
             config.hidden, use_instruction=config.use_instruction, max_tokens=config.max_text_tokens,
-            reference=config.reference_frame) for _ in range(config.members)])
+            reference=config.reference_frame) for _ in range(config.members)], config.failure_modes)
         if config.outcome.frames:
-            self.outcome_encoder = create_frame_encoder(config, stage=config.outcome.stage,
-                                                        trainable_blocks=config.outcome.blocks)
-            self.outcome = one_or_ensemble([self.make_outcome_head() for _ in range(config.outcome.members)])
-
-    @property
-    def event_heads(self) -> list[nn.Module]:
-        """The stream's heads (one, or the members of an ensemble)."""
-        return members(self.events)
-
-    @staticmethod
-    def run_head(head, features, instructions, active):
-        return head(features, instructions, active)
-
-    @staticmethod
-    def match_score(head, features, instructions, active):
-        return head.match_score(features, instructions, active)
-
-    def make_outcome_head(self) -> OutcomeHead:
-        """A fresh outcome head of this config (drawn from torch's default generator)."""
-        config = self.config
-        return OutcomeHead(self.outcome_encoder.out_channels, config.outcome.dim, config.outcome.queries,
-                           config.outcome.layers, max_tokens=config.max_text_tokens, pooling=config.outcome.pooling)
-
-    @property
-    def outcome_heads(self) -> list[OutcomeHead]:
-        """The outcome heads (one, or the members of the ensemble)."""
-        return members(self.outcome)
-
-    def set_outcome_heads(self, heads: list[OutcomeHead]) -> None:
-        """Put ``heads`` in as the outcome heads (as many as ``outcome.members``; the first holds the gate)."""
-        if len(heads) != self.config.outcome.members:
-            raise ValueError(f"{len(heads)} outcome heads for outcome.members={self.config.outcome.members}")
-        self.outcome = one_or_ensemble(heads)
-
-    def first_outcome_heads(self, k: int) -> "GeneralModel":
-        """A copy of this model with its first ``k`` outcome heads only (the same gate): a smaller ensemble, or one
-        head, to compare with the whole on the same videos."""
-        small = type(self)(self.config.replace(outcome=dataclasses.replace(self.config.outcome, members=k)))
-        small.load_state_dict({n: v for n, v in self.state_dict().items() if not n.startswith("outcome.")},
-                              strict=False)
-        small.set_outcome_heads([copy.deepcopy(head) for head in self.outcome_heads[:k]])
-        with torch.no_grad():
-            small.outcome_gate.copy_(self.outcome_gate)
-        return small.to(self.device).eval()
-
-    @property
-    def outcome_gate(self) -> nn.Parameter:
-        """How much the event head's logit adds to the outcome heads' (the first head holds it; 0: nothing)."""
-        return self.outcome_heads[0].gate
-
-    def outcome_logit(self, maps: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor,
-                      instructions: list[str]) -> torch.Tensor:
-        """(b,) the outcome heads' logit from their finished maps (b, k, c, h, w): the log-odds of the members' mean
-        probability (one head: its logit)."""
-        index = outcome_frame_index(times_s, takeover_s, maps.shape[1])
-        share, since = outcome_times(times_s, takeover_s, index)
-        heads = self.outcome_heads
-        text = heads[0].sentences(instructions, self.config.use_instruction)
-        logits = [head(maps, share, since, text) for head in heads]
-        if len(logits) == 1:
-            return logits[0]
-        log_p = torch.stack([F.logsigmoid(z) for z in logits]).logsumexp(0) - math.log(len(logits))
-        log_q = torch.stack([F.logsigmoid(-z) for z in logits]).logsumexp(0) - math.log(len(logits))
-        return log_p - log_q
+            encoder = create_frame_encoder(config, stage=config.outcome.stage, trainable_blocks=config.outcome.blocks)
+            self.outcome = OutcomePath(config.outcome, encoder, config.max_text_tokens, config.use_instruction)
+            # how much the stream's logit adds to the path's: learned from 0 when trained jointly; fitted on held-out
+            # rows, or left at 0, when the parts train apart
+            self.gate = nn.Parameter(torch.zeros(()))
 
     def encode(self, frames: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor) -> dict:
         """The stream's cached features of every frame (``"x"``, resized to ``image_size``) and the outcome path's of
-        the frames it reads (at ``outcome.size``): the processor picks and resizes, each encoder's fixed part runs."""
+        the frames it reads (at ``outcome.size``, with their index): the processor picks and resizes, each encoder's
+        fixed part runs."""
         prepared = self.processor.prepare(frames, times_s, takeover_s)
-        out = {"x": self.frame_encoder.cacheable(prepared["x"])}
+        out = {"x": self.frame_encoder.cacheable(prepared.pop("x"))}
         if OUTCOME_INPUT in prepared:
-            out[OUTCOME_INPUT] = self.outcome_encoder.cacheable(prepared[OUTCOME_INPUT])
+            out.update(prepared, **{OUTCOME_INPUT: self.outcome.encoder.cacheable(prepared[OUTCOME_INPUT])})
         return out
-
-    @staticmethod
-    def outcome_maps(encoded: dict) -> torch.Tensor | None:
-        """The outcome path's cached inputs among what this model encodes (None: none)."""
-        return encoded.get(OUTCOME_INPUT)
-
-    @staticmethod
-    def stream_inputs(encoded: dict) -> dict:
-        """What this model encodes, less the outcome path's (what the stream alone reads)."""
-        return {k: v for k, v in encoded.items() if k != OUTCOME_INPUT}
 
     def finish_encoded(self, encoded: dict) -> dict:
         """The outcome path's trainable part on its cached input, once per clip."""
-        return {k: self.outcome_encoder.finish(v) if k == OUTCOME_INPUT else v for k, v in encoded.items()}
+        return {k: self.outcome.encoder.finish(v) if k == OUTCOME_INPUT else v for k, v in encoded.items()}
 
     def forward_head(self, features, times_s, takeover_s, instructions, targets=None, encoded=None):
-        out = stream_output(self.event_heads, self.run_head, [(features, instructions)], times_s, takeover_s,
-                            self.config.failure_modes, targets)
+        out = self.stream([(features, instructions)], times_s, takeover_s, targets)
         if not self.config.outcome.frames:
             return out
-        maps = (encoded or {}).get(OUTCOME_INPUT)
-        if maps is None:
-            raise ValueError(f"this model judges the outcome from its outcome path: pass its encoded inputs (what "
-                             f"encode returns as {OUTCOME_INPUT!r}) beside the features, or pass the frames")
         # the stream's evidence beside the few frames: an event the chosen frames miss (a success undone before
-        # the last frame) is still in the event head's P(success), weighed by a gate (learned from 0 when trained
-        # jointly; fitted on held-out rows, or left at 0, when the parts train apart)
-        out.success_logit = (self.outcome_logit(maps, times_s, takeover_s, instructions)
-                             + self.outcome_gate * out.success_logit.detach())
+        # the last frame) is still in the event head's P(success), weighed by the gate
+        out.success_logit = (self.outcome(encoded or {}, times_s, takeover_s, instructions)
+                             + self.gate * out.success_logit.detach())
         if targets is not None:
             own, others = targets.outcome_weights
             weight = torch.where(targets.match == 0, torch.full_like(targets.success, others),

@@ -29,8 +29,9 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-__all__ = ["WORLDS", "INTERFACE", "World", "WorldOptions", "NoOptions", "OptionInfo", "ScenarioJob", "SwapJob",
-           "load_world", "preset_for", "world_allows", "world_of", "option", "options_of", "option_infos"]
+__all__ = ["WORLDS", "DEFAULT_WORLD", "INTERFACE", "World", "WorldOptions", "NoOptions", "OptionInfo", "ScenarioJob",
+           "SwapJob", "DemoPlan", "demo_worlds", "load_world", "preset_for", "world_allows", "world_of", "option",
+           "options_of", "option_infos"]
 
 # The registry: a world's name and its package (imported by ``load_world``). One line per world.
 WORLDS: dict[str, str] = {
@@ -38,6 +39,19 @@ WORLDS: dict[str, str] = {
     "metaworld": "autorater.data.worlds.metaworld",
     "toy": "autorater.data.worlds.toy",
 }
+DEFAULT_WORLD = "babyai"  # the generator's default, and the world of its suites written before there were worlds
+
+
+@dataclass(frozen=True)
+class DemoPlan:
+    """What ``autorater demo --world NAME`` runs on a world (its ``DEMO``): the model preset it trains, the
+    (scenarios, continuations per scenario) of its training, reference and new-version suites, full and ``quick``,
+    and its default working folder."""
+
+    preset: str
+    sizes: tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
+    quick: tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
+    out: str
 
 
 @dataclass
@@ -235,9 +249,8 @@ class World(Protocol):
     (agent name -> one line); ``DEFAULT_TASKS``; ``DEFAULT_AGENTS``; ``FAILURE_MODES`` (mode -> what it means);
     ``OPTIONS`` (its options dataclass, a :class:`WorldOptions`: the flags of ``autorater suite generate``);
     ``SWAP_OPTIONS`` (those of ``suite swap``; :class:`NoOptions` if none); ``FPS`` (the frame rate by default,
-    frames per second); ``AUGMENTATIONS`` (the training augmentations, ``TrainConfig`` fields, that need this
-    world's renderer or words: BabyAI's ``recolour`` permutes MiniGrid's palette, ``relax`` drops its colour words;
-    empty for most worlds). What it does:
+    frames per second); ``DEMO`` (a :class:`DemoPlan`: what ``autorater demo`` runs on it; None: no demo). What it
+    does:
 
     - ``resolve_tasks(names)`` and ``check_agents(names)``: canonical names (errors name the allowed values);
     - ``check_options(fps=FPS, **options) -> dict``: ``OPTIONS`` checked (:func:`options_of`; ``None`` is a
@@ -252,6 +265,10 @@ class World(Protocol):
     - ``describe(tasks, agents, options, common) -> (description, source)``: suite.json's text and ``source``
       (``options``: the ``check_options`` dict; ``common``: the generator's settings; the source names the
       world, ``"world": NAME``, so that :func:`world_of` finds it again);
+    - ``augmentations(source) -> frozenset``: the training augmentations (``TrainConfig`` fields) that need this
+      world's renderer or words and that a suite of it (its suite.json ``source``) allows: BabyAI's ``recolour``
+      permutes MiniGrid's palette, ``relax`` drops its colour words, ``rotate`` turns its top-down view; empty for
+      most worlds;
     - ``default_preset(source) -> (preset, why)``: the model preset that serves a suite of this world best (its
       suite.json ``source``: BabyAI's first-person view, the grid reader; camera video, the general model), and
       why in one line: what ``autorater train`` picks without ``--config`` (:func:`preset_for`).
@@ -266,7 +283,7 @@ class World(Protocol):
     OPTIONS: type[WorldOptions]
     SWAP_OPTIONS: type[WorldOptions]
     FPS: float
-    AUGMENTATIONS: frozenset
+    DEMO: DemoPlan | None
 
     resolve_tasks: Callable[[Sequence[str]], list[str]]
     check_agents: Callable[[Sequence[str]], list[str]]
@@ -274,6 +291,7 @@ class World(Protocol):
     run_scenario: Callable[[ScenarioJob], dict]
     swap_scenario: Callable[[SwapJob], dict]
     describe: Callable[[Sequence[str], Sequence[str], dict, dict], tuple[str, dict]]
+    augmentations: Callable[[dict], frozenset]
     default_preset: Callable[[dict], tuple[str, str]]
 
 
@@ -282,9 +300,16 @@ INTERFACE: tuple[str, ...] = tuple(World.__annotations__)  # the names a world p
 
 def world_allows(sources: Sequence[dict | None], augmentation: str) -> bool:
     """Whether the worlds that made every suite (their suite.json ``source``) allow a training augmentation that
-    needs their renderer (``AUGMENTATIONS``); a suite from elsewhere (no world) allows none."""
+    needs their renderer or words (each world's ``augmentations(source)``); a suite from elsewhere (no world) allows
+    none."""
     worlds = [world_of(s) for s in sources]
-    return bool(worlds) and all(w is not None and augmentation in load_world(w).AUGMENTATIONS for w in worlds)
+    return bool(worlds) and all(w is not None and augmentation in load_world(w).augmentations(s or {})
+                                for w, s in zip(worlds, sources))
+
+
+def demo_worlds() -> list[str]:
+    """The worlds with a demo (their ``DEMO``), in registry order."""
+    return [name for name in WORLDS if load_world(name).DEMO is not None]
 
 
 def preset_for(sources: Sequence[dict | None], fallback: str) -> tuple[str, str]:
@@ -328,9 +353,9 @@ def load_world(name: str) -> World:
 
 
 def world_of(source: dict | None) -> str | None:
-    """The world a suite's ``source`` (suite.json) says made it: ``source["world"]``, or ``"babyai"`` for
+    """The world a suite's ``source`` (suite.json) says made it: ``source["world"]``, or :data:`DEFAULT_WORLD` for
     the generator's suites written before there were worlds; None for a suite from elsewhere."""
     source = source or {}
     if source.get("world") in WORLDS:
         return source["world"]
-    return "babyai" if source.get("generator") == "data.generate.generate_suite" else None
+    return DEFAULT_WORLD if source.get("generator") == "data.generate.generate_suite" else None

@@ -92,6 +92,53 @@ def _marker_pairs(rows: list[dict], suite: Suite) -> dict[str, list[tuple[float,
     return pairs
 
 
+def _agent_entry(mine: list[dict], est: dict, gold, both, categories: list[str], counts, pairs: dict,
+                 rng: np.random.Generator) -> dict:
+    """One agent's row of the board: its rate (``est``), per category, its time to success and its consistency,
+    each corrected by the references where they allow it."""
+    waiting = sum(r["outcome"] is None for r in mine)
+    labelled = [r for r in mine if r["outcome"] is not None]
+    times: dict[str, list[tuple[float, str]]] = {}
+    outcomes: dict[str, list[int]] = {}
+    for r in labelled:
+        outcomes.setdefault(r["scenario_id"], []).append(int(r["outcome"] == "success"))
+        if r["outcome"] == "success" and r["marker_s"] is not None:
+            times.setdefault(r["scenario_id"], []).append((max(0.0, r["marker_s"] - r["takeover_s"]),
+                                                           r["decision"]))
+    timing = corrected_time_to_success(times, pairs, rng)
+    consistency = corrected_consistency(list(outcomes.values()), counts, rng)
+    return {
+        **est, "continuations": len(mine), "waiting": waiting,
+        "per_category": {cat: estimate([r for r in mine if r["category"] == cat], gold, both)
+                         for cat in categories if any(r["category"] == cat for r in mine)},
+        "time_to_success_s": timing["times_s"],
+        "median_time_to_success_s": timing["median_s"], "median_time_ci": timing["ci"],
+        "median_time_labelled_s": timing["labelled_median_s"], "marker_offsets_s": timing["offsets_s"],
+        "consistency": consistency["consistency"], "consistency_ci": consistency["ci"],
+        "consistency_labelled": consistency["labelled"], "consistency_method": consistency["method"],
+        "scenario_success_shares": [float(np.mean(g)) for g in outcomes.values() if len(g) >= 2]}
+
+
+def _scenario_tables(rows: list[dict], suite: Suite, rng: np.random.Generator) -> tuple[dict, dict]:
+    """Each scenario's success rate (Wilson interval) and each category's mean scenario success rate
+    (bootstrapped over its scenarios)."""
+    scenarios = {}
+    for sid in sorted({r["scenario_id"] for r in rows}):
+        mine = [r for r in rows if r["scenario_id"] == sid and r["outcome"] is not None]
+        k, n = sum(r["outcome"] == "success" for r in mine), len(mine)
+        scenarios[sid] = {"category": suite.scenario_by_id[sid].category, "success_rate": k / n if n else None,
+                          "ci": list(wilson_interval(k, n)), "n": n}
+    by_cat: dict[str, dict[str, list[int]]] = {}
+    for sid, s in scenarios.items():
+        if s["success_rate"] is not None:
+            by_cat.setdefault(s["category"], {})[sid] = [s["success_rate"]]
+    difficulty = {
+        cat: {"mean_scenario_success_rate": float(np.mean([v[0] for v in d.values()])),
+              "ci": bootstrap_interval(d, lambda g: float(np.mean([x[0] for x in g])), rng), "scenarios": len(d)}
+        for cat, d in sorted(by_cat.items())}
+    return scenarios, difficulty
+
+
 def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool = False,
                 use_references: bool = True) -> dict:
     """The leaderboard of a labels folder (after ``ingest``); see the module docstring.
@@ -125,43 +172,10 @@ def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool =
     counts = counts if counts and min(counts["pos"], counts["neg"]) >= MIN_POOLED else None
     pairs = _marker_pairs(rows, suite) if use_references else {}
     for agent in agents:
-        mine = [r for r in rows if r["agent_id"] == agent]
-        est = by_agent[agent]
-        waiting = sum(r["outcome"] is None for r in mine)
-        labelled = [r for r in mine if r["outcome"] is not None]
-        times: dict[str, list[tuple[float, str]]] = {}
-        outcomes: dict[str, list[int]] = {}
-        for r in labelled:
-            outcomes.setdefault(r["scenario_id"], []).append(int(r["outcome"] == "success"))
-            if r["outcome"] == "success" and r["marker_s"] is not None:
-                times.setdefault(r["scenario_id"], []).append((max(0.0, r["marker_s"] - r["takeover_s"]),
-                                                               r["decision"]))
-        timing = corrected_time_to_success(times, pairs, rng)
-        consistency = corrected_consistency(list(outcomes.values()), counts, rng)
-        board["agents"][agent] = {
-            **est, "continuations": len(mine), "waiting": waiting,
-            "per_category": {cat: estimate([r for r in mine if r["category"] == cat], gold, both)
-                             for cat in categories if any(r["category"] == cat for r in mine)},
-            "time_to_success_s": timing["times_s"],
-            "median_time_to_success_s": timing["median_s"], "median_time_ci": timing["ci"],
-            "median_time_labelled_s": timing["labelled_median_s"], "marker_offsets_s": timing["offsets_s"],
-            "consistency": consistency["consistency"], "consistency_ci": consistency["ci"],
-            "consistency_labelled": consistency["labelled"], "consistency_method": consistency["method"],
-            "scenario_success_shares": [float(np.mean(g)) for g in outcomes.values() if len(g) >= 2]}
+        board["agents"][agent] = _agent_entry([r for r in rows if r["agent_id"] == agent], by_agent[agent], gold, both,
+                                              categories, counts, pairs, rng)
     board["categories"] = by_category
-    for sid in sorted({r["scenario_id"] for r in rows}):
-        mine = [r for r in rows if r["scenario_id"] == sid and r["outcome"] is not None]
-        k, n = sum(r["outcome"] == "success" for r in mine), len(mine)
-        board["scenarios"][sid] = {"category": suite.scenario_by_id[sid].category, "success_rate": k / n if n else None,
-                                   "ci": list(wilson_interval(k, n)), "n": n}
-    by_cat: dict[str, dict[str, list[int]]] = {}
-    for sid, s in board["scenarios"].items():
-        if s["success_rate"] is not None:
-            by_cat.setdefault(s["category"], {})[sid] = [s["success_rate"]]
-    board["difficulty_by_category"] = {
-        cat: {"mean_scenario_success_rate": float(np.mean([v[0] for v in d.values()])),
-              "ci": bootstrap_interval(d, lambda g: float(np.mean([x[0] for x in g])), rng), "scenarios": len(d)}
-        for cat, d in sorted(by_cat.items())}
+    board["scenarios"], board["difficulty_by_category"] = _scenario_tables(rows, suite, rng)
     per_agent, per_scenario, board["irt"] = ability_and_difficulty(rows, gold if use_references else None)
     none = {"ability": None, "ability_ci": [None, None]}
     for agent in agents:

@@ -70,10 +70,13 @@ def png_base64(figure) -> str:
 
 
 def leaderboard_figures(board: dict) -> dict[str, str]:
-    """Base64 PNGs: the ranking with intervals, time-to-success CDFs, consistency and difficulty."""
+    """Base64 PNGs: the ranking with intervals, time-to-success CDFs, consistency, ability and difficulty."""
+    return {name: png_base64(draw(board)) for name, draw in FIGURES.items()}
+
+
+def _ranking_figure(board: dict):
     from autorater.calibration.plots import new_figure
 
-    figs = {}
     agents = board["ranking"][::-1]
     f = new_figure(6, 0.5 * len(agents) + 1.5)
     ax = f.subplots()
@@ -88,7 +91,11 @@ def leaderboard_figures(board: dict) -> dict[str, str]:
            title="Agent leaderboard")
     if "truth" in board:
         ax.legend(loc="lower right")
-    figs["leaderboard"] = png_base64(f)
+    return f
+
+
+def _time_figure(board: dict):
+    from autorater.calibration.plots import new_figure
 
     f = new_figure(6, 4)
     ax = f.subplots()
@@ -100,7 +107,11 @@ def leaderboard_figures(board: dict) -> dict[str, str]:
     ax.set(xlabel="seconds after takeover", ylabel="share of continuations succeeded",
            title="Time to completion (CDF of success markers)", ylim=(0, 1))
     ax.legend(fontsize=8)
-    figs["time_to_completion"] = png_base64(f)
+    return f
+
+
+def _consistency_figure(board: dict):
+    from autorater.calibration.plots import new_figure
 
     f = new_figure(6, 4)
     ax = f.subplots()
@@ -110,8 +121,13 @@ def leaderboard_figures(board: dict) -> dict[str, str]:
         ax.legend(fontsize=8)
     ax.set(xlabel="share of an agent's continuations of one scenario that succeed", ylabel="scenarios",
            title="Consistency across continuations")
-    figs["consistency"] = png_base64(f)
+    return f
 
+
+def _ability_figure(board: dict):
+    from autorater.calibration.plots import new_figure
+
+    agents = board["ranking"][::-1]
     f = new_figure(6, 0.5 * len(agents) + 1.5)
     ax = f.subplots()
     for i, a in enumerate(agents):
@@ -122,7 +138,11 @@ def leaderboard_figures(board: dict) -> dict[str, str]:
     ax.axvline(0, color="grey", lw=0.5)
     ax.set(yticks=range(len(agents)), yticklabels=agents, xlabel="ability (log-odds of success on an average "
            "scenario, 95% interval)", title="Agent ability (item-response model)")
-    figs["ability"] = png_base64(f)
+    return f
+
+
+def _difficulty_by_category_figure(board: dict):
+    from autorater.calibration.plots import new_figure
 
     f = new_figure(6, 4)
     ax = f.subplots()
@@ -142,15 +162,24 @@ def leaderboard_figures(board: dict) -> dict[str, str]:
     ax.set(xticks=range(len(cats)), xlabel="category", ylabel="difficulty (log-odds, 95% interval)",
            title="Scenario difficulty by category (black: category mean)")
     ax.set_xticklabels(cats, rotation=30, ha="right", fontsize=8)
-    figs["difficulty_by_category"] = png_base64(f)
+    return f
+
+
+def _difficulty_figure(board: dict):
+    from autorater.calibration.plots import new_figure
 
     f = new_figure(6, 4)
     ax = f.subplots()
     rates = [s["success_rate"] for s in board["scenarios"].values() if s["success_rate"] is not None]
     ax.hist(rates, bins=np.linspace(0, 1, 11), color="C2")
     ax.set(xlabel="scenario success rate over all agents", ylabel="scenarios", title="Scenario difficulty")
-    figs["difficulty"] = png_base64(f)
-    return figs
+    return f
+
+
+# The report's figures, in its order: each drawn from the board by one function
+FIGURES = {"leaderboard": _ranking_figure, "time_to_completion": _time_figure, "consistency": _consistency_figure,
+           "ability": _ability_figure, "difficulty_by_category": _difficulty_by_category_figure,
+           "difficulty": _difficulty_figure}
 
 
 def write_report(board: dict, out_html: str | os.PathLike) -> Path:

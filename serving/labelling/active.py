@@ -231,52 +231,89 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
         device: where the models rate and the challenger trains (``autorater.device``; features stay cached on
             the CPU).
     """
-    from autorater.calibration import paired_comparison
     from autorater.mlflow_registry import promote
     from autorater.rater import Rater
-    from autorater.serving.labelling.ingest import append_annotations, read_labels
     from autorater.serving.labelling.model_calibration import calibrate_model
-    from autorater.training.baselines import predict_cached
-    from autorater.training.evaluate import evaluate, gold_table
-    from autorater.training.recipe import TrainConfig, recipe_for
-    from autorater.training.tracking import log_evaluation, track_training
-    from autorater.training.train import train
 
     champion_dir, out = Path(champion_dir), Path(out)
-    pool = Suite.load(pool_dir)
     result: dict = {"champion": str(champion_dir), "finetune": finetune}
-    if export is not None:
-        labels, problems, _ = read_labels(export, pool, tasks_file)
-        result["new_labels"] = append_annotations(pool, labels)
-        result["refused_labels"] = [str(p) for p in problems if p.level == "error"]
-        pool = Suite.load(pool_dir)
+    pool = _take_labels(pool_dir, export, tasks_file, result)
     refs = Suite.load(references_dir) if references_dir else pool
     if not refs.references:
         raise ValueError(f"{refs.root} has no references.jsonl: champion and challenger are compared on gold "
                          f"references (pass --references)")
     champion = Rater.load(champion_dir, device, allow_unverified=allow_unverified)
-    if train_config is None:
-        train_config = TrainConfig(lr=3e-4, warmup_steps=10, epochs=10) if finetune else recipe_for(champion.config)
-    tc = dataclasses.replace(train_config, cache_dir=cache_dir, seed=seed, epochs=epochs or train_config.epochs,
-                             device=device)
     challenger_dir = out / "challenger"
-    init = champion.model.trainable_state_dict() if finetune else None
-    fit, run_id, version = track_training(
-        tracking_uri, "autorater-active", f"challenger ({'fine-tuned' if finetune else 'retrained'})",
-        champion.config, tc, [pool], out=challenger_dir, progress=progress,
-        fn=lambda log: train([pool], champion.config, tc, out=challenger_dir, log=log, progress=progress,
-                             init_state=init))
+    fit, run_id, version = _train_challenger(champion, pool, challenger_dir, tracking_uri, finetune, train_config,
+                                             epochs, cache_dir, seed, device, progress)
     calibrate_on, judge_on, how = judging_split(refs, champion.calibration, calibration_share, seed)
     result["references_split"] = how
     calibrate_model(challenger_dir, refs, out / "calibration-challenger", reference_ids=calibrate_on, seed=seed,
                     device=device)
     challenger = Rater.load(challenger_dir, device)
+    report, comparison, n = _judge(champion, challenger, refs, set(judge_on), cache_dir, level, margin, seed)
+    promoted = comparison["better"]
+    result.update(references=f"{refs.info.name}@{refs.info.version}", n_references=n,
+                  training_examples=fit.n_train + fit.n_val, ba_champion=comparison["ba_a"],
+                  ba_challenger=comparison["ba_b"], ba_gain=comparison["difference"], ba_gain_ci=comparison["ci"],
+                  level=level, margin=margin, mcnemar_p=comparison["mcnemar_p"], challenger_version=version,
+                  challenger_run=run_id, promoted=promoted,
+                  rule=f"promote only if the {level:.0%} paired-bootstrap interval (over scenarios) of the "
+                       f"challenger's gain in balanced accuracy, on references neither model was calibrated on, "
+                       f"lies above {margin}")
+    _log_round(tracking_uri, run_id, report, comparison, n, result["rule"])
+    if promoted:
+        result["alias"] = promote(tracking_uri, version=version)["uri"]
+    out.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out / "round.json", json.dumps(result, indent=1, default=str) + "\n")
+    return result
+
+
+def _take_labels(pool_dir, export, tasks_file, result: dict) -> Suite:
+    """The pool suite, with the annotators' answers (``export``) ingested first when given (counts in ``result``)."""
+    from autorater.serving.labelling.ingest import append_annotations, read_labels
+
+    pool = Suite.load(pool_dir)
+    if export is not None:
+        labels, problems, _ = read_labels(export, pool, tasks_file)
+        result["new_labels"] = append_annotations(pool, labels)
+        result["refused_labels"] = [str(p) for p in problems if p.level == "error"]
+        pool = Suite.load(pool_dir)
+    return pool
+
+
+def _train_challenger(champion, pool: Suite, challenger_dir: Path, tracking_uri: str, finetune: bool, train_config,
+                      epochs: int | None, cache_dir: str, seed: int, device: str, progress: bool):
+    """The challenger trained on the pool's labels (fine-tuned from the champion's weights, or from scratch), tracked
+    and registered: (its ``TrainResult``, the run, the registered version)."""
+    from autorater.training.recipe import TrainConfig, recipe_for
+    from autorater.training.tracking import track_training
+    from autorater.training.train import train
+
+    if train_config is None:
+        train_config = TrainConfig(lr=3e-4, warmup_steps=10, epochs=10) if finetune else recipe_for(champion.config)
+    tc = dataclasses.replace(train_config, cache_dir=cache_dir, seed=seed, epochs=epochs or train_config.epochs,
+                             device=device)
+    init = champion.model.trainable_state_dict() if finetune else None
+    return track_training(
+        tracking_uri, "autorater-active", f"challenger ({'fine-tuned' if finetune else 'retrained'})",
+        champion.config, tc, [pool], out=challenger_dir, progress=progress,
+        fn=lambda log: train([pool], champion.config, tc, out=challenger_dir, log=log, progress=progress,
+                             init_state=init))
+
+
+def _judge(champion, challenger, refs: Suite, judged: set, cache_dir: str, level: float, margin: float,
+           seed: int) -> tuple[dict, dict, int]:
+    """Both models on the judging references: the evaluation report, the paired comparison (challenger minus
+    champion) and how many references it compared."""
+    from autorater.calibration import paired_comparison
+    from autorater.training.baselines import predict_cached
+    from autorater.training.evaluate import evaluate, gold_table
 
     rows = {"champion": predict_cached(champion.model, refs, cache_dir, name="champion",
                                        calibration=champion.calibration),
             "challenger": predict_cached(challenger.model, refs, cache_dir, name="challenger",
                                          calibration=challenger.calibration)}
-    judged = set(judge_on)
     rows = {k: [r for r in v if r["continuation_id"] in judged] for k, v in rows.items()}
     report = evaluate(refs, rows, gold="references")
     gold = gold_table(refs, "references")
@@ -285,28 +322,21 @@ def run_round(champion_dir: str | os.PathLike, pool_dir: str | os.PathLike, out:
     comparison = paired_comparison([gold.at[i, "outcome"] == "success" for i in ids],
                                    [pred["champion"][i] for i in ids], [pred["challenger"][i] for i in ids],
                                    groups=[refs.get(i).scenario_id for i in ids], level=level, margin=margin, seed=seed)
-    promoted = comparison["better"]
-    result.update(references=f"{refs.info.name}@{refs.info.version}", n_references=len(ids),
-                  training_examples=fit.n_train + fit.n_val, ba_champion=comparison["ba_a"],
-                  ba_challenger=comparison["ba_b"], ba_gain=comparison["difference"], ba_gain_ci=comparison["ci"],
-                  level=level, margin=margin, mcnemar_p=comparison["mcnemar_p"], challenger_version=version,
-                  challenger_run=run_id, promoted=promoted,
-                  rule=f"promote only if the {level:.0%} paired-bootstrap interval (over scenarios) of the "
-                       f"challenger's gain in balanced accuracy, on references neither model was calibrated on, "
-                       f"lies above {margin}")
+    return report, comparison, len(ids)
+
+
+def _log_round(tracking_uri: str, run_id: str, report: dict, comparison: dict, n: int, rule: str) -> None:
+    """The round's evaluation and comparison on the challenger's MLflow run."""
+    from autorater.training.tracking import log_evaluation
+
     log_evaluation(tracking_uri, run_id, report, prefix="round")
     numbers = {"ba_champion": comparison["ba_a"], "ba_challenger": comparison["ba_b"],
                "difference": comparison["difference"], "ci_low": comparison["ci"][0], "ci_high": comparison["ci"][1],
-               "level": level, "margin": margin, "mcnemar_p": comparison["mcnemar_p"], "n_references": len(ids),
-               "promoted": float(promoted)}
+               "level": comparison["level"], "margin": comparison["margin"], "mcnemar_p": comparison["mcnemar_p"],
+               "n_references": n, "promoted": float(comparison["better"])}
     log_evaluation(tracking_uri, run_id, numbers, prefix="round.comparison",
-                   tags={"active.promoted": str(promoted).lower(), "active.ba_champion": f"{comparison['ba_a']:.4f}",
-                         "active.rule": result["rule"]})
-    if promoted:
-        result["alias"] = promote(tracking_uri, version=version)["uri"]
-    out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out / "round.json", json.dumps(result, indent=1, default=str) + "\n")
-    return result
+                   tags={"active.promoted": str(comparison["better"]).lower(),
+                         "active.ba_champion": f"{comparison['ba_a']:.4f}", "active.rule": rule})
 
 
 def judging_split(refs: Suite, champion_calibration: dict, calibration_share: float = 0.5,

@@ -6,7 +6,7 @@ the agent's pose is dead-reckoned from the first frame and ``front_places`` adds
 It is very good on BabyAI's own renderer (README, "The model") and cannot read a camera's video: the
 ``general`` architecture is the default. The event head itself, and its competing-risks likelihood, are in
 ``head.py`` beside this module; ``stream.py`` chains the heads' per-frame events into the clip's outcome, a part the
-general model is also built from.
+general model is also built from (``autorater/models/parts/``).
 """
 
 from __future__ import annotations
@@ -15,14 +15,15 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import torch
-from torch import nn
 
 from autorater.architecture import ArchitectureSpec, FrameProcessor
 from autorater.config import FrameEncoderConfig
 from autorater.model import Autorater, AutoraterOutput, Targets
-from autorater.models.events.head import WINDOW_S, EventHead
+from autorater.models.events.head import EventHead
 from autorater.models.events.mirror import mirror_all, mirror_words
-from autorater.models.events.stream import event_classes, members, one_or_ensemble, stream_output
+from autorater.models.parts import stream
+from autorater.models.parts.risks import WINDOW_S
+from autorater.models.parts.stream import EventStream, event_classes
 
 
 @dataclass
@@ -75,31 +76,29 @@ def event_loss_space(trial) -> dict:
 
 
 class EventsModel(Autorater):
-    """The event stream (``stream.py``: per-frame events chained into a competing-risks likelihood over the clip) on
-    tile cells. With ``mirror_tta``, prediction also mixes in each member's rating of the mirrored clips."""
+    """The event stream (:class:`EventStream`: per-frame events chained into a competing-risks likelihood over the
+    clip) with :class:`EventHead` on tile cells. With ``mirror_tta``, prediction also mixes in each member's rating of
+    the mirrored clips."""
 
     config_class = EventsConfig
     processor_class = FrameProcessor
+    weight_names = (stream.legacy_name,)
 
     def __init__(self, config: EventsConfig):
         super().__init__(config)
         for option, on in (("pose", config.pose), ("front_places", config.front_places),
                            ("mirror_tta", config.mirror_tta)):
-            if on and config.encoder != "pixels":
+            if on and not self.frame_encoder.raw_colours:
                 raise ValueError(f"{option} reads first-person 'pixels' cells; encoder {config.encoder!r} has "
                                  f"none (fix: set {option} to false, or use the pixels encoder)")
         grid = self.grid_size()
         classes = 1 + len(event_classes(config.failure_modes))
-        self.events = one_or_ensemble([EventHead(
+        self.stream = EventStream([EventHead(
             self.frame_encoder.out_channels, grid[0] * grid[1], config.vocab, classes,
-            config.places, use_instruction=config.use_instruction, raw_colours=config.encoder == "pixels",
+            config.places, use_instruction=config.use_instruction, raw_colours=self.frame_encoder.raw_colours,
             place_inputs=config.place_inputs, pose_cells=config.pixel_cells if config.pose else 0,
-            front_places=config.front_places, grid=grid[0], text=config.text_encoder) for _ in range(config.members)])
-
-    @property
-    def event_heads(self) -> list[nn.Module]:
-        """The heads (one, or the members of an ensemble)."""
-        return members(self.events)
+            front_places=config.front_places, grid=grid[0], text=config.text_encoder) for _ in range(config.members)],
+            config.failure_modes)
 
     def views(self, features: torch.Tensor, instructions: list[str]) -> list[tuple[torch.Tensor, list[str]]]:
         """The inputs each member rates at prediction: the clips, and with ``mirror_tta`` their mirror."""
@@ -113,30 +112,17 @@ class EventsModel(Autorater):
         """The grid's learned places start where the training clips change most around their success markers
         (:func:`place_priors`); each member of an ensemble from its own noise."""
         with torch.no_grad():
-            heads = self.event_heads
+            heads = self.stream.heads
             priors = place_priors(features, times_s, takeover_s, marker_index, success, self.config.places,
                                   [seed + k for k in range(len(heads))])
             for head, prior in zip(heads, priors):
                 head.match.where.copy_(prior)
 
-    @staticmethod
-    def run_head(head: nn.Module, features: torch.Tensor, instructions: list[str],
-                 active: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """One head's per-frame class log-probabilities (b, t, classes) and instruction match (b, t)."""
-        return head(features, instructions)
-
-    @staticmethod
-    def match_score(head: nn.Module, features: torch.Tensor, instructions: list[str],
-                    active: torch.Tensor) -> torch.Tensor:
-        """(b, t) one head's instruction match alone (the training's warm-up)."""
-        return head.match_score(features, instructions)
-
     def forward_head(self, features: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor,
                      instructions: list[str], targets: Targets | None = None, encoded: dict | None = None
                      ) -> AutoraterOutput:
         views = self.views(features, instructions) if targets is None else [(features, instructions)]
-        return stream_output(self.event_heads, self.run_head, views, times_s, takeover_s, self.config.failure_modes,
-                             targets)
+        return self.stream(views, times_s, takeover_s, targets)
 
 
 def place_priors(features: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor, marker_index: torch.Tensor,

@@ -19,15 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from autorater.data.worlds import WorldOptions, option, options_of
+from autorater.data.worlds import DemoPlan, WorldOptions, option, options_of
 from autorater.data.worlds.metaworld.cameras import HOLD_OUT_DEGREES, IN_VIEW, RANDOM, RANGE
 from autorater.data.worlds.metaworld.tasks import HELD_OUT, MT10
 from autorater.data.worlds.metaworld.tasks import TASKS as _TASK_TABLE
 
 __all__ = ["NAME", "TASKS", "AGENTS", "DEFAULT_TASKS", "DEFAULT_AGENTS", "FAILURE_MODES", "CAMERAS", "MT10", "HELD_OUT",
-           "OPTIONS", "SWAP_OPTIONS", "FPS", "AUGMENTATIONS", "MetaWorldOptions", "MetaWorldSwapOptions",
+           "OPTIONS", "SWAP_OPTIONS", "FPS", "AUGMENTATIONS", "DEMO", "MetaWorldOptions", "MetaWorldSwapOptions",
            "resolve_tasks", "check_agents", "check_options", "run_scenario", "swap_scenario", "describe",
-           "default_preset"]
+           "augmentations", "default_preset"]
 
 NAME = "metaworld"
 TASKS: dict[str, str] = {name: task.wordings[0] for name, task in _TASK_TABLE.items()}
@@ -56,11 +56,21 @@ FAILURE_MODES = {"timeout": "the task was not done by the end of the video",
 CAMERAS = ("corner", "corner2", "corner3", "topview", "behindGripper", "gripperPOV")
 FPS = 8.0  # a frame every 10 control steps
 AUGMENTATIONS = frozenset()  # none needs its renderer
+# The demo trains the default recipe (the general model) on one-camera robot video.
+DEMO = DemoPlan(preset="general", sizes=((200, 5), (120, 5), (20, 10)), quick=((24, 5), (12, 5), (4, 10)),
+                out="demo-out-metaworld")
+
+
+def augmentations(source: dict) -> frozenset:
+    """None needs this world's renderer or words."""
+    return AUGMENTATIONS
 
 
 def default_preset(source: dict) -> tuple[str, str]:
     """Camera video: the general model."""
     return "general", "camera video: the general model (any camera, any wording)"
+
+
 CONTROL_STEP_S = 0.0125  # 5 MuJoCo steps of 2.5 ms
 CONTINUATION_S = 2.5  # 200 control steps after the takeover
 

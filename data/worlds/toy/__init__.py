@@ -34,8 +34,8 @@ from autorater.data.annotators import trait_scores
 from autorater.data.worlds import NoOptions, ScenarioJob, SwapJob, WorldOptions, option, options_of
 
 __all__ = ["NAME", "TASKS", "AGENTS", "DEFAULT_TASKS", "DEFAULT_AGENTS", "FAILURE_MODES", "OPTIONS", "SWAP_OPTIONS",
-           "FPS", "AUGMENTATIONS", "ToyOptions", "resolve_tasks", "check_agents", "check_options", "run_scenario",
-           "swap_scenario", "describe", "default_preset"]
+           "FPS", "AUGMENTATIONS", "DEMO", "ToyOptions", "resolve_tasks", "check_agents", "check_options",
+           "run_scenario", "swap_scenario", "describe", "augmentations", "default_preset"]
 
 NAME = "toy"
 TASKS = {"reach": "reach the named one of two coloured squares",
@@ -50,11 +50,19 @@ FAILURE_MODES = {"wrong_square": "stepped onto a square the instruction does not
                  "timeout": "on no square by the end of the video"}
 FPS = 8.0  # one frame per step
 AUGMENTATIONS = frozenset()
+DEMO = None  # a test's world: no demo
+
+
+def augmentations(source: dict) -> frozenset:
+    """None needs this world's renderer or words."""
+    return AUGMENTATIONS
 
 
 def default_preset(source: dict) -> tuple[str, str]:
     """Drawn squares: the general model (no world-specific preset)."""
     return "general", "no preset of its own: the general model"
+
+
 COLOURS = {"red": (220, 50, 50), "green": (40, 180, 70), "blue": (60, 90, 235), "yellow": (235, 205, 40)}
 MOVES = ((0, 0), (1, 0), (-1, 0), (0, 1), (0, -1))  # stay, right, left, down, up: (dx, dy) in cells
 

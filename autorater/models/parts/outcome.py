@@ -15,9 +15,13 @@ stride-8 map (on a CPU), or the whole encoder from pixels (on a GPU), then::
     each frame vector minus half the takeover frame's (what changed since the agent took over)
     + where the frame lies in the continuation (its share of it, and seconds since the takeover)
     [the instruction token, the frame vectors] --transformer (2 layers)--> the instruction token --> one logit
-    + gate x the event head's logit (the stream of every frame: an event the chosen frames miss; gate learned from 0)
 
-The instruction is the frozen MiniLM sentence vectors the event head reads (``SentenceText``): words, not task ids.
+:class:`OutcomePath` is the part: its encoder (cut at ``stage``, its top ``blocks`` learning) and its heads (one, or
+``members`` of them, P(success) their mean probability); the general model adds the event stream's logit to it
+through a gate (``GeneralModel``: the stream of every frame sees an event the chosen frames miss). The instruction is
+the frozen MiniLM sentence vectors the event head reads (``SentenceText``): words, not task ids. Which frames it reads
+is decided once, when a clip is encoded (:func:`pick_frames`): the frames and their index travel together in what the
+model encodes (``OUTCOME_INPUT``, ``OUTCOME_INDEX``), and the cache key names the rule (:data:`FRAME_RULE`).
 
 Example:
     >>> head = OutcomeHead(channels=112, dim=32, queries=2, layers=1, heads=2)
@@ -30,6 +34,7 @@ Example:
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import torch
@@ -37,10 +42,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from autorater.config import PartConfig
-from autorater.models.events.head import SentenceText
+from autorater.encoders import FrameEncoder
+from autorater.models.parts.text import SentenceText
 
 POOLINGS = ("attention", "max")  # how a frame's positions become one vector (OutcomeHead)
 OUTCOME_INPUT = "outcome"  # the key of the outcome path's inputs in what the general model encodes (the cache's)
+OUTCOME_INDEX = "outcome_index"  # beside it: which sampled frames they are (outcome_frame_index, chosen once)
+# The rule that picks the outcome frames (outcome_frame_index), named in the feature cache's key: a new rule is a new
+# cache, never old frames under it
+FRAME_RULE = "takeover-last-even"
 
 
 @dataclass
@@ -70,9 +80,10 @@ class OutcomeConfig(PartConfig):
 
 
 def outcome_frame_index(times_s: torch.Tensor, takeover_s: torch.Tensor, k: int) -> torch.Tensor:
-    """(b, k) long: which sampled frames the outcome path reads: the takeover frame (the last one at or before the
-    takeover), the last real frame (padding repeats it; the first index of the latest time), and ``k - 2`` evenly
-    between. A clip with fewer frames after the takeover repeats some.
+    """(b, k) long: which sampled frames the outcome path reads (the rule :data:`FRAME_RULE`, applied once, when the
+    clip is encoded): the takeover frame (the last one at or before the takeover), the last real frame (padding
+    repeats it; the first index of the latest time), and ``k - 2`` evenly between. A clip with fewer frames after the
+    takeover repeats some.
 
     Args:
         times_s: (b, t) sampled frame times; takeover_s: (b,).
@@ -100,12 +111,11 @@ class OutcomeHead(nn.Module):
     docstring). Any number of frames and any map size; no learned position."""
 
     def __init__(self, channels: int, dim: int = 256, queries: int = 4, layers: int = 2, heads: int = 4,
-                 dropout: float = 0.1, max_tokens: int = 32, pooling: str = "attention"):
+                 dropout: float = 0.1, pooling: str = "attention"):
         super().__init__()
         if pooling not in POOLINGS:
             raise ValueError(f"outcome pooling {pooling!r}: one of {', '.join(POOLINGS)}")
-        self.words = SentenceText(max_tokens)
-        self.text_dim = self.words.out_dim
+        self.text_dim = SentenceText.out_dim
         self.pooling = pooling
         self.cell = nn.Sequential(nn.LayerNorm(channels), nn.Linear(channels, dim))
         if pooling == "attention":
@@ -123,7 +133,6 @@ class OutcomeHead(nn.Module):
         self.mix = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(dim)
         self.out = nn.Linear(dim, 1)
-        self.gate = nn.Parameter(torch.zeros(()))  # how much the model adds the event head's logit (GeneralModel)
         self.queries, self.dim = queries, dim
 
     def forward(self, maps: torch.Tensor, share: torch.Tensor, since_s: torch.Tensor,
@@ -153,10 +162,92 @@ class OutcomeHead(nn.Module):
         h = F.gelu(cells * (1 + scale) + shift)
         return torch.cat([h.mean(2), h.amax(2)], -1)
 
-    def sentences(self, instructions: list[str], use_instruction: bool = True) -> torch.Tensor:
-        """(b, text_dim) the instructions' sentence vectors on this head's device (zeros: the blind twin)."""
-        words = self.words(instructions).to(self.out.weight.device)
-        return words if use_instruction else torch.zeros_like(words)
+
+class OutcomePath(nn.Module):
+    """The outcome path as a part (module docstring): ``encoder`` (a frame encoder cut at ``config.stage``, its top
+    ``config.blocks`` learning) and ``heads`` (``config.members`` of :class:`OutcomeHead`). Weights
+    ``outcome.encoder.*`` and ``outcome.heads.<k>.*``; folders saved before the parts were modules named them
+    ``outcome_encoder.*`` and ``outcome.*`` / ``outcome.<k>.*`` (:func:`legacy_name` maps them)."""
+
+    def __init__(self, config: OutcomeConfig, encoder: FrameEncoder, max_tokens: int = 32,
+                 use_instruction: bool = True):
+        super().__init__()
+        self.config, self.use_instruction = config, use_instruction
+        self.encoder = encoder
+        self.words = SentenceText(max_tokens)
+        self.heads = nn.ModuleList([self.make_head() for _ in range(config.members)])
+
+    def make_head(self) -> OutcomeHead:
+        """A fresh head of this path (drawn from torch's default generator)."""
+        c = self.config
+        return OutcomeHead(self.encoder.out_channels, c.dim, c.queries, c.layers, pooling=c.pooling)
+
+    def set_heads(self, heads: list[OutcomeHead]) -> None:
+        """Put ``heads`` in (as many as ``config.members``: each trained apart)."""
+        if len(heads) != self.config.members:
+            raise ValueError(f"{len(heads)} outcome heads for outcome.members={self.config.members}")
+        self.heads = nn.ModuleList(heads)
+
+    def text(self, instructions: list[str]) -> torch.Tensor:
+        """(b, text_dim) the instructions' sentence vectors on the heads' device (zeros: the blind twin)."""
+        words = self.words(instructions).to(self.heads[0].out.weight.device)
+        return words if self.use_instruction else torch.zeros_like(words)
+
+    def logit(self, maps: torch.Tensor, share: torch.Tensor, since_s: torch.Tensor, text: torch.Tensor
+              ) -> torch.Tensor:
+        """(b,) from finished maps (b, k, c, h, w), where the frames lie (:func:`outcome_times`) and the sentence
+        vectors: the log-odds of the heads' mean probability (one head: its logit)."""
+        logits = [head(maps, share, since_s, text) for head in self.heads]
+        if len(logits) == 1:
+            return logits[0]
+        log_p = torch.stack([F.logsigmoid(z) for z in logits]).logsumexp(0) - math.log(len(logits))
+        log_q = torch.stack([F.logsigmoid(-z) for z in logits]).logsumexp(0) - math.log(len(logits))
+        return log_p - log_q
+
+    def forward(self, encoded: dict, times_s: torch.Tensor, takeover_s: torch.Tensor,
+                instructions: list[str]) -> torch.Tensor:
+        """(b,) the path's logit from what the model encoded (its finished maps and their frames' index)."""
+        maps, index = inputs_of(encoded)
+        share, since = outcome_times(times_s, takeover_s, index.long())
+        return self.logit(maps, share, since, self.text(instructions))
+
+
+def pick_frames(frames: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor, config: OutcomeConfig,
+                resize) -> dict:
+    """What the path reads of decoded clips (b, t, H, W, 3) uint8: its frames (:func:`outcome_frame_index`, the
+    one place the rule is applied), resized by ``resize(frames, size)``, and their index."""
+    index = outcome_frame_index(times_s.to(frames.device), takeover_s.to(frames.device), config.frames)
+    picked = frames[torch.arange(len(frames), device=frames.device)[:, None], index]
+    return {OUTCOME_INPUT: resize(picked, config.size), OUTCOME_INDEX: index}
+
+
+def inputs_of(encoded: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """The path's cached inputs among what a model encodes: its maps (or frames) and their frames' index."""
+    if OUTCOME_INPUT not in encoded:
+        raise ValueError(f"this model judges the outcome from its outcome path: pass its encoded inputs (what encode "
+                         f"returns as {OUTCOME_INPUT!r}) beside the features, or pass the frames")
+    return encoded[OUTCOME_INPUT], encoded[OUTCOME_INDEX]
+
+
+def without_inputs(encoded: dict) -> dict:
+    """What a model encodes, less the path's (what the event stream alone reads)."""
+    return {k: v for k, v in encoded.items() if k not in (OUTCOME_INPUT, OUTCOME_INDEX)}
+
+
+def legacy_name(name: str) -> str | None:
+    """A weight's name in a folder saved before the parts were modules, in today's (None: no longer a weight):
+    ``outcome_encoder.*`` -> ``outcome.encoder.*``; ``outcome.*`` (one head) and ``outcome.<k>.*`` ->
+    ``outcome.heads.<k>.*``; the gate the first head held (``outcome.gate``, ``outcome.0.gate``) -> ``gate``, the
+    other heads' (never read) dropped."""
+    if name.startswith("outcome_encoder."):
+        return "outcome." + name[len("outcome_"):]
+    if not name.startswith("outcome.") or name.startswith(("outcome.heads.", "outcome.encoder.")):
+        return name
+    rest = name[len("outcome."):]
+    k, _, inner = rest.partition(".") if re.match(r"\d+\.", rest) else ("0", "", rest)
+    if inner == "gate":
+        return "gate" if k == "0" else None
+    return f"outcome.heads.{k}.{inner}"
 
 
 def outcome_loss(logit: torch.Tensor, target: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -194,5 +285,6 @@ def augment_frames(frames: torch.Tensor, generator: torch.Generator, smallest: f
     return out.clamp(0, 1).mul(255.0).round().to(torch.uint8).permute(0, 1, 3, 4, 2).contiguous()
 
 
-__all__ = ["OUTCOME_INPUT", "POOLINGS", "OutcomeConfig", "OutcomeHead", "augment_frames", "outcome_frame_index",
-           "outcome_loss", "outcome_times"]
+__all__ = ["FRAME_RULE", "OUTCOME_INDEX", "OUTCOME_INPUT", "POOLINGS", "OutcomeConfig", "OutcomeHead", "OutcomePath",
+           "augment_frames", "inputs_of", "legacy_name", "outcome_frame_index", "outcome_loss", "outcome_times",
+           "pick_frames", "without_inputs"]

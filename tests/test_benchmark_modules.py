@@ -1,0 +1,91 @@
+"""Every ``benchmarks/`` module imports, and what it trains or measures is built here on a tiny input: a benchmark that
+drifts from the product (a removed class, a renamed field) fails here, not on the day someone runs it."""
+
+import importlib
+import pkgutil
+
+import numpy as np
+import pytest
+import torch
+
+import benchmarks
+from autorater.models import PRESETS, AutoModel
+
+MODULES = sorted(m.name for m in pkgutil.iter_modules(benchmarks.__path__))
+
+
+def rate_tiny(config) -> torch.Tensor:
+    """A model of ``config`` built and run on two clips of random frames at its decoded size: its P(success) logits."""
+    torch.manual_seed(0)
+    model = AutoModel.from_config(config.replace(failure_modes=["timeout"])).eval()
+    size, frames = config.decoded_size(), min(config.clip_frames, 8)
+    x = {"frames": torch.randint(0, 256, (2, frames, size, size, 3), dtype=torch.uint8),
+         "times_s": torch.arange(frames).float().repeat(2, 1) / 8, "takeover_s": torch.zeros(2),
+         "instructions": ["open the drawer", "go to the red ball"]}
+    with torch.no_grad():
+        return model(**x).success_logit
+
+
+def build_whole_encoder():
+    """Its arms' configs, each reading other inputs (their models trained and scored end to end, from packs, by
+    tests/test_gpu_path.py)."""
+    from autorater.models import processor_for
+    from benchmarks.whole_encoder import ARMS, arm_config
+
+    keys = {processor_for(arm_config(PRESETS["tiny-general"], blocks)).cache_key(True) for blocks in ARMS.values()}
+    assert len(keys) == len(ARMS)
+    return rate_tiny(arm_config(PRESETS["tiny-general"], ARMS["block4"]))
+
+
+def build_outcome_cost():
+    """The cut it measures first (every cut is measured on a tiny suite by tests/test_benchmarks.py)."""
+    return rate_tiny(PRESETS["tiny-general"].replace(outcome_blocks=1))
+
+
+def build_quality():
+    from benchmarks.quality import parse_overrides
+
+    config = PRESETS["tiny-general"]
+    return rate_tiny(config.replace(**parse_overrides(["outcome.members=1", "queries=3"], type(config))))
+
+
+def build_active_learning():
+    return rate_tiny(PRESETS["tiny"].replace(vocab=["open", "the", "drawer"]))
+
+
+def build_readability():
+    from benchmarks.readability import decode_accuracy, tile_features
+
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (12, 28, 28, 3)).astype(np.uint8)
+    x = np.stack([tile_features(f, cells=7, block=2)[5, 3] for f in frames])
+    return decode_accuracy(x, np.arange(12) % 2, [str(i) for i in range(12)], seed=0)
+
+
+def build_history_cost(tmp_path):
+    return AutoModel.from_config(PRESETS["tiny"]).save_pretrained(tmp_path / "model")
+
+
+# What each module trains or measures, built small; None: it trains nothing of its own (its command line is checked)
+BUILDS = {"active_learning": build_active_learning, "certify": None, "certify_sim": None,
+          "history_cost": build_history_cost,
+          "labelling": None, "outcome_cost": build_outcome_cost, "paired": None, "propose": None,
+          "quality": build_quality, "quality_scores": None, "quality_suites": None, "readability": build_readability,
+          "strip": None, "throughput": None, "whole_encoder": build_whole_encoder}
+
+
+def test_every_benchmark_module_is_listed_here():
+    assert sorted(BUILDS) == MODULES, "a new benchmark: add what it builds to BUILDS"
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_a_benchmark_module_imports_and_builds_what_it_trains(name, tmp_path):
+    module = importlib.import_module(f"benchmarks.{name}")
+    build = BUILDS.get(name)
+    if build is not None:
+        built = build(tmp_path) if "tmp_path" in build.__code__.co_varnames else build()
+        assert built is not None
+    if hasattr(module, "main"):  # its command line parses
+        with pytest.raises(SystemExit) as exit_:
+            module.main(["--help"])
+        assert exit_.value.code == 0
