@@ -62,13 +62,25 @@ def build_readability():
     return decode_accuracy(x, np.arange(12) % 2, [str(i) for i in range(12)], seed=0)
 
 
+def build_head_ablations():
+    """An arm's recipe read and checked, and the seeds' heads averaged into one probability (its logit beside it)."""
+    from benchmarks.head_ablations import mean_rows, parse_arm
+
+    assert parse_arm("rewind=0.5+reached=1") == ("rewind_0.5+reached_1", {"rewind": 0.5, "reached": 1.0})
+    with pytest.raises(SystemExit, match="not an outcome recipe field"):
+        parse_arm("rewound=1")
+    rows = mean_rows([{"s": [{"continuation_id": "c", "p_success": p, "outcome": "x"}]} for p in (0.2, 0.9)])["s"]
+    assert rows[0]["p_success"] == pytest.approx(0.55) and rows[0]["outcome"] == "success"
+    return torch.tensor([rows[0]["logit"]])
+
+
 def build_history_cost(tmp_path):
     return AutoModel.from_config(PRESETS["tiny"]).save_pretrained(tmp_path / "model")
 
 
 # What each module trains or measures, built small; None: it trains nothing of its own (its command line is checked)
 BUILDS = {"active_learning": build_active_learning, "certify": None, "certify_sim": None,
-          "history_cost": build_history_cost,
+          "head_ablations": build_head_ablations, "history_cost": build_history_cost,
           "labelling": None, "outcome_cost": build_outcome_cost, "paired": None, "propose": None,
           "quality": build_quality, "quality_scores": None, "quality_suites": None, "readability": build_readability,
           "strip": None, "throughput": None, "whole_encoder": build_whole_encoder}
