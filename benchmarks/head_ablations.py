@@ -87,6 +87,14 @@ def rate(model, head, sets: dict, cache_dir: str) -> dict:
     return {name: B.predict_cached(model, suite, cache_dir, name="heads") for name, suite in sets.items()}
 
 
+def save_head(head, path: Path) -> None:
+    """A trained head's weights (safetensors; ``benchmarks.camera_adaptation`` reads them back)."""
+    from safetensors.torch import save_file
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.detach().contiguous() for k, v in head.state_dict().items()}, str(path))
+
+
 def mean_rows(per_seed: list[dict]) -> dict:
     """The seeds' heads averaged: each set's rows with the mean probability (and its log-odds as the logit)."""
     out = {}
@@ -158,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                 torch.manual_seed(seed)
                 head = model.outcome.make_head()
             curve = fit_outcome_head(head, inputs, np.asarray(train_rows), np.asarray(val_rows), arm_tc, seed)
+            save_head(head, root / "heads" / f"{mix}{name}-seed{seed}.safetensors")
             rated = rate(model, head, sets, tc.cache_dir)
             for set_name, rows in rated.items():
                 write_jsonl(root / "predictions" / f"heads-{mix}{name}-seed{seed}" / f"{set_name}.jsonl", rows)

@@ -62,6 +62,26 @@ def build_readability():
     return decode_accuracy(x, np.arange(12) % 2, [str(i) for i in range(12)], seed=0)
 
 
+def build_camera_adaptation():
+    """Whole scenarios drawn until they hold k labels; each route fitted on them, the head frozen (``none``: as is)."""
+    from autorater.models.parts.outcome import OutcomeHead
+    from benchmarks.camera_adaptation import draw_scenarios, fit_route
+
+    scenarios, labels = np.repeat(np.arange(6), 2), np.array([1.0, 0.0] * 6)
+    rows = draw_scenarios(scenarios, labels, 5, np.random.default_rng(0))
+    assert len(rows) == 5 and len(set(scenarios[rows])) == 3
+    head = OutcomeHead(channels=4, dim=8, queries=1, layers=1, heads=1, pooling="max").eval()
+    for p in head.parameters():
+        p.requires_grad_(False)
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(12, 4, 4, 2, 2, generator=g), torch.rand(12, 4), torch.rand(12, 4),
+         torch.randn(12, head.text_dim, generator=g))
+    plain = fit_route(head, x, rows, labels, "none")(np.arange(12))
+    shifted = fit_route(head, x, rows, labels, "threshold", steps=20)(np.arange(12))
+    assert torch.allclose((shifted - plain), (shifted - plain)[0].expand(12), atol=1e-5)  # one offset for all
+    return fit_route(head, x, rows, labels, "affine", steps=5)(np.arange(12))
+
+
 def build_head_ablations():
     """An arm's recipe read and checked, and the seeds' heads averaged into one probability (its logit beside it)."""
     from benchmarks.head_ablations import mean_rows, parse_arm
@@ -79,7 +99,8 @@ def build_history_cost(tmp_path):
 
 
 # What each module trains or measures, built small; None: it trains nothing of its own (its command line is checked)
-BUILDS = {"active_learning": build_active_learning, "certify": None, "certify_sim": None,
+BUILDS = {"active_learning": build_active_learning, "camera_adaptation": build_camera_adaptation, "certify": None,
+          "certify_sim": None,
           "head_ablations": build_head_ablations, "history_cost": build_history_cost,
           "labelling": None, "outcome_cost": build_outcome_cost, "paired": None, "propose": None,
           "quality": build_quality, "quality_scores": None, "quality_suites": None, "readability": build_readability,
