@@ -53,13 +53,11 @@ def train_data(root: Path, train_mix: str, config, tc):
     """The model of ``config`` and its training data from the benchmark's training suites (the cache encoded once)."""
     from autorater.data.suite import Suite
     from autorater.training.batches import prepare
-    from benchmarks.quality import TRAIN_SCENARIOS
-    from benchmarks.quality_suites import first_scenarios
 
     suites = root / "suites"
-    train = first_scenarios(Suite.load(suites / "train"), TRAIN_SCENARIOS.get("metaworld"))
-    kept = {s.scenario_id for s in train.scenarios}
-    train_suites = [train, first_scenarios(Suite.load(suites / "train_swaps"), None, kept)]
+    train_suites = [Suite.load(suites / "train")]  # the one-camera and views plans train on the whole suite
+    if (suites / "train_swaps" / "suite.json").is_file():
+        train_suites.append(Suite.load(suites / "train_swaps"))
     if train_mix == "recommended":
         train_suites.append(Suite.load(suites / "train_relatives"))
     return (*prepare(train_suites, config, tc, progress=True), train_suites)

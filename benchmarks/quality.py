@@ -55,10 +55,11 @@ from benchmarks.quality_scores import (
 )
 from benchmarks.quality_suites import first_scenarios, generate
 
-REGIMES = {"one": "metaworld-one", "drawn": "metaworld"}  # --cameras: the plan of each Meta-World camera regime
+# --cameras: the plan of each Meta-World camera regime
+REGIMES = {"one": "metaworld-one", "drawn": "metaworld", "views": "metaworld-views"}
 # The training scenarios a plan trains on by default (the learning curve's choice within the 30-minute budget); the
 # drawn-camera suite holds 800 for the curve's largest point (--train-scenarios 800)
-TRAIN_SCENARIOS = {"metaworld": 400}
+TRAIN_SCENARIOS = {"metaworld": 400}  # (metaworld-views: its 200 scenarios, each rollout seen twice)
 
 
 def _throughput(model, suite, limit: int) -> dict:
@@ -82,8 +83,9 @@ def _parser():
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--world", choices=("babyai", "metaworld"), default="babyai")
-    parser.add_argument("--cameras", choices=("one", "drawn", "both"), default="both",
-                        help="Meta-World: the camera regime(s) to run (one camera; a camera drawn per scenario)")
+    parser.add_argument("--cameras", choices=("one", "drawn", "views", "both"), default="both",
+                        help="Meta-World: the camera regime(s) to run (one camera; a camera drawn per scenario; views: "
+                             "drawn cameras, two views of every training rollout; both: one and drawn)")
     parser.add_argument("--config", default=None, choices=sorted(PRESETS),
                         help=f"the preset to score (default: the world's, what `autorater train` picks without "
                              f"--config: BabyAI babyai-grid, Meta-World {DEFAULT_PRESET!r}); the other of the two "

@@ -1,8 +1,10 @@
 """The quality benchmark's suites: each world's (and camera regime's) training suite and held-out sets, generated once
 under the output folder and reused.
 
-Meta-World comes in two camera regimes (``--cameras``): ``one`` (training and held-out video from ``corner``, the
-user with a fixed lab camera; ``corner2`` only as the unseen camera) and ``drawn`` (a camera drawn per scenario,
+Meta-World comes in three camera regimes (``--cameras``): ``one`` (training and held-out video from ``corner``, the
+user with a fixed lab camera; ``corner2`` only as the unseen camera), ``views`` (drawn cameras, every training rollout
+also from a second drawn camera: two views that must agree; held out: new drawn cameras and ``corner2``) and ``drawn``
+(a camera drawn per scenario,
 none within 30 degrees of ``corner2``, which is held out). Instruction swaps are judged by the simulator, of shared
 scenes only (drawer open/close, window open/close, faucet, and with ``cross_task`` reach / push / pick-place), so
 they can succeed: the training suite's swaps train beside it; the held-out swaps keep every success and enough
@@ -52,6 +54,7 @@ class HeldOut:
     per_scenario: int
     seed: int
     camera: str | None = None
+    twin_camera: str = ""  # Meta-World: every rollout also from a second camera (``random``: drawn), for training
 
 
 def plans() -> dict[str, dict[str, HeldOut]]:
@@ -91,6 +94,12 @@ def plans() -> dict[str, dict[str, HeldOut]]:
                           "unseen_camera": mt10((100, 10), 4, 25, MW_HELD_OUT_CAMERA),
                           "train_relatives": relatives((200, 10), 4, 27, MW_ONE_CAMERA),
                           "unseen_tasks_norel": norel((80, 8), 4, 28, MW_ONE_CAMERA)},
+        # Views: drawn cameras, every training rollout seen twice (its twin from another drawn camera), 200 x 4 x 2
+        # views; held out: new drawn cameras (unseen scenarios) and the named camera corner2 (the one-camera plan's
+        # unseen camera, the same seed)
+        "metaworld-views": {"train": HeldOut((200, 20), MT10, MW_AGENTS, 4, 31, "random", twin_camera="random"),
+                            "unseen_scenarios": mt10((100, 10), 4, 32, "random"),
+                            "unseen_camera": mt10((100, 10), 4, 25, MW_HELD_OUT_CAMERA)},
     }
 
 
@@ -106,8 +115,10 @@ def generate(root: Path, quick: bool, plan_name: str = "babyai", view: str = "eg
         paths[name] = root / name
         if not (paths[name] / "suite.json").exists():
             extra = {"view": view} if world == "babyai" else {"camera": plan.camera or MW_ONE_CAMERA}
-            if plan.camera == "random":
+            if "random" in (plan.camera, plan.twin_camera):
                 extra["hold_out_camera"] = MW_HELD_OUT_CAMERA
+            if plan.twin_camera:
+                extra["twin_camera"] = plan.twin_camera
             generate_suite(paths[name], world=world, tasks=plan.tasks, agents=plan.agents,
                            scenarios=plan.scenarios[quick], continuations_per_scenario=plan.per_scenario,
                            seed=plan.seed, version=name, image_size=image_size, workers=workers, **extra)
