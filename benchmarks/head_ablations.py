@@ -93,6 +93,15 @@ def save_head(head, path: Path) -> None:
     save_file({k: v.detach().contiguous() for k, v in head.state_dict().items()}, str(path))
 
 
+def write_rows(folder: Path, rated: dict) -> None:
+    """Each held-out set's prediction rows as ``folder/<set>.jsonl`` (the quality benchmark's layout)."""
+    from autorater.data.suite import write_jsonl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for set_name, rows in rated.items():
+        write_jsonl(folder / f"{set_name}.jsonl", rows)
+
+
 def mean_rows(per_seed: list[dict]) -> dict:
     """The seeds' heads averaged: each set's rows with the mean probability (and its log-odds as the logit)."""
     out = {}
@@ -130,7 +139,6 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from autorater.data.splits import split_groups
-    from autorater.data.suite import write_jsonl
     from autorater.models import PRESETS
     from autorater.training.parts import fit_outcome_head, outcome_inputs
     from autorater.training.recipe import recipe_for
@@ -166,8 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             curve = fit_outcome_head(head, inputs, np.asarray(train_rows), np.asarray(val_rows), arm_tc, seed)
             save_head(head, root / "heads" / f"{mix}{name}-seed{seed}.safetensors")
             rated = rate(model, head, sets, tc.cache_dir)
-            for set_name, rows in rated.items():
-                write_jsonl(root / "predictions" / f"heads-{mix}{name}-seed{seed}" / f"{set_name}.jsonl", rows)
+            write_rows(root / "predictions" / f"heads-{mix}{name}-seed{seed}", rated)
             per_seed.append(rated)
             best = max(curve, key=lambda h: h["val_balanced_accuracy"])
             scores[seed] = {"held_out": score(rated, sets, train_suites), "best_epoch": best["epoch"],
@@ -177,8 +184,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{k} {v['balanced_accuracy']:.3f}/{v['auroc']:.3f}" for k, v in scores[seed]["held_out"].items()
                 if isinstance(v, dict) and "auroc" in v), flush=True)
         mean = mean_rows(per_seed)
-        for set_name, rows in mean.items():
-            write_jsonl(root / "predictions" / f"heads-{mix}{name}-mean" / f"{set_name}.jsonl", rows)
+        write_rows(root / "predictions" / f"heads-{mix}{name}-mean", mean)
         report["arms"][name] = {"changes": changes, "per_seed": scores, "mean_of_heads": score(mean, sets,
                                                                                                train_suites)}
         out_path.write_text(json.dumps(report, indent=1, default=float) + "\n")
