@@ -54,7 +54,7 @@ def set_inputs(model, suite, cache_dir: str):
             np.array(scenarios))
 
 
-def fit_route(head, x, rows, labels, route: str, steps: int = 150, lr: float = 0.02, pull: float = 0.05):
+def fit_route(head, x, rows, labels, route: str, steps: int = 150, lr: float = 0.02, pull: float = 1e-3):
     """The adapter of ``route`` fitted on ``rows`` (the head frozen): a function of rows -> logits."""
     import torch
 
@@ -107,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", default="unseen_camera")
     parser.add_argument("--sizes", default="10,25,50")
     parser.add_argument("--draws", type=int, default=10)
+    parser.add_argument("--pull", type=float, default=1e-3, help="the affine's pull towards the identity (L2)")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                 fit_rows = draw_scenarios(scenarios, labels, k, rng)
                 rest = np.flatnonzero(~np.isin(scenarios, scenarios[fit_rows]))
                 for route in ("none", "threshold", "affine"):
-                    z = fit_route(head, x, fit_rows, labels, route)(rest).numpy()
+                    z = fit_route(head, x, fit_rows, labels, route, pull=args.pull)(rest).numpy()
                     m = {"balanced_accuracy": outcome_metrics(truth[rest], (z >= 0).astype(int))["balanced_accuracy"],
                          "auroc": auroc(truth[rest], z)}
                     results.setdefault(route, {}).setdefault(k, []).append(m)
