@@ -6,7 +6,8 @@
 benchmark and its variants write them). On every held-out set both scored, against the simulator truth, it
 prints balanced accuracy of each, the difference B - A with a 95% bootstrap interval that resamples whole
 scenarios (``autorater.calibration.compare.paired_comparison``: what the two share cancels), McNemar's
-p on the videos only one got right, and writes the table as JSON.
+p on the videos only one got right, and beside it the AUROC of each (of its logit, else P(success)) and their
+difference B - A with a 95% interval from the same kind of resampling (``paired_auroc``); writes the table as JSON.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from autorater.calibration import auroc, bootstrap_ci
 from autorater.calibration.compare import paired_comparison
 from autorater.data.suite import load_truth
 from autorater.serving.labelling.folder import read_jsonl_rows
@@ -42,8 +44,27 @@ def compare(root: Path, a: str, b: str, seed: int = 0) -> dict[str, dict]:
         pred = {name: np.array([p[t["continuation_id"]]["outcome"] == "success" for t in truth], dtype=int)
                 for name, p in (("a", pa), ("b", pb))}
         groups = np.array([t["scenario_id"] for t in truth])
-        out[path_a.stem] = paired_comparison(y, pred["a"], pred["b"], groups=groups, seed=seed)
+        score = {name: np.array([_score(p[t["continuation_id"]]) for t in truth]) for name, p in (("a", pa), ("b", pb))}
+        out[path_a.stem] = {**paired_comparison(y, pred["a"], pred["b"], groups=groups, seed=seed),
+                            **paired_auroc(y, score["a"], score["b"], groups, seed=seed)}
     return out
+
+
+def _score(row: dict) -> float:
+    """What AUROC ranks a prediction by: its logit (no ties where P(success) rounds to 0 or 1), else P(success)."""
+    return float(row.get("logit", row.get("p_success", float("nan"))))
+
+
+def paired_auroc(y, score_a, score_b, groups, n_boot: int = 1000, seed: int = 0) -> dict:
+    """AUROC of A and of B on the same videos and B - A with a 95% percentile interval that resamples whole
+    scenarios (``groups``; ``autorater.calibration.bootstrap_ci``): ``auroc_a``, ``auroc_b``, ``auroc_difference``,
+    ``auroc_ci`` (None where every resample lacks a class or a score)."""
+    def diff(y, a, b):
+        return auroc(y, b) - auroc(y, a)
+
+    estimate, lo, hi = bootstrap_ci(diff, y, score_a, score_b, groups=groups, n_boot=n_boot, seed=seed)
+    return {"auroc_a": auroc(y, score_a), "auroc_b": auroc(y, score_b), "auroc_difference": estimate,
+            "auroc_ci": None if np.isnan(lo) else [lo, hi]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,12 +82,14 @@ def main(argv: list[str] | None = None) -> int:
     table = compare(root, args.a, args.b)
     if not table:
         raise SystemExit(f"{args.a} and {args.b} share no held-out set with a simulator truth under {root}")
-    print(f"{'held-out set':<20} {'n':>5} {args.a[:14]:>14} {args.b[:14]:>14} {'B - A':>7} {'95% interval':>16} "
-          f"{'McNemar p':>9}")
+    print(f"{'held-out set':<20} {'n':>5} {'BA: ' + args.a[:10]:>14} {args.b[:14]:>14} {'B - A':>7} "
+          f"{'95% interval':>16} {'McNemar p':>9} {'AUROC: A':>9} {'B':>6} {'B - A':>7} {'95% interval':>16}")
     for name, r in table.items():
         ci = "n/a" if r["ci"] is None else f"{r['ci'][0]:+.3f} .. {r['ci'][1]:+.3f}"
+        auc_ci = "n/a" if r["auroc_ci"] is None else f"{r['auroc_ci'][0]:+.3f} .. {r['auroc_ci'][1]:+.3f}"
         print(f"{name:<20} {r['n']:>5} {r['ba_a']:>14.3f} {r['ba_b']:>14.3f} {r['difference']:>+7.3f} {ci:>16} "
-              f"{r['mcnemar_p']:>9.3f}")
+              f"{r['mcnemar_p']:>9.3f} {r['auroc_a']:>9.3f} {r['auroc_b']:>6.3f} {r['auroc_difference']:>+7.3f} "
+              f"{auc_ci:>16}")
     out = Path(args.out or root / "results" / f"paired-{args.a}-vs-{args.b}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"a": args.a, "b": args.b, "held_out": table}, indent=1, default=float) + "\n")

@@ -3,7 +3,8 @@
     python -m benchmarks.quality [--world babyai|metaworld] [--cameras one|drawn|both] [--quick] [--out DIR]
     python -m benchmarks.quality --world metaworld --set outcome.blocks=0 --autorater-only   # a recipe variant
     python -m benchmarks.quality --world metaworld --cameras drawn --train-scenarios 200     # a learning curve point
-    python -m benchmarks.quality --config babyai-grid                                        # another preset
+    python -m benchmarks.quality --config general                                            # another preset
+    python -m benchmarks.quality --world metaworld --cameras one --train-mix recommended     # MT10 and relatives
 
 Held-out sets, all scored against the simulator truth (the training suite's scenarios never appear; the
 calibration is fitted on the training suite's reference scenarios, which training never sees either):
@@ -23,11 +24,15 @@ outcome away, beside the training suite's simulator-judged swaps of shared scene
   tasks outside MT10), the unseen camera (``corner2``), and the held-out swaps (shared scenes, 40% successes) with
   swap pairs (a success under its own words, a failure under the swap: a rater blind to the words scores 0).
 
-Methods: the default recipe (``--config``, the general model), on BabyAI the grid preset beside it
-(``babyai-grid``), the instruction-blind model, a last-frame-only model, the bar-code CNN and the majority
-class, all trained on the same suite. Also: training wall time, peak memory, and end-to-end prediction
-throughput next to decode-only throughput. Prints a table, writes ``quality.json`` and logs the comparison
-to MLflow.
+Methods: the world's default recipe (what ``autorater train`` picks without ``--config``: BabyAI's grid reader
+``babyai-grid``, Meta-World's general model; ``--config`` another), on BabyAI the general model beside it (the first
+seed), the instruction-blind model, a last-frame-only model, the bar-code CNN and the majority class, all trained on
+the same suite. Every score is balanced accuracy at 0.5 beside the AUROC of the model's score (how well it ranks a
+held-out set's outcomes before an audit sets its threshold). Meta-World's unseen tasks are also scored split by
+whether a task of their family is in training (``unseen_tasks_by_relatives``; ``--train-mix recommended`` trains on
+MT10 and the relatives of the held-out tasks, ``tasks.RECOMMENDED_MIX``). Also: training wall time, peak memory, and
+end-to-end prediction throughput next to decode-only throughput. Prints a table, writes ``quality.json`` and logs the
+comparison to MLflow.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import time
 from pathlib import Path
 
 from benchmarks.quality_scores import (
+    by_relatives,
     pooled_failure_modes,
     pooled_outcome,
     reference_calibration,
@@ -49,10 +55,11 @@ from benchmarks.quality_scores import (
 )
 from benchmarks.quality_suites import first_scenarios, generate
 
-REGIMES = {"one": "metaworld-one", "drawn": "metaworld"}  # --cameras: the plan of each Meta-World camera regime
+# --cameras: the plan of each Meta-World camera regime
+REGIMES = {"one": "metaworld-one", "drawn": "metaworld", "views": "metaworld-views"}
 # The training scenarios a plan trains on by default (the learning curve's choice within the 30-minute budget); the
 # drawn-camera suite holds 800 for the curve's largest point (--train-scenarios 800)
-TRAIN_SCENARIOS = {"metaworld": 400}
+TRAIN_SCENARIOS = {"metaworld": 400}  # (metaworld-views: its 200 scenarios, each rollout seen twice)
 
 
 def _throughput(model, suite, limit: int) -> dict:
@@ -76,10 +83,16 @@ def _parser():
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--world", choices=("babyai", "metaworld"), default="babyai")
-    parser.add_argument("--cameras", choices=("one", "drawn", "both"), default="both",
-                        help="Meta-World: the camera regime(s) to run (one camera; a camera drawn per scenario)")
-    parser.add_argument("--config", default=DEFAULT_PRESET, choices=sorted(PRESETS),
-                        help=f"the preset to score (default {DEFAULT_PRESET!r}, the default recipe)")
+    parser.add_argument("--cameras", choices=("one", "drawn", "views", "both"), default="both",
+                        help="Meta-World: the camera regime(s) to run (one camera; a camera drawn per scenario; views: "
+                             "drawn cameras, two views of every training rollout; both: one and drawn)")
+    parser.add_argument("--config", default=None, choices=sorted(PRESETS),
+                        help=f"the preset to score (default: the world's, what `autorater train` picks without "
+                             f"--config: BabyAI babyai-grid, Meta-World {DEFAULT_PRESET!r}); the other of the two "
+                             f"trains beside it on the first seed")
+    parser.add_argument("--train-mix", choices=("mt10", "recommended"), default="mt10",
+                        help="Meta-World: train on MT10 (the default) or on the recommended mix for new tasks (MT10 "
+                             "and the suite of its relatives, tasks.RECOMMENDED_MIX; the held-out tasks kept out)")
     parser.add_argument("--quick", action="store_true", help="tiny suites and few epochs: checks the pipeline only")
     parser.add_argument("--out", default=None, help="output folder (default bench-out/quality-<world>[-one])")
     parser.add_argument("--epochs", type=int, default=None)
@@ -130,14 +143,13 @@ def run_plan(args, plan: str, out: Path) -> int:
     """Train (or re-score) the autorater on one plan's training suite, score it and the baselines on its held-out
     sets, write ``quality*.json`` under ``out``."""
     from autorater.data.suite import Suite
+    from autorater.data.worlds import preset_for
     from autorater.mlflow_registry import default_tracking_uri
-    from autorater.models import PRESETS
+    from autorater.models import DEFAULT_PRESET, PRESETS
     from autorater.training import baselines as B
     from autorater.training.recipe import TrainConfig, recipe_for
     from autorater.training.tracking import track_training
 
-    base = PRESETS[args.config]
-    config = base.replace(**parse_overrides(args.set, type(base), "--set"))
     train_changes = parse_overrides(args.train_set, TrainConfig, "--train-set")
     seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
     if args.quick or args.model:
@@ -149,18 +161,30 @@ def run_plan(args, plan: str, out: Path) -> int:
     train_scenarios = args.train_scenarios or TRAIN_SCENARIOS.get(plan)
     train_suite = first_scenarios(suites.pop("train"), train_scenarios)
     swaps = suites.pop("train_swaps", None)
+    relatives = suites.pop("train_relatives", None)  # the recommended mix's tasks outside MT10 (--train-mix)
     kept = {s.scenario_id for s in train_suite.scenarios}
     train_suites = [train_suite] + ([first_scenarios(swaps, None, kept)] if swaps and not args.without_swaps else [])
+    if args.train_mix == "recommended":
+        if relatives is None:
+            raise SystemExit(f"--train-mix recommended: the {plan} plan has no train_relatives suite (Meta-World only)")
+        train_suites.append(relatives)
+    world_default, why = preset_for([s.info.source for s in train_suites], DEFAULT_PRESET)  # as `autorater train`
+    preset = args.config or world_default
+    print(f"preset {preset} ({'--config' if args.config else why})", flush=True)
+    base = PRESETS[preset]
+    config = base.replace(**parse_overrides(args.set, type(base), "--set"))
     short = {"epochs": 3, "match_warmup_epochs": 2} if args.quick else {}
     tc = recipe_for(config, cache_dir=str(out / "cache"),
                     **{**short, **({"epochs": args.epochs} if args.epochs else {}), **train_changes})
     uri = default_tracking_uri(out / "runs")
 
     variant = (args.set + args.train_set + ([f"train_scenarios={train_scenarios}"] if args.train_scenarios else [])
-               + (["without_swaps"] if args.without_swaps else []) + ([f"epochs={args.epochs}"] if args.epochs else []))
+               + (["without_swaps"] if args.without_swaps else []) + ([f"epochs={args.epochs}"] if args.epochs else [])
+               + ([f"train_mix={args.train_mix}"] if args.train_mix != "mt10" else []))
     run_name = "default-recipe" if not variant else "variant " + " ".join(variant)
     slug = "" if not variant else "-" + variant_slug(variant)
-    result = {"world": plan, "preset": args.config, "config": config.to_dict(), "train_config": tc.to_dict(),
+    result = {"world": plan, "preset": preset, "preset_chosen_by": "--config" if args.config else why,
+              "config": config.to_dict(), "train_config": tc.to_dict(),
               "overrides": variant, "seeds": seeds,
               "train": {"continuations": sum(len(s.continuations) for s in train_suites),
                         "suites": [s.info.version for s in train_suites]}, "held_out": {}, "per_seed": {}}
@@ -187,13 +211,14 @@ def run_plan(args, plan: str, out: Path) -> int:
                             "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)}
             model = trained.model
             print(f"seed {seed} trained in {train_record['wall_s']:.0f} s: {trained.verdict}", flush=True)
-        grid = None
-        if (plan == "babyai" and args.config not in ("babyai-grid", "base") and not args.autorater_only
-                and seed == seeds[0]):
-            grid = track_training(uri, "autorater-quality", "babyai-grid", PRESETS["babyai-grid"], seed_tc,
-                                  train_suites, out=out / "model-babyai-grid", progress=True)[0].model
-        scored = _score_seed(model, grid, train_suite, suites, seed_tc, baselines if seed == seeds[0] else None,
-                             uri, run_id, out / "predictions" / (seed_slug.strip("-") or "default"))
+        beside = None  # the world's default and the general model, side by side: the other one (first seed)
+        other = next((p for p in (world_default, DEFAULT_PRESET) if p != preset), None)
+        if other is not None and not args.autorater_only and seed == seeds[0]:
+            trained_beside = track_training(uri, "autorater-quality", other, PRESETS[other], seed_tc, train_suites,
+                                            out=out / f"model-{other}", progress=True)[0]
+            beside = (method_name(other), trained_beside.model)
+        scored = _score_seed(model, beside, train_suite, suites, seed_tc, baselines if seed == seeds[0] else None,
+                             uri, run_id, out / "predictions" / (seed_slug.strip("-") or "default"), train_suites)
         scored["train"] = train_record
         result["per_seed"][seed] = _seed_summary(scored)
         if seed == seeds[0]:  # the full reports, baselines and annotators beside the model, of the first seed
@@ -210,11 +235,12 @@ def run_plan(args, plan: str, out: Path) -> int:
     return 0
 
 
-def _score_seed(model, grid, train_suite, suites: dict, tc, baselines: dict | None, uri: str, run_id: str | None,
-                predictions: Path) -> dict:
-    """One trained model on every held-out set (beside the baselines and the grid model when given): the reports,
-    the reference-fitted calibration and its selective policy on each set, pooled scores; every prediction row
-    written under ``predictions`` (``<set>.jsonl``) so that two runs can be compared paired by scenario."""
+def _score_seed(model, beside, train_suite, suites: dict, tc, baselines: dict | None, uri: str, run_id: str | None,
+                predictions: Path, train_suites: list | None = None) -> dict:
+    """One trained model on every held-out set (beside the baselines and ``beside``, a (method name, model) of the
+    other preset, when given): the reports, the reference-fitted calibration and its selective policy on each set,
+    pooled scores, the unseen tasks with and without a relative in ``train_suites``; every prediction row written
+    under ``predictions`` (``<set>.jsonl``) so that two runs can be compared paired by scenario."""
     from autorater.data.suite import write_jsonl
     from autorater.training import baselines as B
     from autorater.training.evaluate import evaluate, format_report
@@ -222,15 +248,15 @@ def _score_seed(model, grid, train_suite, suites: dict, tc, baselines: dict | No
 
     calibration = reference_calibration(model, train_suite, tc.cache_dir)
     result = {"calibration": calibration, "held_out": {}, "selective": {}}
-    scored, scored_grid, blind = {}, {}, {}
+    scored, scored_beside, blind = {}, {}, {}
     predictions.mkdir(parents=True, exist_ok=True)
     for name, suite in suites.items():
         methods = {"autorater": B.predict_cached(model, suite, tc.cache_dir),
                    "autorater_calibrated": B.predict_cached(model, suite, tc.cache_dir, name="autorater_calibrated",
                                                             calibration=calibration)}
         write_jsonl(predictions / f"{name}.jsonl", methods["autorater"])
-        if grid is not None:
-            methods["babyai_grid"] = B.predict_cached(grid, suite, tc.cache_dir, name="babyai_grid")
+        if beside is not None:
+            methods[beside[0]] = B.predict_cached(beside[1], suite, tc.cache_dir, name=beside[0])
         if baselines is not None:
             methods.update({
                 "instruction_blind": B.predict_cached(baselines["instruction_blind"], suite, tc.cache_dir,
@@ -249,8 +275,8 @@ def _score_seed(model, grid, train_suite, suites: dict, tc, baselines: dict | No
         scored[name] = methods["autorater"]
         if "instruction_blind" in methods:
             blind[name] = methods["instruction_blind"]
-        if grid is not None:
-            scored_grid[name] = methods["babyai_grid"]
+        if beside is not None:
+            scored_beside[name] = methods[beside[0]]
     if "instruction_swaps" in suites and "unseen_scenarios" in suites:
         raters = {"autorater": scored, **({"instruction_blind": blind} if blind else {})}
         result["swap_pairs"] = {name: swap_pairs(rows["unseen_scenarios"], rows["instruction_swaps"],
@@ -263,10 +289,20 @@ def _score_seed(model, grid, train_suite, suites: dict, tc, baselines: dict | No
     draws = [n for n in ("unseen_scenarios", "unseen_scenarios_2") if n in scored]
     result["unseen_scenarios_pooled"] = pooled_outcome([(scored[n], suites[n]) for n in draws])
     result["unseen_scenarios_failure_modes"] = pooled_failure_modes([(scored[n], suites[n]) for n in draws])
-    if scored_grid:
-        result["unseen_scenarios_failure_modes_babyai_grid"] = pooled_failure_modes(
-            [(scored_grid[n], suites[n]) for n in draws])
+    if scored_beside:
+        result[f"unseen_scenarios_failure_modes_{beside[0]}"] = pooled_failure_modes(
+            [(scored_beside[n], suites[n]) for n in draws])
+    tasks = [n for n in ("unseen_tasks", "unseen_tasks_norel") if n in scored]
+    if tasks and train_suites:
+        result["unseen_tasks_by_relatives"] = by_relatives([(scored[n], suites[n]) for n in tasks], train_suites)
+        if run_id is not None:
+            log_evaluation(uri, run_id, result["unseen_tasks_by_relatives"], prefix="quality.unseen_tasks_by_relatives")
     return result
+
+
+def method_name(preset: str) -> str:
+    """A preset's column in the reports: ``babyai-grid`` -> ``babyai_grid``."""
+    return preset.replace("-", "_")
 
 
 def _smaller_ensembles(model, suites: dict, cache_dir: str, predictions: Path) -> None:
@@ -314,10 +350,15 @@ def _seed_summary(scored: dict) -> dict:
     held = {}
     for name, report in scored["held_out"].items():
         m = report["methods"]["autorater"]
-        held[name] = {"balanced_accuracy": m["outcome"]["balanced_accuracy"], "accuracy": m["outcome"]["accuracy"]}
+        held[name] = {"balanced_accuracy": m["outcome"]["balanced_accuracy"], "accuracy": m["outcome"]["accuracy"],
+                      "auroc": m["outcome"].get("auroc")}
     marker = scored["held_out"].get("unseen_scenarios", {}).get("methods", {}).get("autorater", {}).get("marker", {})
     pooled = scored.get("unseen_scenarios_pooled") or {}
+    relatives = scored.get("unseen_tasks_by_relatives") or {}
     return {"held_out": held, "unseen_scenarios_pooled": pooled.get("balanced_accuracy"),
+            "unseen_scenarios_pooled_auroc": pooled.get("auroc"),
+            "unseen_tasks_by_relatives": {k: {m: relatives[k][m] for m in ("balanced_accuracy", "auroc", "n")}
+                                          for k in ("with_relatives", "without_relatives") if k in relatives},
             "marker_median_abs_error_s": marker.get("median_abs_error_s"),
             "swap_pairs_both_right": scored.get("swap_pairs", {}).get("autorater", {}).get("both_right"),
             "coverage": {n: s["coverage"] for n, s in scored["selective"].items()},
@@ -326,8 +367,9 @@ def _seed_summary(scored: dict) -> dict:
 
 
 def across_seeds(per_seed: dict) -> dict:
-    """Mean and range over seeds of each held-out balanced accuracy (accuracy for the swaps), the pooled unseen
-    scenarios, the marker and the unseen-scenario coverage."""
+    """Mean and range over seeds of each held-out balanced accuracy (accuracy for the swaps) and AUROC
+    (``auroc:<set>``), the pooled unseen scenarios, the unseen tasks with and without relatives, the marker and the
+    unseen-scenario coverage."""
     import numpy as np
 
     def stats(values):
@@ -340,7 +382,14 @@ def across_seeds(per_seed: dict) -> dict:
     key = {"instruction_swaps": "accuracy"}
     out = {n: stats([r["held_out"][n][key.get(n, "balanced_accuracy")] for r in runs if n in r["held_out"]])
            for n in names}
+    out.update({f"auroc:{n}": stats([r["held_out"][n].get("auroc") for r in runs if n in r["held_out"]])
+                for n in names})
     out["unseen_scenarios_pooled"] = stats([r["unseen_scenarios_pooled"] for r in runs])
+    out["auroc:unseen_scenarios_pooled"] = stats([r.get("unseen_scenarios_pooled_auroc") for r in runs])
+    for group in ("with_relatives", "without_relatives"):
+        for metric in ("balanced_accuracy", "auroc"):
+            out[f"unseen_tasks_{group}:{metric}"] = stats(
+                [r.get("unseen_tasks_by_relatives", {}).get(group, {}).get(metric) for r in runs])
     out["swap_pairs_both_right"] = stats([r.get("swap_pairs_both_right") for r in runs])
     out["marker_median_abs_error_s"] = stats([r["marker_median_abs_error_s"] for r in runs])
     out["coverage_unseen_scenarios"] = stats([r["coverage"].get("unseen_scenarios") for r in runs])
@@ -408,6 +457,12 @@ def parse_overrides(items: list[str], cls, flag: str = "--set") -> dict:
     return out
 
 
+def _with_ci(scores: dict, key: str) -> str:
+    """``0.885 [0.856, 0.912]``: a score and its 95% interval when there is one."""
+    ci = scores.get(f"{key}_ci95")
+    return f"{scores[key]:.3f}" + ("" if not ci else f" [{ci[0]:.3f}, {ci[1]:.3f}]")
+
+
 def _summary(result: dict) -> str:
     across = result.get("across_seeds") or {}
     seeds_table = []
@@ -418,22 +473,34 @@ def _summary(result: dict) -> str:
                 seeds_table.append(f"  {name:<28} {st['mean']:.3f} ({st['min']:.3f}-{st['max']:.3f})")
         seeds_table.append("")
     names = list(result["held_out"])
-    methods = ["autorater", "autorater_calibrated", "babyai_grid", "instruction_blind", "last_frame", "barcode",
-               "majority", "human_majority", "human_annotator_mean"]
-    lines = seeds_table + [f"balanced accuracy against the simulator truth (seed {result.get('seeds', [0])[0]}, "
-                           f"beside the baselines)", f"{'method':<22}" + "".join(f"{n:>19}" for n in names)]
+    known = ["autorater", "autorater_calibrated", "babyai_grid", "general", "instruction_blind", "last_frame",
+             "barcode", "majority", "human_majority", "human_annotator_mean"]
+    present = {m for n in names for m in result["held_out"][n]["methods"]}
+    methods = [m for m in known if m in present] + sorted(present - set(known))
+    lines = seeds_table + [f"balanced accuracy / AUROC against the simulator truth (seed "
+                           f"{result.get('seeds', [0])[0]}, the preset {result.get('preset')}, beside the baselines)",
+                           f"{'method':<22}" + "".join(f"{n:>19}" for n in names)]
     for m in methods:
         row = []
         for n in names:
             score = result["held_out"][n]["methods"].get(m)  # absent: --autorater-only, or another world
-            row.append("-" if score is None else f"{score['outcome']['balanced_accuracy']:.3f}")
+            o = None if score is None else score["outcome"]
+            row.append("-" if o is None else f"{o['balanced_accuracy']:.3f}"
+                       + ("" if o.get("auroc") is None else f" / {o['auroc']:.3f}"))
         lines.append(f"{m:<22}" + "".join(f"{v:>19}" for v in row))
     t = result["train"]
     pooled = result.get("unseen_scenarios_pooled")
     if pooled:
         lines.append(f"autorater on unseen scenarios, both draws pooled ({pooled['n']} continuations): balanced "
-                     f"accuracy {pooled['balanced_accuracy']:.3f} (95% interval over scenarios "
-                     f"{pooled['balanced_accuracy_ci95'][0]:.3f}-{pooled['balanced_accuracy_ci95'][1]:.3f})")
+                     f"accuracy {_with_ci(pooled, 'balanced_accuracy')}, AUROC {_with_ci(pooled, 'auroc')} (95% "
+                     f"intervals over scenarios)")
+    relatives = result.get("unseen_tasks_by_relatives")
+    for group in ("with_relatives", "without_relatives"):
+        if relatives and group in relatives:
+            g = relatives[group]
+            lines.append(f"unseen tasks {group.replace('_', ' a ', 1).replace('relatives', 'relative')} in training "
+                         f"({len(g['tasks'])} tasks, {g['n']} continuations): balanced accuracy "
+                         f"{_with_ci(g, 'balanced_accuracy')}, AUROC {_with_ci(g, 'auroc')}")
     modes = result.get("unseen_scenarios_failure_modes")
     if modes and modes["n"]:
         lines.append(f"failure mode on unseen scenarios, both draws pooled: right on {modes['accuracy']:.3f} of "

@@ -24,29 +24,57 @@ def swap_pairs(original: list[dict], swapped: list[dict], original_suite, swappe
     return {"n": len(ids), "both_right": right / len(ids), "p_drops": drops / len(ids)}
 
 
-def pooled_outcome(scored: list[tuple[list[dict], object]]) -> dict:
+def pooled_outcome(scored: list[tuple[list[dict], object]], keep=None) -> dict:
     """Outcome metrics of one method's predictions on several suites pooled, against each suite's simulator
-    truth (the two draws of unseen scenarios: one estimate on 800 continuations), with a 95% bootstrap interval
-    of the balanced accuracy over scenarios (a scenario's two continuations resampled together)."""
+    truth (the two draws of unseen scenarios: one estimate on 800 continuations), and the AUROC of its score (the
+    logit, else P(success)), with 95% bootstrap intervals of both over scenarios (a scenario's continuations
+    resampled together). ``keep(truth line)``: only the continuations it accepts (one task, a group of tasks)."""
     import numpy as np
 
-    from autorater.calibration.metrics import bootstrap_ci, outcome_metrics
+    from autorater.calibration.metrics import auroc, bootstrap_ci, outcome_metrics
     from autorater.data.suite import load_truth
 
-    gold, pred, groups = [], [], []
+    gold, pred, score, groups = [], [], [], []
     for rows, suite in scored:
         truth = {t["continuation_id"]: t for t in load_truth(suite.root)}
         for r in rows:
-            if "error" not in r and r["continuation_id"] in truth:
-                t = truth[r["continuation_id"]]
+            t = truth.get(r["continuation_id"]) if "error" not in r else None
+            if t is not None and (keep is None or keep(t)):
                 gold.append(t["outcome"] == "success")
                 pred.append(r["outcome"] == "success")
+                score.append(float(r.get("logit", r.get("p_success", float("nan")))))  # no score: no AUROC
                 groups.append(f"{suite.info.version}/{t.get('scenario_id', r['continuation_id'])}")
-    out = {**outcome_metrics(gold, pred), "suites": [s.info.version for _, s in scored]}
+    out = {**outcome_metrics(gold, pred), "auroc": auroc(gold, score) if gold else float("nan"),
+           "suites": [s.info.version for _, s in scored]}
     if gold:
-        _, lo, hi = bootstrap_ci(lambda g, p: outcome_metrics(g, p)["balanced_accuracy"], np.array(gold),
-                                 np.array(pred), groups=groups, n_boot=500)
-        out["balanced_accuracy_ci95"] = [lo, hi]
+        def both(g, p, z):
+            return np.array([outcome_metrics(g, p)["balanced_accuracy"], auroc(g, z)])
+
+        _, lo, hi = bootstrap_ci(both, np.array(gold), np.array(pred), np.array(score), groups=groups, n_boot=500)
+        out["balanced_accuracy_ci95"] = [float(lo[0]), float(hi[0])]
+        out["auroc_ci95"] = [float(lo[1]), float(hi[1])]
+    return out
+
+
+def by_relatives(scored: list[tuple[list[dict], object]], train_suites: list) -> dict:
+    """Unseen tasks split by whether a relative (a task of their family, Meta-World's ``tasks.FAMILIES``) is among
+    the training suites' tasks: ``pooled_outcome`` per task and per group (``with_relatives``,
+    ``without_relatives``). ``scored``: (prediction rows, held-out suite) of the unseen-task sets."""
+    from autorater.data.suite import load_truth
+    from autorater.data.worlds.metaworld.tasks import relatives_in
+
+    trained = sorted({s.metadata.get("task") for suite in train_suites for s in suite.scenarios} - {None})
+    tasks = sorted({t["task"] for _, suite in scored for t in load_truth(suite.root)})
+    relatives = {task: list(relatives_in(task, trained)) for task in tasks}
+    per_task = {task: {**pooled_outcome(scored, keep=lambda t, task=task: t["task"] == task),
+                       "relatives": relatives[task]} for task in tasks}
+    out = {"training_tasks": trained}
+    for name, has in (("with_relatives", True), ("without_relatives", False)):
+        chosen = {task for task in tasks if bool(relatives[task]) == has}
+        if chosen:
+            out[name] = {**pooled_outcome(scored, keep=lambda t, chosen=chosen: t["task"] in chosen),
+                         "tasks": sorted(chosen)}
+    out["per_task"] = per_task
     return out
 
 
@@ -120,4 +148,5 @@ def selective_on(rows: list[dict], suite, calibration: dict) -> dict:
     return {**out, "coverage": float(auto.mean()), "agreement": float(agree.mean()) if auto.any() else None}
 
 
-__all__ = ["pooled_failure_modes", "pooled_outcome", "reference_calibration", "selective_on", "swap_pairs"]
+__all__ = ["by_relatives", "pooled_failure_modes", "pooled_outcome", "reference_calibration", "selective_on",
+           "swap_pairs"]

@@ -1,8 +1,10 @@
 """The quality benchmark's suites: each world's (and camera regime's) training suite and held-out sets, generated once
 under the output folder and reused.
 
-Meta-World comes in two camera regimes (``--cameras``): ``one`` (training and held-out video from ``corner``, the
-user with a fixed lab camera; ``corner2`` only as the unseen camera) and ``drawn`` (a camera drawn per scenario,
+Meta-World comes in three camera regimes (``--cameras``): ``one`` (training and held-out video from ``corner``, the
+user with a fixed lab camera; ``corner2`` only as the unseen camera), ``views`` (drawn cameras, every training rollout
+also from a second drawn camera: two views that must agree; held out: new drawn cameras and ``corner2``) and ``drawn``
+(a camera drawn per scenario,
 none within 30 degrees of ``corner2``, which is held out). Instruction swaps are judged by the simulator, of shared
 scenes only (drawer open/close, window open/close, faucet, and with ``cross_task`` reach / push / pick-place), so
 they can succeed: the training suite's swaps train beside it; the held-out swaps keep every success and enough
@@ -13,6 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+
+from autorater.data.worlds.metaworld.tasks import (
+    HELD_OUT_WITH_RELATIVES,
+    HELD_OUT_WITHOUT_RELATIVES,
+    MT10,
+    RECOMMENDED_MIX,
+)
 
 TRAIN_LEVELS = ("GoToLocal", "PickupLoc", "PutNextLocal", "OpenDoor")
 TRAIN_AGENTS = ("expert", "noisy-0.2", "noisy-0.5", "distractor", "random")
@@ -25,6 +34,10 @@ MW_HELD_OUT_CAMERA = "corner2"  # no drawn training camera looks within 30 degre
 MW_ONE_CAMERA = "corner"
 UNSEEN_TASKS = ("button-press-v3", "door-close-v3", "faucet-open-v3", "handle-press-v3", "plate-slide-v3",
                 "push-wall-v3", "reach-wall-v3", "pick-place-wall-v3", "sweep-into-v3", "coffee-push-v3")
+# The recommended mix's relatives of the unseen tasks (tasks.RECOMMENDED_MIX less MT10): a suite of their own
+# (``train_relatives``) that trains beside MT10's with ``--train-mix recommended``; the unseen tasks without a relative
+# in the mix are a held-out set of their own (``unseen_tasks_norel``)
+MIX_RELATIVES = tuple(t for t in RECOMMENDED_MIX if t not in MT10)
 SWAPS_FOR_TRAINING = 111  # seed of the training suite's judged swaps (shared scenes only), trained on beside it
 HELD_OUT_SWAPS = 105  # seed of the held-out swaps of the unseen scenarios
 HELD_OUT_SWAP_SUCCESS_SHARE = 0.4
@@ -41,14 +54,21 @@ class HeldOut:
     per_scenario: int
     seed: int
     camera: str | None = None
+    twin_camera: str = ""  # Meta-World: every rollout also from a second camera (``random``: drawn), for training
 
 
 def plans() -> dict[str, dict[str, HeldOut]]:
     """Each world's (regime's) training suite and held-out sets."""
-    from autorater.data.worlds.metaworld.tasks import MT10
+    assert set(UNSEEN_TASKS) == set(HELD_OUT_WITH_RELATIVES)  # the ten unseen tasks: each has a relative in the mix
 
     def mt10(scenarios, per, seed, camera):
         return HeldOut(scenarios, MT10, MW_AGENTS, per, seed, camera)
+
+    def relatives(scenarios, per, seed, camera):  # the recommended mix's tasks outside MT10, 20 scenarios a task
+        return HeldOut(scenarios, MIX_RELATIVES, MW_AGENTS, per, seed, camera)
+
+    def norel(scenarios, per, seed, camera):  # held-out tasks with no relative in the mix (nor in MT10)
+        return HeldOut(scenarios, HELD_OUT_WITHOUT_RELATIVES, MW_AGENTS, per, seed, camera)
 
     return {
         "babyai": {"train": HeldOut((1000, 60), TRAIN_LEVELS, TRAIN_AGENTS, 2, 101),
@@ -62,14 +82,24 @@ def plans() -> dict[str, dict[str, HeldOut]]:
                       "unseen_scenarios_2": mt10((100, 10), 4, 206, "random"),
                       "unseen_agents": HeldOut((50, 10), MT10, MW_UNSEEN_AGENTS, 2, 203, "random"),
                       "unseen_tasks": HeldOut((100, 10), UNSEEN_TASKS, MW_AGENTS, 4, 204, "random"),
-                      "unseen_camera": mt10((100, 10), 4, 205, MW_HELD_OUT_CAMERA)},
+                      "unseen_camera": mt10((100, 10), 4, 205, MW_HELD_OUT_CAMERA),
+                      "train_relatives": relatives((200, 10), 5, 207, "random"),
+                      "unseen_tasks_norel": norel((80, 8), 4, 208, "random")},
         # One camera: MT10, 400 x 4 from corner, held out from corner too; corner2 shows what one camera cannot do
         "metaworld-one": {"train": mt10((400, 30), 4, 21, MW_ONE_CAMERA),
                           "unseen_scenarios": mt10((100, 10), 4, 22, MW_ONE_CAMERA),
                           "unseen_scenarios_2": mt10((100, 10), 4, 26, MW_ONE_CAMERA),
                           "unseen_agents": HeldOut((50, 10), MT10, MW_UNSEEN_AGENTS, 2, 23, MW_ONE_CAMERA),
                           "unseen_tasks": HeldOut((100, 10), UNSEEN_TASKS, MW_AGENTS, 4, 24, MW_ONE_CAMERA),
-                          "unseen_camera": mt10((100, 10), 4, 25, MW_HELD_OUT_CAMERA)},
+                          "unseen_camera": mt10((100, 10), 4, 25, MW_HELD_OUT_CAMERA),
+                          "train_relatives": relatives((200, 10), 4, 27, MW_ONE_CAMERA),
+                          "unseen_tasks_norel": norel((80, 8), 4, 28, MW_ONE_CAMERA)},
+        # Views: drawn cameras, every training rollout seen twice (its twin from another drawn camera), 200 x 4 x 2
+        # views; held out: new drawn cameras (unseen scenarios) and the named camera corner2 (the one-camera plan's
+        # unseen camera, the same seed)
+        "metaworld-views": {"train": HeldOut((200, 20), MT10, MW_AGENTS, 4, 31, "random", twin_camera="random"),
+                            "unseen_scenarios": mt10((100, 10), 4, 32, "random"),
+                            "unseen_camera": mt10((100, 10), 4, 25, MW_HELD_OUT_CAMERA)},
     }
 
 
@@ -85,8 +115,10 @@ def generate(root: Path, quick: bool, plan_name: str = "babyai", view: str = "eg
         paths[name] = root / name
         if not (paths[name] / "suite.json").exists():
             extra = {"view": view} if world == "babyai" else {"camera": plan.camera or MW_ONE_CAMERA}
-            if plan.camera == "random":
+            if "random" in (plan.camera, plan.twin_camera):
                 extra["hold_out_camera"] = MW_HELD_OUT_CAMERA
+            if plan.twin_camera:
+                extra["twin_camera"] = plan.twin_camera
             generate_suite(paths[name], world=world, tasks=plan.tasks, agents=plan.agents,
                            scenarios=plan.scenarios[quick], continuations_per_scenario=plan.per_scenario,
                            seed=plan.seed, version=name, image_size=image_size, workers=workers, **extra)

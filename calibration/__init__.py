@@ -34,6 +34,7 @@ from .compare import paired_comparison
 from .drift import drift_check, mmd_test
 from .marker import MarkerOffset
 from .metrics import (
+    auroc,
     bootstrap_ci,
     brier_score,
     expected_calibration_error,
@@ -58,6 +59,7 @@ __all__ = [
     "SplitCalibrator",
     "TemperatureScaler",
     "agreement_report",
+    "auroc",
     "bootstrap_ci",
     "bootstrap_interval",
     "brier_score",

@@ -155,6 +155,34 @@ def brier_score(p, y) -> float:
     return float(np.mean((p - y) ** 2)) if p.size else _NAN
 
 
+def auroc(y_true, score) -> float:
+    """Area under the ROC curve of ``score`` for ``y_true`` (how well the score ranks successes above failures).
+
+    The Mann-Whitney statistic: the share of (success, failure) pairs the score orders right, ties counted half.
+    It does not depend on a threshold, so it says how well a model ranks a new stratum's outcomes before an
+    audit sets the threshold there (docs/design.md section 5: per held-out set and per stratum).
+
+    Args:
+        y_true: (n,) outcomes, 1 = success.
+        score: (n,) a score that rises with success: P(success) or its logit.
+
+    Returns:
+        The AUROC in [0, 1]; NaN when either class is missing (or n = 0), or a score is NaN.
+
+    Example:
+        >>> auroc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])
+        0.75
+    """
+    y_true, score = as_binary(y_true, "y_true"), as_float(score, "score")
+    same_length(y_true=y_true, score=score)
+    positives = int(y_true.sum())
+    negatives = y_true.size - positives
+    if not positives or not negatives or np.isnan(score).any():
+        return _NAN
+    ranks = stats.rankdata(score)  # ties share their mean rank: a tied pair counts half
+    return float((ranks[y_true == 1].sum() - positives * (positives + 1) / 2) / (positives * negatives))
+
+
 def rank_metrics(rate_a: Mapping[str, float], rate_b: Mapping[str, float]) -> dict:
     """How well estimated per-agent success rates reproduce the true ranking of agents.
 

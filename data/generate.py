@@ -466,6 +466,11 @@ def swap_instructions(suite_dir: str | os.PathLike, out_dir: str | os.PathLike, 
     return out
 
 
+def _without(metadata: dict, key: str) -> dict:
+    """``metadata`` less ``key`` (the original instruction's paraphrases do not word a swapped one)."""
+    return {k: v for k, v in metadata.items() if k != key}
+
+
 def _swapped(suite: Suite, results: list[dict], min_success_share: float, seed: int,
              out: Path) -> tuple[list[Scenario], list[Continuation], list[dict]]:
     """The swapped suite's records from the worlds' answers: each scenario with its new instruction (tagged, the
@@ -478,8 +483,10 @@ def _swapped(suite: Suite, results: list[dict], min_success_share: float, seed: 
         scenarios.append(Scenario(
             scenario_id=s.scenario_id, instruction=res["instruction"], category=res["category"],
             tags=list(s.tags) + [SWAP_TAG], takeover_s=s.takeover_s,
-            metadata={**s.metadata, "instruction_spec": res["spec"], "original_instruction": s.instruction,
-                      "original_instruction_spec": s.metadata.get("instruction_spec")}))
+            metadata={**_without(s.metadata, "paraphrases"), "instruction_spec": res["spec"],
+                      "original_instruction": s.instruction,
+                      "original_instruction_spec": s.metadata.get("instruction_spec"),
+                      **({"paraphrases": res["paraphrases"]} if res.get("paraphrases") else {})}))
         truths.extend(res["truths"])
     truths = _thin_failures(truths, min_success_share, seed)
     kept = {t["continuation_id"] for t in truths}

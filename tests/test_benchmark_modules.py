@@ -69,13 +69,45 @@ def build_certify_sim():
     return run_cell({"s": Stratum(200, 0.97)}, 0.9, 0.1, "family", 0.95, draws=3, seed=0)["humans_per_provisional"]
 
 
+def build_camera_adaptation():
+    """Whole scenarios drawn until they hold k labels; each route fitted on them, the head frozen (``none``: as is)."""
+    from autorater.models.parts.outcome import OutcomeHead
+    from benchmarks.camera_adaptation import draw_scenarios, fit_route
+
+    scenarios, labels = np.repeat(np.arange(6), 2), np.array([1.0, 0.0] * 6)
+    rows = draw_scenarios(scenarios, labels, 5, np.random.default_rng(0))
+    assert len(rows) == 5 and len(set(scenarios[rows])) == 3
+    head = OutcomeHead(channels=4, dim=8, queries=1, layers=1, heads=1, pooling="max").eval()
+    for p in head.parameters():
+        p.requires_grad_(False)
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(12, 4, 4, 2, 2, generator=g), torch.rand(12, 4), torch.rand(12, 4),
+         torch.randn(12, head.text_dim, generator=g))
+    plain = fit_route(head, x, rows, labels, "none")(np.arange(12))
+    shifted = fit_route(head, x, rows, labels, "threshold", steps=20)(np.arange(12))
+    assert torch.allclose((shifted - plain), (shifted - plain)[0].expand(12), atol=1e-5)  # one offset for all
+    return fit_route(head, x, rows, labels, "affine", steps=5)(np.arange(12))
+
+
+def build_head_ablations():
+    """An arm's recipe read and checked, and the seeds' heads averaged into one probability (its logit beside it)."""
+    from benchmarks.head_ablations import mean_rows, parse_arm
+
+    assert parse_arm("rewind=0.5+reached=1") == ("rewind_0.5+reached_1", {"rewind": 0.5, "reached": 1.0})
+    with pytest.raises(SystemExit, match="not an outcome recipe field"):
+        parse_arm("rewound=1")
+    rows = mean_rows([{"s": [{"continuation_id": "c", "p_success": p, "outcome": "x"}]} for p in (0.2, 0.9)])["s"]
+    assert rows[0]["p_success"] == pytest.approx(0.55) and rows[0]["outcome"] == "success"
+    return torch.tensor([rows[0]["logit"]])
+
+
 def build_history_cost(tmp_path):
     return AutoModel.from_config(PRESETS["tiny"]).save_pretrained(tmp_path / "model")
 
 
 # What each module trains or measures, built small; None: it trains nothing of its own (its command line is checked)
-BUILDS = {"active_learning": build_active_learning, "certify": None, "certify_sim": build_certify_sim,
-          "history_cost": build_history_cost,
+BUILDS = {"active_learning": build_active_learning, "camera_adaptation": build_camera_adaptation, "certify": None,
+          "certify_sim": build_certify_sim, "head_ablations": build_head_ablations, "history_cost": build_history_cost,
           "labelling": None, "outcome_cost": build_outcome_cost, "paired": None, "propose": None,
           "quality": build_quality, "quality_scores": None, "quality_suites": None, "readability": build_readability,
           "strip": None, "throughput": None, "whole_encoder": build_whole_encoder}

@@ -33,7 +33,10 @@ def test_each_world_holds_out_scenarios_agents_tasks_and_meta_world_a_camera():
     for world, sets in plans().items():
         train = sets.pop("train")
         assert len({p.seed for p in sets.values()} | {train.seed}) == len(sets) + 1  # every set is a new draw
-        assert not set(sets["unseen_agents"].agents) & set(train.agents)
+        if world != "metaworld-views":  # views: two views of every training rollout, scored on new cameras only
+            assert not set(sets["unseen_agents"].agents) & set(train.agents)
+    views = plans()["metaworld-views"]
+    assert set(views) == {"train", "unseen_scenarios", "unseen_camera"} and views["train"].camera == "random"
     mw = plans()["metaworld"]
     assert not set(mw["unseen_tasks"].tasks) & set(MT10) and len(mw["unseen_tasks"].tasks) == 10
     assert mw["unseen_camera"].camera not in (None, "corner")
@@ -114,6 +117,7 @@ def test_pooled_outcome_scores_both_draws_as_one_sample(tmp_path):
     want = outcome_metrics([1, 1, 0] + [1, 0, 0, 0, 0, 0], [1, 0, 0] + [1, 1, 0, 0, 0, 0])
     assert got["n"] == 9 and got["suites"] == ["a", "b"]
     assert got["balanced_accuracy"] == pytest.approx(want["balanced_accuracy"])
+    assert got["auroc"] != got["auroc"]  # rows without a score: no AUROC (NaN), the rest still scored
     # pooling is not the mean of the two suites' balanced accuracies (their class balance differs)
     mean = (outcome_metrics([1, 1, 0], [1, 0, 0])["balanced_accuracy"] +
             outcome_metrics([1, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0])["balanced_accuracy"]) / 2

@@ -47,6 +47,8 @@ def test_a_wide_frame_is_letterboxed_not_stretched(tmp_path):
 def test_train_with_no_config_trains_the_general_model_and_predict_rates_every_video(trained, tmp_path):
     config = json.loads((trained["model"] / "config.json").read_text())
     assert config["architecture"] == "general"
+    recipe = json.loads((trained["model"] / "metadata.json").read_text())["recipe"]  # chosen, with its reason
+    assert recipe["preset"] == "general" and recipe["chosen_by"] == "world" and "no registered world" in recipe["why"]
     assert not {"vocab", "grid_size", "pose", "places"} & set(config)  # no training words, no grid
     out = tmp_path / "pred.jsonl"
     assert cli.main(["predict", "--model", str(trained["model"]), "--suite", str(trained["suite"].root),

@@ -85,9 +85,9 @@ def test_same_seed_same_suite_whatever_the_workers_and_truth_without_videos(suit
 def test_frames_are_rendered_exactly_again_from_a_reused_environment():
     options = check_options(image_size=32)
     plan = plan_scenario(0, "push-v3", 5, options)
-    first, _ = _play(plan, "noisy-0.5", np.random.default_rng(1), 32, True, None)
+    (first,), _ = _play(plan, "noisy-0.5", np.random.default_rng(1), 32, True, None)  # one view: its frames
     plan_scenario(1, "push-v3", 6, options)  # the same process's environment, another scene in between
-    again, _ = _play(plan, "noisy-0.5", np.random.default_rng(1), 32, True, None)
+    (again,), _ = _play(plan, "noisy-0.5", np.random.default_rng(1), 32, True, None)
     assert len(first) == plan.num_frames and all(np.array_equal(a, b) for a, b in zip(first, again))
 
 

@@ -36,12 +36,18 @@ class Examples:
     marker_s: list[float] = field(default_factory=list)  # NaN when no marker
     failure_mode: list[str | None] = field(default_factory=list)
     swapped: list[bool] = field(default_factory=list)  # the scenario's instruction is a swap (tag SWAP_TAG)
+    paraphrases: list[list[str]] = field(default_factory=list)  # other wordings of the row's task (scenario metadata
+    #                                                              ``paraphrases``): the same success, never negatives
+    twins: list[str | None] = field(default_factory=list)  # "<suite>/<continuation id>" of the other view of the same
+    #                                                         rollout (continuation metadata ``twin``), or None
 
     def __len__(self) -> int:
         return len(self.continuation_ids)
 
     def subset(self, rows: Sequence[int]) -> "Examples":
-        return Examples(**{k: [getattr(self, k)[i] for i in rows] for k in self.__dataclass_fields__})
+        """These rows only (a field some older pack lacks stays empty)."""
+        return Examples(**{k: [getattr(self, k)[i] for i in rows] if getattr(self, k) else []
+                           for k in self.__dataclass_fields__})
 
 
 def _majority_failure_mode(table: pd.DataFrame) -> pd.Series:
@@ -51,10 +57,13 @@ def _majority_failure_mode(table: pd.DataFrame) -> pd.Series:
 
 def task_key(scenario) -> str:
     """What a scenario's instruction asks, across wordings: its ``metadata.task`` when the suite names one (the
-    generator does: ``drawer-open-v3``; a team can write its own task ids there), else its instruction's words,
+    generator does: ``drawer-open-v3``; a team can write its own task ids there; a swapped instruction asks
+    ``metadata.instruction_spec.task``, the task it swapped in, not the video's), else its instruction's words,
     lower-cased (two scenarios worded alike ask the same). Two paraphrases of one task describe the same success,
     so an instruction of the same task is never used as a clip's negative (training/train.py)."""
-    task = (scenario.metadata or {}).get("task")
+    meta = scenario.metadata or {}
+    spec = meta.get("instruction_spec") if SWAP_TAG in (scenario.tags or []) else None
+    task = spec.get("task") if isinstance(spec, dict) else meta.get("task")  # a swap asks the task it swapped in
     if isinstance(task, str) and task.strip():
         return "task:" + task.strip()
     return "words:" + " ".join(re.findall(r"[a-z0-9]+", scenario.instruction.lower()))
@@ -72,6 +81,10 @@ def _append(ex: Examples, suite: Suite, si: int, c) -> None:
     ex.categories.append(scenario.category)
     ex.takeover_s.append(suite.takeover_of(c.continuation_id))
     ex.swapped.append(SWAP_TAG in (scenario.tags or []))
+    wordings = (scenario.metadata or {}).get("paraphrases") or []
+    ex.paraphrases.append([w for w in wordings if isinstance(w, str) and w.strip() and w != scenario.instruction])
+    twin = (c.metadata or {}).get("twin")
+    ex.twins.append(f"{si}/{twin}" if isinstance(twin, str) and twin else None)
 
 
 def suite_examples(suite: Suite, ids: Sequence[str] | None = None) -> Examples:

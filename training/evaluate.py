@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from autorater.calibration import failure_mode_metrics, marker_metrics, outcome_metrics, rank_metrics
+from autorater.calibration import auroc, failure_mode_metrics, marker_metrics, outcome_metrics, rank_metrics
 from autorater.data.labels import label_table, majority_vote, reference_table
 from autorater.data.suite import Suite, load_truth
 
@@ -48,12 +48,18 @@ def score(gold: pd.DataFrame, pred: pd.DataFrame, groups: dict[str, pd.Series] |
     y = (gold.loc[ids, "outcome"] == "success").to_numpy().astype(int)
     yhat = (pred.loc[ids, "outcome"] == "success").to_numpy().astype(int)
     out = {"outcome": outcome_metrics(y, yhat)}
+    # the score AUROC ranks by: the logit (no ties where P(success) rounds to 0 or 1), else P(success)
+    rank_by = next((c for c in ("logit", "p_success") if c in pred.columns and pred.loc[ids, c].notna().all()), None)
+    p = pred.loc[ids, rank_by].to_numpy(float) if rank_by else None
+    if p is not None:  # ranking, beside the threshold's balanced accuracy (a method with no score: none)
+        out["outcome"]["auroc"] = auroc(y, p)
     both = (y == 1) & (yhat == 1)
     out["marker"] = marker_metrics(gold.loc[ids, "marker_s"].to_numpy(float)[both],
                                    pred.loc[ids, "marker_s"].to_numpy(float)[both])
     for name, series in (groups or {}).items():
         g = series.reindex(ids).to_numpy()
-        out[f"by_{name}"] = {str(k): outcome_metrics(y[g == k], yhat[g == k]) for k in sorted(set(g))}
+        out[f"by_{name}"] = {str(k): outcome_metrics(y[g == k], yhat[g == k])
+                             | ({} if p is None else {"auroc": auroc(y[g == k], p[g == k])}) for k in sorted(set(g))}
     if "failure_mode" in pred.columns and "failure_mode" in gold.columns:
         out["failure_mode"] = failure_mode_score(gold.loc[ids, "failure_mode"], pred.loc[ids, "failure_mode"],
                                                  y, yhat, {k: v.reindex(ids) for k, v in (groups or {}).items()})
@@ -86,7 +92,7 @@ def failure_mode_score(true_mode: pd.Series, pred_mode: pd.Series, y: np.ndarray
 def predictions_table(predictions: Sequence[dict]) -> pd.DataFrame:
     rows = [p for p in predictions if "error" not in p]
     table = pd.DataFrame(rows).set_index("continuation_id")
-    return table[[c for c in ("outcome", "marker_s", "p_success", "failure_mode") if c in table.columns]]
+    return table[[c for c in ("outcome", "marker_s", "p_success", "logit", "failure_mode") if c in table.columns]]
 
 
 def evaluate(suite: Suite, predictions: Sequence[dict] | dict[str, Sequence[dict]], gold: str = "references",
@@ -146,7 +152,7 @@ def _agent_rates(gold: pd.DataFrame, tables: dict[str, pd.DataFrame], agent: pd.
 
 def format_report(report: dict) -> str:
     """One fixed-width table: methods as rows, the main metrics as columns."""
-    head = (f"{'method':<26}{'n':>6}{'bal.acc':>9}{'acc':>8}{'prec':>8}{'kappa':>8}"
+    head = (f"{'method':<26}{'n':>6}{'bal.acc':>9}{'auroc':>8}{'acc':>8}{'prec':>8}{'kappa':>8}"
             f"{'marker |err| s':>16}{'<=0.5s':>8}{'spearman':>10}{'mmrv':>8}")
     lines = [f"{report['suite']} against {report['gold']} ({report['n_gold']} gold items)", head, "-" * len(head)]
     rates = report.get("agent_rates", {})
@@ -154,7 +160,8 @@ def format_report(report: dict) -> str:
         o, m = s["outcome"], s.get("marker", {})
         r = rates.get(name, {})
         lines.append(f"{name:<26}{o.get('n', o.get('n_annotators', '')):>6}{_f(o.get('balanced_accuracy')):>9}"
-                     f"{_f(o.get('accuracy')):>8}{_f(o.get('success_precision')):>8}{_f(o.get('cohen_kappa')):>8}"
+                     f"{_f(o.get('auroc')):>8}{_f(o.get('accuracy')):>8}{_f(o.get('success_precision')):>8}"
+                     f"{_f(o.get('cohen_kappa')):>8}"
                      f"{_f(m.get('median_abs_error_s')):>16}{_f(m.get('within_0_5s')):>8}"
                      f"{_f(r.get('spearman')):>10}{_f(r.get('mmrv')):>8}")
     return "\n".join(lines)
@@ -185,5 +192,6 @@ def format_failure_modes(report: dict, method: str = "autorater") -> str:
 def by_group_table(report: dict, method: str, key: str) -> str:
     """Balanced accuracy of one method per category or agent."""
     groups = report["methods"][method].get(f"by_{key}", {})
-    rows = [f"{k:<20}{m['n']:>6}{_f(m['balanced_accuracy']):>9}{_f(m['accuracy']):>8}" for k, m in groups.items()]
-    return "\n".join([f"{key:<20}{'n':>6}{'bal.acc':>9}{'acc':>8}"] + rows)
+    rows = [f"{k:<20}{m['n']:>6}{_f(m['balanced_accuracy']):>9}{_f(m.get('auroc')):>8}{_f(m['accuracy']):>8}"
+            for k, m in groups.items()]
+    return "\n".join([f"{key:<20}{'n':>6}{'bal.acc':>9}{'auroc':>8}{'acc':>8}"] + rows)

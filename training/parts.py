@@ -30,6 +30,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from autorater.calibration import outcome_metrics
 from autorater.config import AutoraterConfig
@@ -60,6 +61,12 @@ class OutcomeInputs:
     text: torch.Tensor  # (n, text_dim) the instruction's sentence vectors
     target: torch.Tensor  # (n,) the annotators' soft P(success)
     weight: torch.Tensor  # (n,) the row's weight in the loss (``swap_weight`` for a judged swap)
+    reached: torch.Tensor | None = None  # (n, k) soft "outcome reached by this frame" (NaN: unknown; the marker)
+    alt_text: torch.Tensor | None = None  # (m, text_dim) the sentence vectors of the rows' paraphrases
+    alt_rows: list[list[int]] | None = None  # per row: its paraphrases' rows of ``alt_text``
+    twin: torch.Tensor | None = None  # (n,) long: the row of the other view of the same rollout, -1: none
+    frame_s: torch.Tensor | None = None  # (n, k) each outcome frame's time in its video (seconds)
+    marker_s: torch.Tensor | None = None  # (n,) the annotators' marker (NaN: none)
 
     def logits(self, head: OutcomeHead, rows: np.ndarray, batch_size: int = 256) -> torch.Tensor:
         """(len(rows),) the head's logit of each row, in eval mode."""
@@ -72,8 +79,39 @@ class OutcomeInputs:
         return head(self.maps[r].float(), self.share[r], self.since_s[r], self.text[r])
 
 
+REWIND_MARGIN_S = 1.0  # a rewound clip keeps the outcome frames this long before the marker (the annotators mark
+#                        0-0.8 s after the event): frames that surely do not show the success yet
+
+
+def reached_targets(p_success: np.ndarray, marker_s: np.ndarray, frame_s: torch.Tensor) -> torch.Tensor:
+    """(n, k) whether the outcome is reached by each frame: P(success) where the marker lies at or before the frame, 0
+    before it; a failure's (P < 0.5) frames 0 when its marker is unknown, a success's NaN (not trained).
+
+    Args:
+        p_success: (n,) soft labels; marker_s: (n,) seconds (NaN: none); frame_s: (n, k) each frame's time."""
+    p = torch.as_tensor(p_success, dtype=torch.float32)[:, None]
+    m = torch.as_tensor(marker_s, dtype=torch.float32)[:, None]
+    out = p * (frame_s >= m).float()
+    unknown = torch.where(p < 0.5, torch.zeros_like(p), torch.full_like(p, float("nan")))
+    return torch.where(torch.isfinite(m), out, unknown.expand_as(out))
+
+
+def rewound_frames(frame_s: torch.Tensor, marker_s: torch.Tensor, k: int) -> list | None:
+    """The frame order of a success's clip rewound (ReWiND): its frames at least ``REWIND_MARGIN_S`` before the marker
+    played forward to the furthest of them over ``k - 1`` slots, then back a step in the last (so the last frame shows
+    the task less done than before): None when fewer than two frames precede the success (nothing to rewind)."""
+    if not bool(torch.isfinite(marker_s)):
+        return None
+    before = [j for j in range(k) if float(frame_s[j]) <= float(marker_s) - REWIND_MARGIN_S]
+    if len(before) < 2:
+        return None
+    forward = [before[int(round(x))] for x in np.linspace(0, len(before) - 1, k - 1)]
+    return forward + [before[-2]]
+
+
 def outcome_inputs(model: Autorater, data: TrainingData, tc: TrainConfig) -> OutcomeInputs:
-    """The outcome heads' inputs of every row of ``data`` (whose cache holds a frozen outcome encoder's maps)."""
+    """The outcome heads' inputs of every row of ``data`` (whose cache holds a frozen outcome encoder's maps); with
+    the recipe's options, the per-frame targets, the paraphrases' sentence vectors and each row's other view."""
     if not model.outcome.encoder.frozen:
         raise ValueError("the parts train apart on the cached maps of a frozen outcome encoder (fix: outcome.blocks "
                          "0, or train_config parts_apart false to train the encoder's top blocks jointly)")
@@ -83,9 +121,23 @@ def outcome_inputs(model: Autorater, data: TrainingData, tc: TrainConfig) -> Out
     share, since = outcome_times(times, takeover, index)
     words = [model.outcome.text(ex.instructions[i:i + 512]) for i in range(0, len(ex), 512)]
     swapped = ex.swapped or [False] * len(ex)
-    return OutcomeInputs(maps=maps, share=share, since_s=since, text=torch.cat(words).float(),
-                         target=torch.tensor(ex.p_success, dtype=torch.float32),
-                         weight=torch.tensor([tc.outcome.swap_weight if s else 1.0 for s in swapped]))
+    inputs = OutcomeInputs(maps=maps, share=share, since_s=since, text=torch.cat(words).float(),
+                           target=torch.tensor(ex.p_success, dtype=torch.float32),
+                           weight=torch.tensor([tc.outcome.swap_weight if s else 1.0 for s in swapped]))
+    recipe = tc.outcome
+    if recipe.reached or recipe.rewind:
+        frame_s = times.gather(1, index.long()).float()
+        inputs.reached = reached_targets(np.array(ex.p_success), np.array(ex.marker_s, dtype=float), frame_s)
+        inputs.frame_s, inputs.marker_s = frame_s, torch.tensor(ex.marker_s, dtype=torch.float32)
+    if recipe.paraphrases and any(ex.paraphrases):
+        texts = sorted({w for words_of_row in ex.paraphrases for w in words_of_row})
+        at = {w: i for i, w in enumerate(texts)}
+        inputs.alt_text = torch.cat([model.outcome.text(texts[i:i + 512]) for i in range(0, len(texts), 512)]).float()
+        inputs.alt_rows = [[at[w] for w in words_of_row] for words_of_row in ex.paraphrases]
+    if recipe.consistency and any(t is not None for t in ex.twins or []):
+        row_of = {f"{si}/{cid}": i for i, (si, cid) in enumerate(zip(ex.suite_index, ex.continuation_ids))}
+        inputs.twin = torch.tensor([row_of.get(t, -1) if t else -1 for t in ex.twins], dtype=torch.long)
+    return inputs
 
 
 def balanced_accuracy(logits: torch.Tensor, target: torch.Tensor) -> float:
@@ -95,17 +147,84 @@ def balanced_accuracy(logits: torch.Tensor, target: torch.Tensor) -> float:
 
 class OutcomeHeadPart:
     """One outcome head alone on the cached inputs (:class:`OutcomeInputs`), for :func:`fit`: its loss on a batch of
-    rows, validation balanced accuracy and loss on the held-out rows."""
+    rows (with the recipe's options: paraphrased instructions, rewound successes, the per-frame target, the agreement
+    of two views of one rollout), validation balanced accuracy and loss on the held-out rows."""
 
-    def __init__(self, head: OutcomeHead, inputs: OutcomeInputs, val_rows: np.ndarray):
+    def __init__(self, head: OutcomeHead, inputs: OutcomeInputs, val_rows: np.ndarray, recipe=None):
+        from autorater.training.recipe import OutcomeRecipe
+
         self.module, self.inputs, self.val_rows = head, inputs, val_rows
+        self.recipe = recipe or OutcomeRecipe()
+        self.train_rows: set[int] | None = None  # the rows a row's other view may come from (fit_outcome_head's)
 
     def param_groups(self) -> list[dict]:
         return [{"params": list(self.module.parameters())}]
 
     def loss(self, rows: np.ndarray, rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
-        inputs = self.inputs
-        return outcome_loss(inputs.logit(self.module, rows), inputs.target[rows], inputs.weight[rows]), {}
+        inputs, recipe, r = self.inputs, self.recipe, torch.as_tensor(rows)
+        maps, share, since = inputs.maps[r].float(), inputs.share[r], inputs.since_s[r]
+        text, target, weight = self._words(rows, rng), inputs.target[r], inputs.weight[r]
+        if recipe.rewind:
+            maps, share, since, text, target, weight = self._rewound(rows, rng, maps, share, since, text, target,
+                                                                     weight)
+        named = {}
+        if recipe.reached:
+            logit, per_frame = self.module(maps, share, since, text, per_frame=True)
+            y = inputs.reached[r]
+            known = torch.isfinite(y)
+            named["reached"] = (F.binary_cross_entropy_with_logits(per_frame[:len(rows)][known], y[known])
+                                if known.any() else logit.sum() * 0.0)
+        else:
+            logit = self.module(maps, share, since, text)
+        loss = outcome_loss(logit, target, weight) + recipe.reached * named.get("reached", 0.0)
+        if recipe.consistency and inputs.twin is not None:
+            named["consistency"] = self._disagreement(rows, logit[:len(rows)], rng)
+            loss = loss + recipe.consistency * named["consistency"]
+        return loss, {k: v.detach() for k, v in named.items()}
+
+    def _words(self, rows: np.ndarray, rng: np.random.Generator) -> torch.Tensor:
+        """The rows' sentence vectors, a ``paraphrases`` share of them another wording of their task."""
+        inputs, share = self.inputs, self.recipe.paraphrases
+        text = inputs.text[torch.as_tensor(rows)]
+        if not share or inputs.alt_rows is None:
+            return text
+        text = text.clone()
+        for i, row in enumerate(rows):
+            alts = inputs.alt_rows[row]
+            if alts and rng.random() < share:
+                text[i] = inputs.alt_text[alts[rng.integers(len(alts))]]
+        return text
+
+    def _rewound(self, rows, rng, maps, share, since, text, target, weight):
+        """The batch and, for a ``rewind`` share of its success rows, the same clip rewound (:func:`rewound_frames`)
+        as a failure of full weight."""
+        inputs, k, extra = self.inputs, maps.shape[1], []
+        for i, row in enumerate(rows):
+            if float(inputs.target[row]) > 0.5 and rng.random() < self.recipe.rewind:
+                order = rewound_frames(inputs.frame_s[row], inputs.marker_s[row], k)
+                if order is not None:
+                    extra.append((i, order))
+        if not extra:
+            return maps, share, since, text, target, weight
+        at = torch.tensor([i for i, _ in extra])
+        back = torch.stack([maps[i, order] for i, order in extra])
+        return (torch.cat([maps, back]), torch.cat([share, share[at]]), torch.cat([since, since[at]]),
+                torch.cat([text, text[at]]), torch.cat([target, torch.zeros(len(extra))]),
+                torch.cat([weight, torch.ones(len(extra))]))
+
+    def _disagreement(self, rows: np.ndarray, logit: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
+        """Mean squared difference of P(success) between each row with another view among the training rows and that
+        view (the same rollout from another camera, under its own instruction)."""
+        if self.train_rows is None:
+            return logit.sum() * 0.0
+        twins = self.inputs.twin[torch.as_tensor(rows)]
+        mine = (twins >= 0) & torch.tensor([int(t) in self.train_rows for t in twins.tolist()])
+        if not mine.any():
+            return logit.sum() * 0.0
+        other = twins[mine]
+        z = self.module(self.inputs.maps[other].float(), self.inputs.share[other], self.inputs.since_s[other],
+                        self._words(other.numpy(), rng))
+        return ((torch.sigmoid(logit[mine]) - torch.sigmoid(z)) ** 2).mean()
 
     def epoch_metrics(self) -> dict:
         return {}
@@ -126,7 +245,8 @@ def fit_outcome_head(head: OutcomeHead, inputs: OutcomeInputs, train_rows: np.nd
     whole epochs, stopped after ``outcome.patience`` epochs without a better validation balanced accuracy, never
     before ``min_steps`` steps), the best epoch's weights put back (of a tie, the later); returns the curve (one dict
     per epoch). The data order draws from ``seed``."""
-    part = OutcomeHeadPart(head, inputs, val_rows)
+    part = OutcomeHeadPart(head, inputs, val_rows, tc.outcome)
+    part.train_rows = set(np.asarray(train_rows).tolist())
     fitted = fit(part, train_rows, tc.outcome_schedule(len(train_rows)), np.random.default_rng(seed), log=log,
                  progress=progress)
     return fitted.history
@@ -275,5 +395,6 @@ def _ba(metrics: dict) -> float:
     return metrics["val_balanced_accuracy"]
 
 
-__all__ = ["GATES", "OutcomeHeadPart", "OutcomeInputs", "balanced_accuracy", "fit_gate", "fit_outcome_head",
-           "heads_verdict", "outcome_inputs", "train_outcome_heads", "train_parts", "train_stream"]
+__all__ = ["GATES", "REWIND_MARGIN_S", "OutcomeHeadPart", "OutcomeInputs", "balanced_accuracy", "fit_gate",
+           "fit_outcome_head", "heads_verdict", "outcome_inputs", "reached_targets", "rewound_frames",
+           "train_outcome_heads", "train_parts", "train_stream"]

@@ -64,6 +64,15 @@ class OutcomeRecipe:
     patience: int = 4  # parts apart: epochs without a better validation BA before a head stops
     lr: float = 1e-3  # parts apart: the heads' learning rate (AdamW, warm-up, cosine over the budget)
     fit_gate: bool = True  # parts apart: fit the gate on held-out rows (kept only where it pays); False: 0
+    # Options of the heads trained apart (issue 56; off in the recipe until a paired ablation says they pay):
+    paraphrases: float = 0.0  # share of rows worded, each time they are drawn, by another wording of their task (the
+    #                           scenario's metadata ``paraphrases``): the same success in other words
+    rewind: float = 0.0  # share of a batch's success rows also shown rewound (ReWiND): their outcome frames before the
+    #                      marker played forward and back, so the last frame shows the task not done; a failure
+    reached: float = 0.0  # weight of a per-frame "outcome reached" loss: each outcome frame's token, read by the head's
+    #                       own output layer, against whether the annotators' marker lies at or before that frame
+    consistency: float = 0.0  # weight of the agreement of two views of one rollout (continuation metadata ``twin``):
+    #                           the squared difference of their P(success)
 
 
 @dataclass

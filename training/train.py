@@ -200,6 +200,10 @@ def train_joint(model: Autorater, data: TrainingData, tc: TrainConfig, init_stat
     places), the match warm-up of a fresh event stream, then the recipe's schedule."""
     spec = spec_of(model.config)
     tc, notes = supported_augmentations(tc, spec, data.sources, data)
+    apart_only = [f"outcome_{k}" for k in ("paraphrases", "rewind", "reached", "consistency") if getattr(tc.outcome, k)]
+    if apart_only and getattr(getattr(model.config, "outcome", None), "frames", 0):
+        notes.append(f"{', '.join(apart_only)} off: the outcome heads' options train them apart (parts_apart, the "
+                     f"general-parts preset); this run trains its parts jointly")
     if init_state is None and tc.init_from:
         init_state = load_init_state(tc.init_from, model.config)
     if init_state is not None:

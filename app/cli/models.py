@@ -10,18 +10,35 @@ from pathlib import Path
 from autorater.app.cli import common
 
 
-def _recipe(args):
-    """The model config and recipe ``--config`` names, with the command line's epochs, seed, cache and device."""
+def _recipe(args, sources: list):
+    """The model config and recipe ``--config`` names (or, without it, the one the ``sources``' worlds ask for:
+    :func:`chosen_recipe`, printed), with the command line's epochs, seed, cache and device; and that choice."""
     from autorater.training.recipe import load_config
 
-    model_cfg, train_cfg = load_config(args.config)
+    recipe = chosen_recipe(args.config, sources)
+    print(f"recipe: {recipe['preset']} ({recipe['why']})")
+    model_cfg, train_cfg = load_config(args.config or recipe["preset"])
     if args.epochs is not None:
         train_cfg.epochs = args.epochs
     if args.seed is not None:
         train_cfg.seed = args.seed
     train_cfg.cache_dir = args.cache_dir
     train_cfg.device = args.device
-    return model_cfg, train_cfg
+    return model_cfg, train_cfg, recipe
+
+
+def chosen_recipe(config: str | None, sources: list) -> dict:
+    """What ``autorater train`` trains, and why: ``--config`` when given, else the preset the worlds of the suites
+    (their suite.json ``source``s) ask for (``autorater.data.worlds.preset_for``: BabyAI's first-person view the grid
+    reader, camera video and unknown or mixed worlds the general model). Recorded in the model's ``metadata.json``
+    (``recipe``) and as MLflow tags."""
+    from autorater.data.worlds import preset_for
+    from autorater.models import DEFAULT_PRESET
+
+    if config is not None:
+        return {"preset": str(config), "chosen_by": "--config", "why": "named by --config"}
+    preset, why = preset_for(sources, DEFAULT_PRESET)
+    return {"preset": preset, "chosen_by": "world", "why": f"no --config: {why}"}
 
 
 def cmd_pack(args) -> int:
@@ -29,38 +46,50 @@ def cmd_pack(args) -> int:
     from autorater.training.pack import write_pack
 
     common.threads()
-    model_cfg, train_cfg = _recipe(args)
-    out = write_pack([Suite.load(d) for d in args.suite], model_cfg, train_cfg, args.out, progress=not args.quiet)
+    suites = [Suite.load(d) for d in args.suite]
+    model_cfg, train_cfg, recipe = _recipe(args, [s.info.source for s in suites])
+    out = write_pack(suites, model_cfg, train_cfg, args.out, progress=not args.quiet)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     print(f"pack written to {out} ({size / 2**20:.1f} MiB); train from it anywhere torch runs, no decoder or weight "
-          f"package needed: autorater train --from-pack {out} --config {args.config or 'general'} --out MODEL "
+          f"package needed: autorater train --from-pack {out} --config {args.config or recipe['preset']} --out MODEL "
           f"--device cuda")
     return 0
 
 
 def cmd_train(args) -> int:
     from autorater.data.suite import Suite
+    from autorater.rater import update_metadata
     from autorater.training.train import train
 
     common.threads()
     if bool(args.suite) == bool(args.from_pack):
         raise SystemExit("error: train from --suite (one or more) or from --from-pack PACK, not both or neither")
-    model_cfg, train_cfg = _recipe(args)
     if args.from_pack:
         from autorater.training.pack import Pack
 
         suites = Pack(args.from_pack)
+        sources = list(suites.meta["sources"])
     else:
         suites = [Suite.load(d) for d in args.suite]
+        sources = [s.info.source for s in suites]
+    model_cfg, train_cfg, recipe = _recipe(args, sources)
+
+    def run(log=None):  # the folder says which recipe it was trained with, and why, before MLflow logs it
+        trained = train(suites, model_cfg, train_cfg, out=args.out, log=log, progress=not args.quiet)
+        update_metadata(args.out, recipe=recipe)
+        return trained
+
     if args.no_tracking:
-        result = train(suites, model_cfg, train_cfg, out=args.out, progress=not args.quiet)
+        result = run()
     else:
-        from autorater.mlflow_registry import default_tracking_uri
+        from autorater.mlflow_registry import default_tracking_uri, mlflow_client
         from autorater.training.tracking import track_training
 
         uri = args.tracking_uri or default_tracking_uri(args.workdir)
         result, run_id, version = track_training(uri, args.experiment, args.run_name, model_cfg, train_cfg, suites,
-                                                 out=args.out, progress=not args.quiet)
+                                                 run, out=args.out, progress=not args.quiet)
+        for key, value in recipe.items():
+            mlflow_client(uri).set_tag(run_id, f"recipe.{key}", value)
         print(f"MLflow run {run_id} ({uri}); registered model autorater version {version}")
     best = result.best
     at = f"best epoch {best['epoch']}: " if best.get("epoch") is not None else ""
@@ -163,12 +192,15 @@ def cmd_tune(args) -> int:
     common.threads()
     if args.quiet:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-    model_cfg, train_cfg = load_config(args.config)
+    suites = [Suite.load(d) for d in args.suite]
+    recipe = chosen_recipe(args.config, [s.info.source for s in suites])  # what train would pick: it is searched
+    print(f"recipe: {recipe['preset']} ({recipe['why']})")
+    model_cfg, train_cfg = load_config(args.config or recipe["preset"])
     train_cfg.cache_dir = args.cache_dir
     train_cfg.device = args.device
     if args.epochs is not None:
         train_cfg.epochs = args.epochs
-    study = tune([Suite.load(d) for d in args.suite], model_cfg, train_cfg, args.trials, args.study_name,
+    study = tune(suites, model_cfg, train_cfg, args.trials, args.study_name,
                  args.storage or default_storage(args.workdir),
                  args.tracking_uri or default_tracking_uri(args.workdir), seed=args.seed,
                  timeout_s=args.timeout_s, progress=not args.quiet)
@@ -209,8 +241,10 @@ def add_commands(sub) -> None:
 
 def _recipe_args(p) -> None:
     """The recipe's flags, shared by train and pack (a pack is encoded for the config it trains)."""
-    p.add_argument("--config", help='a preset (general: the default; general-parts, babyai-grid, tiny, tiny-general) '
-                                    'or a JSON file {"preset": "general", "model": {...}, "train": {...}}')
+    p.add_argument("--config", help='a preset (general, general-parts, babyai-grid, tiny, tiny-general) or a JSON '
+                                    'file {"preset": "general", "model": {...}, "train": {...}}; default: the preset '
+                                    "the suites' world asks for (BabyAI's first-person view: babyai-grid; camera "
+                                    "video, your own suites or mixed worlds: general), printed with why")
     p.add_argument("--epochs", type=int, help="override the recipe's epochs")
     p.add_argument("--seed", type=int, help="override the recipe's seed")
     p.add_argument("--cache-dir", default="runs/cache", help="feature cache folder")

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 __all__ = ["WORLDS", "DEFAULT_WORLD", "INTERFACE", "World", "WorldOptions", "NoOptions", "OptionInfo", "ScenarioJob",
-           "SwapJob", "DemoPlan", "demo_worlds", "load_world", "world_allows", "world_of", "option", "options_of",
-           "option_infos"]
+           "SwapJob", "DemoPlan", "demo_worlds", "load_world", "preset_for", "world_allows", "world_of", "option",
+           "options_of", "option_infos"]
 
 # The registry: a world's name and its package (imported by ``load_world``). One line per world.
 WORLDS: dict[str, str] = {
@@ -268,7 +268,10 @@ class World(Protocol):
     - ``augmentations(source) -> frozenset``: the training augmentations (``TrainConfig`` fields) that need this
       world's renderer or words and that a suite of it (its suite.json ``source``) allows: BabyAI's ``recolour``
       permutes MiniGrid's palette, ``relax`` drops its colour words, ``rotate`` turns its top-down view; empty for
-      most worlds.
+      most worlds;
+    - ``default_preset(source) -> (preset, why)``: the model preset that serves a suite of this world best (its
+      suite.json ``source``: BabyAI's first-person view, the grid reader; camera video, the general model), and
+      why in one line: what ``autorater train`` picks without ``--config`` (:func:`preset_for`).
     """
 
     NAME: str
@@ -289,6 +292,7 @@ class World(Protocol):
     swap_scenario: Callable[[SwapJob], dict]
     describe: Callable[[Sequence[str], Sequence[str], dict, dict], tuple[str, dict]]
     augmentations: Callable[[dict], frozenset]
+    default_preset: Callable[[dict], tuple[str, str]]
 
 
 INTERFACE: tuple[str, ...] = tuple(World.__annotations__)  # the names a world package defines
@@ -306,6 +310,33 @@ def world_allows(sources: Sequence[dict | None], augmentation: str) -> bool:
 def demo_worlds() -> list[str]:
     """The worlds with a demo (their ``DEMO``), in registry order."""
     return [name for name in WORLDS if load_world(name).DEMO is not None]
+
+
+def preset_for(sources: Sequence[dict | None], fallback: str) -> tuple[str, str]:
+    """The model preset to train on suites (their suite.json ``source``) when no ``--config`` names one, and why:
+    the preset their worlds ask for (each world's ``default_preset``) when they all ask for the same one, else
+    ``fallback`` (the general model: any camera, any wording) for a suite from no registered world or suites whose
+    worlds disagree.
+
+    Example:
+        >>> preset_for([{"world": "metaworld"}], "general")[0]
+        'general'
+        >>> preset_for([None], "general")
+        ('general', 'a suite from no registered world: the default for any camera and any wording')
+    """
+    asked = []
+    for source in sources:
+        world = world_of(source)
+        if world is None:
+            return fallback, "a suite from no registered world: the default for any camera and any wording"
+        asked.append((world, *load_world(world).default_preset(source or {})))
+    presets = {preset for _, preset, _ in asked}
+    if len(presets) == 1:
+        world, preset, why = asked[0]
+        worlds = sorted({w for w, _, _ in asked})
+        return preset, f"{' and '.join(worlds)} suite{'s' if len(asked) > 1 else ''}: {why}"
+    return fallback, (f"suites whose worlds ask for different presets ({', '.join(sorted(presets))}): the default "
+                      f"for any camera and any wording")
 
 
 def load_world(name: str) -> World:

@@ -136,15 +136,17 @@ class OutcomeHead(nn.Module):
         self.queries, self.dim = queries, dim
 
     def forward(self, maps: torch.Tensor, share: torch.Tensor, since_s: torch.Tensor,
-                text: torch.Tensor) -> torch.Tensor:
+                text: torch.Tensor, per_frame: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """maps (b, k, c, h, w) (frame 0 the takeover frame), share and since_s (b, k), text (b, text_dim) ->
-        logit (b,)."""
+        logit (b,); with ``per_frame``, also (b, k): each frame's token read by the same output layer (whether the
+        outcome is reached by that frame: ``TrainConfig.outcome.reached`` trains it; no weights of its own)."""
         cells = self.cell(maps.float().flatten(3).transpose(2, 3))  # (b, k, p, d)
         frames = self.frame(self.attend(cells, text) if self.pooling == "attention" else self.modulate(cells, text))
         frames = frames - 0.5 * frames[:, :1]  # what changed since the takeover frame
         frames = frames + self.when(torch.stack([share, since_s / 10.0], -1).to(frames))
-        tokens = torch.cat([self.text(text)[:, None], frames], 1)
-        return self.out(self.norm(self.mix(tokens)[:, 0])).squeeze(-1)
+        tokens = self.mix(torch.cat([self.text(text)[:, None], frames], 1))
+        logit = self.out(self.norm(tokens[:, 0])).squeeze(-1)
+        return (logit, self.out(self.norm(tokens[:, 1:])).squeeze(-1)) if per_frame else logit
 
     def attend(self, cells: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
         """cells (b, k, p, d) -> (b, k, q (d + 1)): each query's attended vector and how well it fits the words."""

@@ -27,7 +27,7 @@ from autorater.data.worlds.metaworld.tasks import TASKS as _TASK_TABLE
 __all__ = ["NAME", "TASKS", "AGENTS", "DEFAULT_TASKS", "DEFAULT_AGENTS", "FAILURE_MODES", "CAMERAS", "MT10", "HELD_OUT",
            "OPTIONS", "SWAP_OPTIONS", "FPS", "AUGMENTATIONS", "DEMO", "MetaWorldOptions", "MetaWorldSwapOptions",
            "resolve_tasks", "check_agents", "check_options", "run_scenario", "swap_scenario", "describe",
-           "augmentations"]
+           "augmentations", "default_preset"]
 
 NAME = "metaworld"
 TASKS: dict[str, str] = {name: task.wordings[0] for name, task in _TASK_TABLE.items()}
@@ -64,6 +64,13 @@ DEMO = DemoPlan(preset="general", sizes=((200, 5), (120, 5), (20, 10)), quick=((
 def augmentations(source: dict) -> frozenset:
     """None needs this world's renderer or words."""
     return AUGMENTATIONS
+
+
+def default_preset(source: dict) -> tuple[str, str]:
+    """Camera video: the general model."""
+    return "general", "camera video: the general model (any camera, any wording)"
+
+
 CONTROL_STEP_S = 0.0125  # 5 MuJoCo steps of 2.5 ms
 CONTINUATION_S = 2.5  # 200 control steps after the takeover
 
@@ -105,9 +112,17 @@ class MetaWorldOptions(WorldOptions):
     hold_out_degrees: float = option(HOLD_OUT_DEGREES, "how far drawn cameras keep from the held-out ones (degrees, "
                                      "under 90)", low=0.0, high=90.0)
     image_size: int = option(128, "frame width and height in pixels, even", low=16, high=1024)
+    twin_camera: str = option("", f"render every rollout a second time from this camera ({RANDOM}: a free camera "
+                                  f"drawn per scenario, kept away from hold_out_camera; or a named one): each view a "
+                                  f"continuation of its own in the scenario, whose metadata names its twin (two "
+                                  f"views of one rollout, for training)", choices=("", *CAMERAS, RANDOM))
 
     def __post_init__(self):
         super().__post_init__()
+        if self.twin_camera and self.twin_camera != RANDOM and self.twin_camera in (*self.camera,
+                                                                                    *self.hold_out_camera):
+            raise ValueError(f"twin_camera {self.twin_camera} is already the first view or held out; pick another "
+                             f"camera, or {RANDOM}")
         bad = [c for c in self.camera if c not in (*CAMERAS, RANDOM)]
         if bad or not self.camera:
             raise ValueError(f"unknown Meta-World camera(s) {', '.join(bad) or '(none)'}; known: {', '.join(CAMERAS)}, "
@@ -115,7 +130,7 @@ class MetaWorldOptions(WorldOptions):
         bad = [c for c in self.hold_out_camera if c not in CAMERAS]
         if bad:
             raise ValueError(f"hold_out_camera: unknown camera(s) {', '.join(bad)}; known: {', '.join(CAMERAS)}")
-        if self.hold_out_camera and RANDOM not in self.camera:
+        if self.hold_out_camera and RANDOM not in (*self.camera, self.twin_camera):
             raise ValueError(f"hold_out_camera keeps drawn cameras away from {', '.join(self.hold_out_camera)}; it "
                              f"needs camera={RANDOM!r} (or a list with {RANDOM} in it)")
         both = [c for c in self.hold_out_camera if c in self.camera]
@@ -137,6 +152,12 @@ class MetaWorldSwapOptions(WorldOptions):
     cross_task: bool = option(False, "also swap between reach, push and pick-place where the simulator can judge it")
     shared_only: bool = option(False, "only the judged swaps of shared scenes (with cross_task, of reach, push and "
                                       "pick-place too), never an object the scene lacks: swaps that can succeed")
+    keep_out: tuple[str, ...] = option((), "tasks whose words no swap uses, comma-separated (held-out tasks: keep "
+                                           "their words out of a training suite's swaps)")
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "keep_out", tuple(resolve_tasks(self.keep_out)))
 
 
 SWAP_OPTIONS = MetaWorldSwapOptions
@@ -153,7 +174,8 @@ def check_options(fps: float = FPS, **options) -> dict:
                          f"frame that also divide the 200-step continuation; use 4, 8, 16, 20, 40 or 80")
     return {"cameras": list(checked.camera), "image_size": checked.image_size,
             "steps_per_frame": int(round(steps_per_frame)), "horizon_steps": int(horizon),
-            "hold_out_cameras": list(checked.hold_out_camera), "hold_out_degrees": checked.hold_out_degrees}
+            "hold_out_cameras": list(checked.hold_out_camera), "hold_out_degrees": checked.hold_out_degrees,
+            **({"twin_camera": checked.twin_camera} if checked.twin_camera else {})}
 
 
 def run_scenario(job):
@@ -178,7 +200,9 @@ def describe(tasks: Sequence[str], agents: Sequence[str], options: dict, common:
               "image_size": options["image_size"], "steps_per_frame": options["steps_per_frame"],
               "continuation_steps": options["horizon_steps"], "metaworld": version("metaworld"),
               "mujoco": version("mujoco")}
-    if RANDOM in options["cameras"]:
+    if options.get("twin_camera"):
+        source["twin_camera"] = options["twin_camera"]
+    if RANDOM in (*options["cameras"], options.get("twin_camera")):
         source["camera_range"] = {**RANGE, "in_view": IN_VIEW, "hold_out_cameras": options["hold_out_cameras"],
                                   "hold_out_degrees": options["hold_out_degrees"]}
     return text, source

@@ -57,7 +57,7 @@ from autorater.data.worlds.metaworld.sim import (
 )
 from autorater.data.worlds.metaworld.tasks import CROSS_SCENES, SHARED_SCENES, TASKS
 
-__all__ = ["run_scenario", "swap_scenario", "plan_scenario"]
+__all__ = ["run_scenario", "swap_scenario", "plan_scenario", "paraphrases"]
 
 MAX_EXPERT_STEPS = 190  # the expert must succeed by then (the agent's 200 steps leave it room)
 CONTEXT_SHARE = (0.2, 0.6)  # of the expert's time to success
@@ -78,11 +78,19 @@ class Plan:
     steps_per_frame: int
     horizon: int
     camera_pose: CameraPose | None = None
+    twin_camera: str | None = None  # a second view of every rollout (``twin_camera``): a name, or RANDOM
+    twin_pose: CameraPose | None = None  # the second view's drawn pose (its own random stream)
 
     @property
     def view(self):
         """What ``render`` takes: the camera's name, or the drawn pose."""
         return self.camera_pose if self.camera_pose is not None else self.camera
+
+    @property
+    def views(self) -> list:
+        """Every view ``render`` draws each frame from: the scenario's camera, then its twin's when there is one."""
+        twin = [] if self.twin_camera is None else [self.twin_pose if self.twin_pose is not None else self.twin_camera]
+        return [self.view] + twin
 
     @property
     def scenario_id(self) -> str:
@@ -130,23 +138,28 @@ def plan_scenario(index: int, task: str, seed: int, options: dict) -> Plan:
         pose = None
         if camera == RANDOM:  # its own stream: the named-camera draws above are as they always were
             pose = _draw_camera(env, seed, index, options, rand_vec, seen, arm)
+        twin, twin_pose = options.get("twin_camera") or None, None
+        if twin == RANDOM:  # a stream of its own again: the first view is drawn as without a twin
+            twin_pose = _draw_camera(env, seed, index, options, rand_vec, seen, arm, stream=3)
         return Plan(index, task, env_seed, rand_vec, instruction, camera, frames * spf, success,
-                    None if distance is None else float(distance), spf, options["horizon_steps"], pose)
+                    None if distance is None else float(distance), spf, options["horizon_steps"], pose, twin,
+                    twin_pose)
     raise RuntimeError(f"the expert never succeeded on {task} within {MAX_EXPERT_STEPS} steps in 100 scenes "
                        f"(scenario {index}); leave this task out with --tasks")
 
 
 def _draw_camera(env, seed: int, index: int, options: dict, rand_vec: list[float], seen: list[np.ndarray],
-                 arm: list[np.ndarray]) -> CameraPose:
+                 arm: list[np.ndarray], stream: int = 2) -> CameraPose:
     """A free camera for the scene ``env`` is in at the expert's success (``seen``: the task's points at
-    every step from the start; ``arm``: the arm's links)."""
+    every step from the start; ``arm``: the arm's links), drawn from random stream ``stream`` of the scenario
+    (2: its camera; 3: its twin's)."""
     import copy
 
     success = copy.copy(env.data)
     reset(env, rand_vec=rand_vec)
     sees = Sightlines(env.model, copy.copy(env.data), seen[0], success, seen[-1], np.stack(arm))
     held = [named_axis(env.model, c) for c in options.get("hold_out_cameras", ())]
-    return draw_pose(_rng(seed, index, 2), np.concatenate(seen), held,
+    return draw_pose(_rng(seed, index, stream), np.concatenate(seen), held,
                      options.get("hold_out_degrees", HOLD_OUT_DEGREES), sees)
 
 
@@ -157,13 +170,19 @@ def _points(obs: np.ndarray, judge: Judge) -> np.ndarray:
 
 def _play(plan: Plan, agent: str, rng: np.random.Generator, image_size: int, draw: bool,
           context_frames: list | None, observe=None) -> tuple[list, dict]:
-    """Play one continuation from the start (context included); frames only when ``draw``; ``observe(step,
-    env, action)`` is called after every control step."""
-    env, spf = environment(plan.task, image_size), plan.steps_per_frame
+    """Play one continuation from the start (context included); frames only when ``draw``, from every one of
+    ``plan.views`` (a list of frames per view; ``context_frames`` likewise); ``observe(step, env, action)`` is
+    called after every control step."""
+    env, spf, views = environment(plan.task, image_size), plan.steps_per_frame, plan.views
     obs = reset(env, rand_vec=plan.rand_vec)
     judge, expert = Judge(plan.task, obs, plan.takeover), expert_policy(plan.task)
     own_context = draw and context_frames is None
-    frames = [render(env, plan.view)] if own_context else []
+    frames = [[render(env, view)] if own_context else [] for view in views]
+
+    def draw_frame():
+        for view, drawn in zip(views, frames):
+            drawn.append(render(env, view))
+
     for step in range(1, plan.takeover + 1):
         action = expert_action(expert, obs)
         obs, _, _, _, info = env.step(action)
@@ -171,11 +190,11 @@ def _play(plan: Plan, agent: str, rng: np.random.Generator, image_size: int, dra
         if observe is not None:
             observe(step, env, action)
         if own_context and step % spf == 0:
-            frames.append(render(env, plan.view))
+            draw_frame()
     if judge.event is not None:
         raise RuntimeError(f"scenario {plan.scenario_id}: {judge.event.outcome} during the expert's context")
     if draw and context_frames is not None:
-        frames = list(context_frames)
+        frames = [list(context) for context in context_frames]
     player = make_agent(agent, plan.task, rng, plan.takeover, plan.expert_success, plan.horizon)
     off, before, best, best_step = 0, 0, math.inf, None
     for step in range(plan.takeover + 1, plan.takeover + plan.horizon + 1):
@@ -192,7 +211,7 @@ def _play(plan: Plan, agent: str, rng: np.random.Generator, image_size: int, dra
         if judge.event is None and distance is not None and distance < best:
             best, best_step = float(distance), step
         if draw and step % spf == 0:
-            frames.append(render(env, plan.view))
+            draw_frame()
     event = judge.result()
     near = (event.outcome == "failure" and best_step is not None and plan.success_distance is not None
             and best <= 2 * plan.success_distance + 0.01)
@@ -221,6 +240,23 @@ def _truth_record(cid: str, plan: Plan, agent: str, stats: dict, fps: float, age
             "expert_success_step": plan.expert_success, "traits": traits, **_pose_field(plan)}
 
 
+def paraphrases(task: str, instruction: str) -> list[str]:
+    """The task's other wordings (scenario metadata ``paraphrases``): each describes the same success as
+    ``instruction``, so training may word a clip with any of them and never uses one as a negative."""
+    return [w for w in TASKS[task].wordings if w != instruction]
+
+
+def twin_id(continuation_id: str) -> str:
+    """The id of a continuation's second view (``c000012`` -> ``c000012-twin``)."""
+    return f"{continuation_id}-twin"
+
+
+def _view_fields(plan: Plan, twin: bool) -> dict:
+    """The camera of one view of a rollout: ``camera`` (a name or RANDOM) and, drawn, ``camera_pose``."""
+    camera, pose = (plan.twin_camera, plan.twin_pose) if twin else (plan.camera, plan.camera_pose)
+    return {"camera": camera, **({} if pose is None else {"camera_pose": pose.to_dict()})}
+
+
 def _pose_field(plan: Plan) -> dict:
     """``{"camera_pose": ...}`` for a drawn camera; nothing for a named one (whose records stay as they were)."""
     return {} if plan.camera_pose is None else {"camera_pose": plan.camera_pose.to_dict()}
@@ -236,12 +272,20 @@ def run_scenario(job: ScenarioJob) -> dict:
         cid = f"c{job.first_continuation + k:06d}"
         key = [job.seed, job.index, 1, k]
         frames, stats = _play(plan, agent, _rng(*key), job.options["image_size"], draw, context_frames)
+        ids = [cid] + ([twin_id(cid)] if plan.twin_camera else [])  # one continuation per view of the rollout
         if draw:
-            context_frames = frames[:plan.takeover_frame + 1]
-            write_video(Path(job.out) / "videos" / f"{cid}.mp4", np.stack(frames), fps=job.fps)
-        continuations.append({"continuation_id": cid, "scenario_id": plan.scenario_id, "agent_id": agent,
-                              "video": f"videos/{cid}.mp4"})
-        truths.append(_truth_record(cid, plan, agent, stats, job.fps, key))
+            context_frames = [view[:plan.takeover_frame + 1] for view in frames]
+            for view_id, view in zip(ids, frames):
+                write_video(Path(job.out) / "videos" / f"{view_id}.mp4", np.stack(view), fps=job.fps)
+        truth = _truth_record(cid, plan, agent, stats, job.fps, key)
+        for view_id, twin in zip(ids, ids[::-1]):
+            record = {"continuation_id": view_id, "scenario_id": plan.scenario_id, "agent_id": agent,
+                      "video": f"videos/{view_id}.mp4"}
+            if plan.twin_camera:
+                record["metadata"] = {"twin": twin, **_view_fields(plan, view_id != cid)}
+            continuations.append(record)
+            truths.append(truth if not plan.twin_camera else
+                          {**truth, "continuation_id": view_id, "twin": twin, **_view_fields(plan, view_id != cid)})
     scenario = {"scenario_id": plan.scenario_id, "instruction": plan.instruction, "category": TASKS[plan.task].verb,
                 "tags": [plan.task, job.version, f"camera:{plan.camera}"],
                 "takeover_s": round(plan.takeover_frame / job.fps, 6),
@@ -249,7 +293,9 @@ def run_scenario(job: ScenarioJob) -> dict:
                              "rand_vec": plan.rand_vec, "camera": plan.camera, "context_steps": plan.takeover,
                              "continuation_steps": plan.horizon, "steps_per_frame": plan.steps_per_frame,
                              "num_frames": plan.num_frames, "expert_success_step": plan.expert_success,
-                             "success_distance": plan.success_distance, **_pose_field(plan)}}
+                             "success_distance": plan.success_distance, **_pose_field(plan),
+                             "paraphrases": paraphrases(plan.task, plan.instruction),
+                             **({"twin_camera": plan.twin_camera} if plan.twin_camera else {})}}
     return {"index": job.index, "scenario": scenario, "continuations": continuations, "truths": truths}
 
 
@@ -311,6 +357,8 @@ def swap_scenario(job: SwapJob) -> dict:
     - otherwise an instruction about an object the scene does not show (another task's wording): nothing
       the agent does can satisfy it, so every continuation is a failure (``timeout``, at the last frame);
       with ``job.options["shared_only"]`` none: only the judged swaps of shared scenes, which can succeed.
+
+    No swap uses the words of a task in ``job.options["keep_out"]`` (a training suite's held-out tasks).
     """
     meta = job.scenario["metadata"]
     here = TASKS[meta["task"]]
@@ -321,6 +369,8 @@ def swap_scenario(job: SwapJob) -> dict:
     siblings = list(SHARED_SCENES.get(meta["task"], ()))
     if job.options.get("cross_task"):
         siblings += CROSS_SCENES.get(meta["task"], ())
+    kept_out = set(job.options.get("keep_out") or ())  # held-out tasks: their words stay out of this suite
+    siblings = [t for t in siblings if t not in kept_out]
     shared_only = bool(job.options.get("shared_only"))
     if siblings and (shared_only or rng.random() < 0.5):
         other = siblings[int(rng.integers(len(siblings)))]
@@ -332,8 +382,9 @@ def swap_scenario(job: SwapJob) -> dict:
             truths = [_swapped(t, instruction, spec, task.verb, o.outcome, o.failure_mode, o.event_step)
                       for t, o in zip(job.truths, outcomes)]
             return {"index": job.index, "spec": spec, "instruction": instruction, "category": task.verb,
-                    "truths": truths}
-    absent = [name for name, t in TASKS.items() if t.target not in here.objects and here.target not in t.objects]
+                    "truths": truths, "paraphrases": paraphrases(other, instruction)}
+    absent = [name for name, t in TASKS.items() if t.target not in here.objects and here.target not in t.objects
+              and name not in kept_out]
     if not absent or shared_only:
         return none
     other = absent[int(rng.integers(len(absent)))]
@@ -341,4 +392,5 @@ def swap_scenario(job: SwapJob) -> dict:
     instruction = task.wordings[int(rng.integers(len(task.wordings)))]
     spec = {"task": other, "kind": "absent_object", "object": task.target}
     truths = [_swapped(t, instruction, spec, task.verb, "failure", "timeout", None) for t in job.truths]
-    return {"index": job.index, "spec": spec, "instruction": instruction, "category": task.verb, "truths": truths}
+    return {"index": job.index, "spec": spec, "instruction": instruction, "category": task.verb, "truths": truths,
+            "paraphrases": paraphrases(other, instruction)}

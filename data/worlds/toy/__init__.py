@@ -35,7 +35,7 @@ from autorater.data.worlds import NoOptions, ScenarioJob, SwapJob, WorldOptions,
 
 __all__ = ["NAME", "TASKS", "AGENTS", "DEFAULT_TASKS", "DEFAULT_AGENTS", "FAILURE_MODES", "OPTIONS", "SWAP_OPTIONS",
            "FPS", "AUGMENTATIONS", "DEMO", "ToyOptions", "resolve_tasks", "check_agents", "check_options",
-           "run_scenario", "swap_scenario", "describe", "augmentations"]
+           "run_scenario", "swap_scenario", "describe", "augmentations", "default_preset"]
 
 NAME = "toy"
 TASKS = {"reach": "reach the named one of two coloured squares",
@@ -56,6 +56,13 @@ DEMO = None  # a test's world: no demo
 def augmentations(source: dict) -> frozenset:
     """None needs this world's renderer or words."""
     return AUGMENTATIONS
+
+
+def default_preset(source: dict) -> tuple[str, str]:
+    """Drawn squares: the general model (no world-specific preset)."""
+    return "general", "no preset of its own: the general model"
+
+
 COLOURS = {"red": (220, 50, 50), "green": (40, 180, 70), "blue": (60, 90, 235), "yellow": (235, 205, 40)}
 MOVES = ((0, 0), (1, 0), (-1, 0), (0, 1), (0, -1))  # stay, right, left, down, up: (dx, dy) in cells
 
