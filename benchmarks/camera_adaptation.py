@@ -54,33 +54,61 @@ def set_inputs(model, suite, cache_dir: str):
             np.array(scenarios))
 
 
+class Adapter:
+    """The route's few weights as a part of the one training loop (``training/loop.py``): a logit offset and, for
+    ``affine``, a per-channel scale and shift of the frozen maps, pulled towards the identity; the head frozen."""
+
+    def __init__(self, head, x, labels, route: str, pull: float):
+        import torch
+
+        self.head, self.x, self.labels, self.route, self.pull = head, x, labels, route, pull
+        c = x[0].shape[2]
+        self.module = torch.nn.ParameterDict({"offset": torch.nn.Parameter(torch.zeros(1)),
+                                              "scale": torch.nn.Parameter(torch.zeros(c)),
+                                              "shift": torch.nn.Parameter(torch.zeros(c))})
+
+    def logits(self, rows):
+        maps, share, since, text = (t[rows] for t in self.x)
+        m = maps.float()
+        if self.route == "affine":
+            w = self.module
+            m = m * (1 + w["scale"])[None, None, :, None, None] + w["shift"][None, None, :, None, None]
+        return self.head(m, share, since, text) + self.module["offset"]
+
+    def param_groups(self) -> list[dict]:
+        names = ["offset"] + (["scale", "shift"] if self.route == "affine" else [])
+        return [{"params": [self.module[n] for n in names]}]
+
+    def loss(self, rows, rng):
+        import torch
+
+        from autorater.models.parts.outcome import outcome_loss
+
+        y = torch.tensor(self.labels[rows], dtype=torch.float32)
+        w = self.module
+        pull = self.pull * (w["scale"].square().sum() + w["shift"].square().sum())
+        return outcome_loss(self.logits(torch.as_tensor(rows)), y, torch.ones_like(y)) + pull, {}
+
+    def epoch_metrics(self) -> dict:
+        return {}
+
+    def validate(self) -> dict:
+        return {}  # no validation: the whole budget runs and the last weights stay
+
+
 def fit_route(head, x, rows, labels, route: str, steps: int = 150, lr: float = 0.02, pull: float = 1e-3):
-    """The adapter of ``route`` fitted on ``rows`` (the head frozen): a function of rows -> logits."""
+    """The adapter of ``route`` fitted on ``rows`` (the head frozen) by the product's loop, full batch, ``steps``
+    steps of a constant ``lr`` (AdamW without decay: Adam): a function of rows -> logits."""
     import torch
 
-    from autorater.models.parts.outcome import outcome_loss
+    from autorater.training.loop import Schedule, fit
 
-    maps, share, since, text = x
-    c = maps.shape[2]
-    scale, shift = torch.zeros(c, requires_grad=True), torch.zeros(c, requires_grad=True)
-    offset = torch.zeros(1, requires_grad=True)
-    params = [offset] + ([scale, shift] if route == "affine" else [])
-
-    def logits(r):
-        m = maps[r].float()
-        if route == "affine":
-            m = m * (1 + scale)[None, None, :, None, None] + shift[None, None, :, None, None]
-        return head(m, share[r], since[r], text[r]) + offset
-
+    adapter = Adapter(head, x, labels, route, pull)
+    rows = np.asarray(rows)
     if route != "none":
-        r, y = torch.as_tensor(rows), torch.tensor(labels[rows], dtype=torch.float32)
-        opt = torch.optim.Adam(params, lr=lr)
-        for _ in range(steps):
-            loss = outcome_loss(logits(r), y, torch.ones_like(y)) + pull * (scale.square().sum() + shift.square().sum())
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    return lambda r: logits(torch.as_tensor(r)).detach()
+        fit(adapter, rows, Schedule(epochs=steps, batch_size=len(rows), lr=lr, weight_decay=0.0, warmup_steps=0,
+                                    cosine=False, patience=None, clip=None), rng=np.random.default_rng(0))
+    return lambda r: adapter.logits(torch.as_tensor(r)).detach()
 
 
 def draw_scenarios(scenarios: np.ndarray, labels: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
