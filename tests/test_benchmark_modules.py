@@ -128,3 +128,14 @@ def test_a_benchmark_module_imports_and_builds_what_it_trains(name, tmp_path):
         with pytest.raises(SystemExit) as exit_:
             module.main(["--help"])
         assert exit_.value.code == 0
+
+
+def test_no_benchmark_steps_an_optimiser_of_its_own():
+    """Every benchmark trains through the product's one loop (training/loop.py's fit), so the schedule, the early
+    stop and the kept epoch are the product's."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "benchmarks"
+    own = [f"{p.name}:{i}" for p in sorted(root.glob("*.py")) for i, line in enumerate(p.read_text().splitlines(), 1)
+           if "torch.optim" in line or ".step()" in line]
+    assert not own, f"a benchmark with an optimiser of its own (train it as a Part through fit): {own}"
