@@ -510,6 +510,20 @@ def test_config_takes_a_preset_name_or_a_json_file(tmp_path):
         load_config("babyai-gird")
 
 
+def test_a_recipe_file_keeps_the_recipe_its_preset_asks_for(tmp_path):
+    """A file naming general-parts trains its parts apart as --config general-parts does, with the file's changes."""
+    import dataclasses
+
+    from autorater.training.recipe import load_config
+
+    path = tmp_path / "recipe.json"
+    path.write_text('{"preset": "general-parts", "train": {"outcome_reached": 0.5}}')
+    _, by_name = load_config("general-parts")
+    _, by_file = load_config(path)
+    assert by_file.parts_apart and by_file.outcome.reached == 0.5
+    assert by_file == dataclasses.replace(by_name, outcome=dataclasses.replace(by_name.outcome, reached=0.5))
+
+
 def test_a_video_listed_twice_is_encoded_once_and_both_rows_get_it(tmp_path):
     """A suite and its instruction swaps list the same videos: the cache encodes each once."""
     from autorater.data.suite import Suite

@@ -297,7 +297,8 @@ def load_config_file(path: str | Path | None) -> tuple[AutoraterConfig, TrainCon
         model = AutoConfig.from_dict(changes)  # another architecture than the preset's: its own defaults
     else:
         model = AutoConfig.from_dict(with_changes(start.to_dict(), changes, type(start)))
-    return model, TrainConfig.from_dict({**spec_of(model).recipe, **d.get("train", {})})
+    spec = spec_of(model)  # the recipe the config asks for (recipe_changes: general-parts trains its parts apart)
+    return model, TrainConfig.from_dict({**spec.recipe, **spec.recipe_changes(model), **d.get("train", {})})
 
 
 __all__ = ["FLAT", "Augmentations", "EventRecipe", "OutcomeRecipe", "TrainConfig", "load_config", "load_config_file",
