@@ -236,3 +236,14 @@ def test_no_import_loop_anywhere_in_the_tree():
         if start not in state:
             visit(start, [start])
     assert not loops, "import loops:\n" + "\n".join(loops[:20])
+
+
+def test_no_product_function_is_longer_than_80_lines():
+    """A function of the product fits on a screen (a longer one is split into named steps)."""
+    import ast
+
+    long = [f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for folder in PRODUCT for path in sorted((ROOT / folder).rglob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80]
+    assert not long, f"split these into named steps: {long}"
