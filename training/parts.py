@@ -150,12 +150,14 @@ class OutcomeHeadPart:
     rows (with the recipe's options: paraphrased instructions, rewound successes, the per-frame target, the agreement
     of two views of one rollout), validation balanced accuracy and loss on the held-out rows."""
 
-    def __init__(self, head: OutcomeHead, inputs: OutcomeInputs, val_rows: np.ndarray, recipe=None):
+    def __init__(self, head: OutcomeHead, inputs: OutcomeInputs, val_rows: np.ndarray, recipe=None,
+                 train_rows: Sequence[int] | None = None):
         from autorater.training.recipe import OutcomeRecipe
 
         self.module, self.inputs, self.val_rows = head, inputs, val_rows
         self.recipe = recipe or OutcomeRecipe()
-        self.train_rows: set[int] | None = None  # the rows a row's other view may come from (fit_outcome_head's)
+        # the rows a row's other view may come from (the training rows; None: no view agrees with another)
+        self.train_rows: set[int] | None = None if train_rows is None else set(np.asarray(train_rows).tolist())
 
     def param_groups(self) -> list[dict]:
         return [{"params": list(self.module.parameters())}]
@@ -245,8 +247,7 @@ def fit_outcome_head(head: OutcomeHead, inputs: OutcomeInputs, train_rows: np.nd
     whole epochs, stopped after ``outcome.patience`` epochs without a better validation balanced accuracy, never
     before ``min_steps`` steps), the best epoch's weights put back (of a tie, the later); returns the curve (one dict
     per epoch). The data order draws from ``seed``."""
-    part = OutcomeHeadPart(head, inputs, val_rows, tc.outcome)
-    part.train_rows = set(np.asarray(train_rows).tolist())
+    part = OutcomeHeadPart(head, inputs, val_rows, tc.outcome, train_rows)
     fitted = fit(part, train_rows, tc.outcome_schedule(len(train_rows)), np.random.default_rng(seed), log=log,
                  progress=progress)
     return fitted.history
