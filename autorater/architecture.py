@@ -58,7 +58,7 @@ class ArchitectureSpec:
         augmentations: which of :data:`AUGMENTATIONS` its inputs allow (the data may rule more out).
         match_warmup: its event heads' instruction match trains alone first (``warm_up_match``).
         has_parts: whether a config of it has parts that may train apart (``TrainConfig.parts_apart``,
-            ``training/parts.py``).
+            ``training/stages/outcome.py``).
     """
 
     name: str
@@ -107,7 +107,7 @@ class Processor:
         return {"x": frames}
 
     def cache_key(self, frozen: bool) -> str:
-        """A name for the inputs this config caches (training/cache.py): the same key, the same inputs."""
+        """A name for the inputs this config caches (training/inputs/cache.py): the same key, the same inputs."""
         config = self.config
         return f"frames-{config.image_size}px-{config.clip_frames}f{'-pad' if config.frame_fit == 'pad' else ''}"
 

@@ -36,7 +36,7 @@ def set_inputs(model, suite, cache_dir: str):
     from autorater.data.labels import label_table, majority_vote
     from autorater.data.suite import load_truth
     from autorater.models.parts.outcome import inputs_of, outcome_times
-    from autorater.training.cache import FeatureCache
+    from autorater.training.inputs.cache import FeatureCache
 
     ids = suite.continuation_ids()
     takeover = [suite.takeover_of(c) for c in ids]

@@ -6,10 +6,11 @@ the same rows, the same seeds; every held-out set of the quality benchmark rated
 
 An arm is ``name`` or ``FIELD=VALUE,...`` joined by ``+`` (fields of ``TrainConfig.outcome``: ``paraphrases``,
 ``rewind``, ``reached``, ``consistency``, ``swap_weight``, ``negatives``...; ``base``: the recipe as it is). Each arm
-and seed trains one outcome head of the ``general-parts`` preset alone (``training/parts.py``: ``fit_outcome_head``,
-the one loop; the head drawn from the seed, the data order from the seed: arms differ only in their option) on the
-quality benchmark's training suite (``--train-mix``: and its relatives), its judged swaps beside it, and rates every
-held-out set through the product's rating of cached clips with the event stream's gate at 0: P(success) is the head's.
+and seed trains one outcome head of the ``general-parts`` preset alone (``training/stages/outcome.py``:
+``fit_outcome_head``, the one loop; the head drawn from the seed, the data order from the seed: arms differ only in
+their option) on the quality benchmark's training suite (``--train-mix``: and its relatives), its judged swaps beside
+it, and rates every held-out set through the product's rating of cached clips with the event stream's gate at 0:
+P(success) is the head's.
 Predictions land in ``<root>/predictions/heads-<arm>-seed<k>/`` (and ``heads-<arm>-mean/``: the mean probability of the
 seeds' heads), so ``python -m benchmarks.paired heads-base-seed0 heads-rewind_0.5-seed0 --root ROOT`` compares two arms
 on the same videos (BA and AUROC, intervals over scenarios). Writes ``<root>/head-ablations.json``: BA and AUROC per
@@ -52,7 +53,7 @@ def parse_arm(arm: str) -> tuple[str, dict]:
 def train_data(root: Path, train_mix: str, config, tc):
     """The model of ``config`` and its training data from the benchmark's training suites (the cache encoded once)."""
     from autorater.data.suite import Suite
-    from autorater.training.batches import prepare
+    from autorater.training.inputs.batches import prepare
 
     suites = root / "suites"
     train_suites = [Suite.load(suites / "train")]  # the one-camera and views plans train on the whole suite
@@ -140,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from autorater.data.splits import split_groups
     from autorater.models import PRESETS
-    from autorater.training.parts import fit_outcome_head, outcome_inputs
     from autorater.training.recipe import recipe_for
+    from autorater.training.stages.outcome import fit_outcome_head, outcome_inputs
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", required=True, help="the quality benchmark's folder (suites/, cache/)")

@@ -44,7 +44,7 @@ def measure(suite, blocks: int, args, cache: Path) -> dict:
     from autorater.device import resolve_device
     from autorater.models import PRESETS
     from autorater.rater import Rater
-    from autorater.training.batches import prepare
+    from autorater.training.inputs.batches import prepare
     from autorater.training.loop import Schedule
     from autorater.training.recipe import recipe_for
     from autorater.training.train import JointPart, trainable_parameters
@@ -96,7 +96,7 @@ def _head_step_s(model, data, tc, steps: int) -> float:
     import numpy as np
 
     from autorater.training.loop import Schedule
-    from autorater.training.parts import OutcomeHeadPart, outcome_inputs
+    from autorater.training.stages.outcome import OutcomeHeadPart, outcome_inputs
 
     head = copy.deepcopy(model.outcome.heads[0]).cpu()
     part = OutcomeHeadPart(head, outcome_inputs(model, data, tc), np.arange(0))

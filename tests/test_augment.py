@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from autorater.encoders import PixelCells
-from autorater.training.augment import (
+from autorater.training.inputs.augment import (
     PERMUTED,
     RENDER_COLOURS,
     contradicts,

@@ -14,9 +14,9 @@ import torch
 from autorater.encoders import create_frame_encoder
 from autorater.model import read_frames, read_safetensors_header
 from autorater.models import PRESETS, AutoModel
-from autorater.training.batches import TrainingData, make_batch, shared_video_groups
-from autorater.training.cache import CachedClips
-from autorater.training.dataset import Examples, task_key
+from autorater.training.inputs.batches import TrainingData, make_batch, shared_video_groups
+from autorater.training.inputs.cache import CachedClips
+from autorater.training.inputs.dataset import Examples, task_key
 from autorater.training.recipe import TrainConfig
 from autorater.training.train import train
 from model_suites import camera_suite, one_thread, saved_before_the_config_checksum

@@ -173,7 +173,7 @@ def test_calibrate_label_active_and_serve_take_the_general_model_unchanged(train
 
 
 def test_a_cropped_map_is_one_window_of_each_clip_the_same_for_every_frame():
-    from autorater.training.batches import crop_maps
+    from autorater.training.inputs.batches import crop_maps
 
     x = torch.arange(3 * 4 * 2 * 10 * 12, dtype=torch.float32).reshape(3, 4, 2, 10, 12)
     for seed in range(20):

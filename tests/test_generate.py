@@ -171,7 +171,7 @@ def test_truth_file_is_documented_json(suite_dir):
 def test_references_are_whole_scenarios_and_training_never_sees_them(suite_dir, tmp_path):
     """A reference's scenario (its scene, and on drawn-camera suites its camera) is all references, and training
     leaves it out, also where another suite shows one of its videos (swaps hard-link them)."""
-    from autorater.training.dataset import build_examples
+    from autorater.training.inputs.dataset import build_examples
 
     suite = Suite.load(suite_dir)
     refs = {r.continuation_id for r in suite.references}

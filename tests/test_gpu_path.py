@@ -52,7 +52,7 @@ def test_a_pack_trains_the_whole_encoder_through_the_cli_without_decord_or_the_w
 
 
 def test_a_model_trained_from_a_pack_is_the_model_trained_from_the_suites(tmp_path, threads):
-    from autorater.training.pack import Pack, write_pack
+    from autorater.training.inputs.pack import Pack, write_pack
     from autorater.training.recipe import recipe_for
     from autorater.training.train import train
 
@@ -67,7 +67,7 @@ def test_a_model_trained_from_a_pack_is_the_model_trained_from_the_suites(tmp_pa
 
 
 def test_a_pack_refuses_a_config_that_reads_other_inputs(tmp_path, threads):
-    from autorater.training.pack import Pack, write_pack
+    from autorater.training.inputs.pack import Pack, write_pack
     from autorater.training.recipe import recipe_for
 
     suite = camera_suite(tmp_path / "suite", n_scenarios=2, per_scenario=2)

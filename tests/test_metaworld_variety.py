@@ -120,7 +120,7 @@ def test_the_agent_rule_balanced_accuracy_on_hand_made_cases_and_in_suite_json(s
 
 
 def test_an_annotated_swap_is_a_valid_training_suite_on_drawn_cameras(suite_dir, tmp_path):
-    from autorater.training.dataset import build_examples
+    from autorater.training.inputs.dataset import build_examples
 
     out = swap_instructions(suite_dir, tmp_path / "swapped", seed=3, annotators=3)
     assert validate_suite(out) == []

@@ -125,7 +125,7 @@ def test_a_general_folder_from_before_the_outcome_path_loads_without_one(tmp_pat
 
 
 def test_the_cache_holds_real_frames_only_and_one_entry_per_video(tmp_path):
-    from autorater.training.cache import FeatureCache
+    from autorater.training.inputs.cache import FeatureCache
     from model_suites import N_FRAMES, camera_suite
 
     suite = camera_suite(tmp_path / "suite", n_scenarios=2, per_scenario=1)
@@ -194,7 +194,7 @@ def test_a_folder_from_before_the_ensemble_loads_with_its_one_attention_head(tmp
 
 
 def test_the_gate_is_kept_where_the_stream_adds_and_dropped_where_it_does_not():
-    from autorater.training.parts import fit_gate
+    from autorater.training.stages.outcome import fit_gate
 
     rng = np.random.default_rng(0)
     y = rng.random(400) < 0.5

@@ -13,15 +13,15 @@ import torch
 from autorater.data.suite import SWAP_TAG, Scenario, Suite
 from autorater.models import PRESETS
 from autorater.models.parts.outcome import OutcomeHead
-from autorater.training.dataset import task_key
-from autorater.training.parts import (
+from autorater.training.inputs.dataset import task_key
+from autorater.training.recipe import OutcomeRecipe
+from autorater.training.stages.outcome import (
     REWIND_MARGIN_S,
     OutcomeHeadPart,
     OutcomeInputs,
     reached_targets,
     rewound_frames,
 )
-from autorater.training.recipe import OutcomeRecipe
 
 
 def test_the_outcome_is_reached_at_the_marker_and_not_before():
@@ -117,8 +117,8 @@ def test_a_paraphrase_is_never_a_negative_and_a_swap_asks_the_task_it_swapped_in
     swap = Scenario("s2", "open the drawer", "open", tags=[SWAP_TAG],
                     metadata={"task": "drawer-close-v3", "instruction_spec": {"task": "drawer-open-v3"}})
     assert task_key(own) == task_key(other) == task_key(swap) == "task:drawer-open-v3"
-    from autorater.training.batches import TrainingData, _mismatch_partners
-    from autorater.training.dataset import Examples
+    from autorater.training.inputs.batches import TrainingData, _mismatch_partners
+    from autorater.training.inputs.dataset import Examples
 
     ex = Examples(task_keys=[task_key(s) for s in (own, other, swap)] + ["task:window-open-v3"],
                   categories=["open"] * 4, p_success=[1.0] * 4)
@@ -129,7 +129,7 @@ def test_a_paraphrase_is_never_a_negative_and_a_swap_asks_the_task_it_swapped_in
 
 
 def test_examples_carry_each_rows_paraphrases_and_other_view(tmp_path):
-    from autorater.training.dataset import build_examples
+    from autorater.training.inputs.dataset import build_examples
     from model_suites import camera_suite
 
     suite = camera_suite(tmp_path / "s", n_scenarios=2, per_scenario=2)

@@ -13,16 +13,16 @@ import numpy as np
 import pytest
 import torch
 
-import autorater.training.batches
+import autorater.training.inputs.batches
 import autorater.training.train
 from autorater.data.splits import split_groups
 from autorater.data.suite import Suite
 from autorater.data.video import read_video
 from autorater.models import PRESETS, AutoModel
 from autorater.predict import predict_batch
-from autorater.training.batches import prepare
-from autorater.training.cache import FeatureCache
-from autorater.training.dataset import build_examples
+from autorater.training.inputs.batches import prepare
+from autorater.training.inputs.cache import FeatureCache
+from autorater.training.inputs.dataset import build_examples
 from autorater.training.recipe import TrainConfig
 from autorater.training.train import predict_rows, run_epoch, train
 from model_suites import (
@@ -105,7 +105,7 @@ def test_the_feature_cache_is_hit_on_a_second_prepare(tmp_path, monkeypatch):
             super().__init__(root)
             caches.append(self)
 
-    monkeypatch.setattr(autorater.training.batches, "FeatureCache", SpyCache)
+    monkeypatch.setattr(autorater.training.inputs.batches, "FeatureCache", SpyCache)
     suite = learnable_suite(tmp_path / "suite", n_scenarios=2, per_scenario=2)
     tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "cache"))
     _, first = prepare([suite], PRESETS["tiny"], tc)
@@ -291,7 +291,7 @@ def test_rotations_only_for_suites_that_declare_the_top_down_view(tmp_path):
 
 
 def test_match_on_successes_asks_own_vs_same_category_only_of_success_videos(tmp_path):
-    from autorater.training.batches import make_batch
+    from autorater.training.inputs.batches import make_batch
 
     suite = colour_suite(tmp_path / "suite", n_scenarios=6, per_scenario=2)
     tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c"), match_on_successes=True)
@@ -328,7 +328,7 @@ def test_an_ensemble_trains_every_member_from_the_place_prior(tmp_path):
 
 
 def test_a_mirrored_batch_swaps_its_words_and_its_partners_with_it(tmp_path):
-    from autorater.training.batches import make_batch, mirrorable
+    from autorater.training.inputs.batches import make_batch, mirrorable
 
     suite = colour_suite(tmp_path / "suite", n_scenarios=6, per_scenario=2)
     tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c"), rotate=False)
@@ -357,7 +357,7 @@ def test_a_mirrored_batch_swaps_its_words_and_its_partners_with_it(tmp_path):
 
 
 def test_a_recoloured_batch_renames_its_colours_in_its_words_and_its_partners(tmp_path):
-    from autorater.training.batches import make_batch
+    from autorater.training.inputs.batches import make_batch
 
     suite = colour_suite(tmp_path / "suite", n_scenarios=8, per_scenario=2)
     tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c"), rotate=False, mirror=False,
@@ -391,8 +391,8 @@ def test_encoders_whose_features_a_mirror_does_not_map_skip_it(tmp_path):
 
 
 def test_relaxed_rows_keep_a_success_and_add_negatives_of_another_object_or_colour(tmp_path):
-    from autorater.training.augment import RENDER_COLOURS, contradicts
-    from autorater.training.batches import make_batch
+    from autorater.training.inputs.augment import RENDER_COLOURS, contradicts
+    from autorater.training.inputs.batches import make_batch
 
     suite = colour_suite(tmp_path / "suite", n_scenarios=8, per_scenario=2)
     tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c"), rotate=False, mirror=False, relax=1.0)
@@ -528,7 +528,7 @@ def test_a_video_listed_twice_is_encoded_once_and_both_rows_get_it(tmp_path):
     """A suite and its instruction swaps list the same videos: the cache encodes each once."""
     from autorater.data.suite import Suite
     from autorater.models import PRESETS, AutoModel
-    from autorater.training.cache import FeatureCache
+    from autorater.training.inputs.cache import FeatureCache
     from tiny_suites import tiny_suite
 
     suite = tiny_suite(tmp_path / "s")

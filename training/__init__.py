@@ -12,8 +12,8 @@ from autorater._lazy import lazy_exports
 
 _HOMES = {
     "autorater.training.baselines": ["predict_cached"],
-    "autorater.training.cache": ["CachedClips", "FeatureCache"],
-    "autorater.training.dataset": ["Examples", "build_examples", "marker_indices", "suite_examples"],
+    "autorater.training.inputs.cache": ["CachedClips", "FeatureCache"],
+    "autorater.training.inputs.dataset": ["Examples", "build_examples", "marker_indices", "suite_examples"],
     "autorater.training.evaluate": ["format_failure_modes", "format_report", "gold_table"],
     "autorater.training.tracking": ["TrackedModel", "TrainingRun", "compare_runs", "format_runs_table",
                                     "log_evaluation", "track_training"],

@@ -23,9 +23,9 @@ from autorater.config import AutoraterConfig
 from autorater.data.suite import Suite
 from autorater.model import Autorater
 from autorater.models import AutoModel
-from autorater.training.batches import TrainingData, prepare
-from autorater.training.cache import CachedClips, FeatureCache, rate_clips
-from autorater.training.dataset import build_examples
+from autorater.training.inputs.batches import TrainingData, prepare
+from autorater.training.inputs.cache import CachedClips, FeatureCache, rate_clips
+from autorater.training.inputs.dataset import build_examples
 from autorater.training.loop import Schedule, fit
 from autorater.training.recipe import TrainConfig
 from autorater.training.train import train

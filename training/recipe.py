@@ -89,7 +89,7 @@ class Augmentations:
     #                      episode in a mirrored world, with the same outcome and marker. Needs inputs a mirror
     #                      maps exactly (decoded frames or "pixels" cells); other encoders' features skip it
     recolour: bool = False  # permute the objects' colours (green, blue, purple, yellow) in half the clips and in
-    #                        their instructions; MiniGrid's palette (training/augment.py): only for suites of a world
+    #                        their instructions; MiniGrid's palette (inputs/augment.py): only for suites of a world
     #                        that allows it (its ``augmentations``: BabyAI's), and with inputs a mirror may use
     relax: float = 0.5  # share of the success clips of a batch also shown under their instruction with one colour
     #                     word dropped ("pick up the ball": asks for less, still a success), with two negatives
@@ -152,7 +152,7 @@ class TrainConfig:
     #                     the average. 0: off
     parts_apart: bool = False  # a model with an outcome path on a frozen cache (the general model): its outcome heads
     #                            train alone on the cached maps, then the event stream alone, then the gate on the
-    #                            held-out rows (training/parts.py); False: one joint step for every part
+    #                            held-out rows (training/stages/outcome.py); False: one joint step for every part
     init_from: str = ""  # a model folder whose weights start training (a second stage; fine-tuning)
     train_only: list[str] = field(default_factory=list)  # parameter-name prefixes to train ("outcome."); the
     #                       rest stays as initialised; empty: train everything

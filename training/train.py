@@ -4,8 +4,8 @@ Read top to bottom: what trains in one step (:class:`JointPart`) and the match w
 trained by the one loop (``training/loop.py``: ``fit``); ``validate``; ``train`` (the entry point: suites or a pack,
 the parts apart when the recipe says so, the folder written) and ``train_joint``. The recipe is
 ``training/recipe.py``; the batches (labels, cached clips, instruction negatives, augmentations)
-``training/batches.py``. Randomness comes from ``TrainConfig.seed``; library code never prints or starts MLflow runs:
-metrics go to the ``log`` callback.
+``training/inputs/batches.py``. Randomness comes from ``TrainConfig.seed``; library code never prints or starts
+MLflow runs: metrics go to the ``log`` callback.
 
 Example:
     >>> result = train([Suite.load("suite")], PRESETS["babyai-grid"], TrainConfig(), out="model")  # doctest: +SKIP
@@ -32,7 +32,7 @@ from autorater.device import resolve_device
 from autorater.model import Autorater
 from autorater.models import AutoModel, spec_of
 from autorater.training import loop
-from autorater.training.batches import (
+from autorater.training.inputs.batches import (
     TrainingData,
     finished_features,
     make_batch,
@@ -46,7 +46,7 @@ from autorater.training.loop import Schedule, TrainResult, WeightAverage, conver
 from autorater.training.recipe import TrainConfig, load_config_file, with_min_steps
 
 if TYPE_CHECKING:
-    from autorater.training.pack import Pack
+    from autorater.training.inputs.pack import Pack
 
 class JointPart:
     """Every trainable part of a model in one step, for :func:`autorater.training.loop.fit`: a batch of rows
@@ -160,7 +160,7 @@ def train(source: Sequence[Suite] | "Pack", model_config: AutoraterConfig, tc: T
 
     Args:
         source: training suites (their reference episodes are left out), or a pack of them
-            (``autorater.training.pack.Pack``: the same inputs, encoded elsewhere).
+            (``autorater.training.inputs.pack.Pack``: the same inputs, encoded elsewhere).
         model_config: the architecture.
         tc: the recipe.
         out: write the best model folder here.
@@ -173,7 +173,7 @@ def train(source: Sequence[Suite] | "Pack", model_config: AutoraterConfig, tc: T
     """
     tc = tc or TrainConfig()
     if tc.parts_apart and spec_of(model_config).has_parts(model_config) and init_state is None and not tc.init_from:
-        from autorater.training.parts import train_parts  # a fine-tuning start trains its parts jointly
+        from autorater.training.stages.outcome import train_parts  # a fine-tuning start trains its parts jointly
 
         return train_parts(source, model_config, tc, joint=train, out=out, log=log, progress=progress,
                            prepared=prepared, should_stop=should_stop)

@@ -235,7 +235,7 @@ def tune(suites: Sequence, base_model_config: AutoraterConfig, base_train_config
     """
     import optuna
 
-    from autorater.training.batches import prepare
+    from autorater.training.inputs.batches import prepare
 
     if n_trials < 1:
         raise ValueError(f"n_trials must be at least 1, got {n_trials}")

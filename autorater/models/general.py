@@ -143,7 +143,7 @@ def general_search_space(trial) -> tuple[dict, dict]:
 
 def general_recipe_changes(config: GeneralConfig) -> dict:
     """A frozen outcome path (``outcome.blocks`` 0) is cached whole: its heads train apart, in minutes
-    (training/parts.py); a learning top trains jointly with the stream."""
+    (training/stages/outcome.py); a learning top trains jointly with the stream."""
     return {"parts_apart": bool(config.outcome.frames) and config.outcome.blocks == 0}
 
 

@@ -20,7 +20,7 @@ from autorater.encoders import tokenize_words
 from autorater.model import Autorater, Targets
 from autorater.models import AutoModel, spec_of
 from autorater.predict import real_length
-from autorater.training.augment import (
+from autorater.training.inputs.augment import (
     contradicts,
     mirror,
     mirror_words,
@@ -30,8 +30,8 @@ from autorater.training.augment import (
     recolour_words,
     relax_words,
 )
-from autorater.training.cache import CachedClips, FeatureCache
-from autorater.training.dataset import Examples, build_examples, marker_indices
+from autorater.training.inputs.cache import CachedClips, FeatureCache
+from autorater.training.inputs.dataset import Examples, build_examples, marker_indices
 from autorater.training.recipe import TrainConfig
 
 
@@ -56,7 +56,7 @@ class TrainingData:
     clips: CachedClips
     marker_index: torch.Tensor  # (n,) long
     failure_index: torch.Tensor  # (n,) long
-    pixel_cells: int = 0  # > 0: ``clips.features`` are "pixels" cells on a k x k sub-grid (training/augment.py)
+    pixel_cells: int = 0  # > 0: ``clips.features`` are "pixels" cells on a k x k sub-grid (training/inputs/augment.py)
     decisive: frozenset = frozenset()  # categories whose labelled failures include an early mistake (not only
     #                                    timeouts): acting on a wrong object ends the episode there
     groups: list[str] | None = None  # split groups: scenarios that share a video (a suite and its instruction
@@ -70,7 +70,7 @@ class TrainingData:
 def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig,
             progress: bool = False) -> tuple[Autorater, TrainingData]:
     """Labels from the annotations, the vocabulary and failure modes, the model, and cached features; from a pack of
-    them (``autorater.training.pack.Pack``, not a list of suites), the pack's."""
+    them (``autorater.training.inputs.pack.Pack``, not a list of suites), the pack's."""
     if not isinstance(suites, Sequence):  # a pack: the same inputs, prepared elsewhere
         return suites.prepare(model_config, tc, progress)
     ex = build_examples(suites, aggregation=tc.aggregation)

@@ -31,9 +31,9 @@ from autorater.config import AutoraterConfig
 from autorater.data.suite import Suite
 from autorater.model import Autorater
 from autorater.models import AutoModel, spec_of
-from autorater.training.batches import TrainingData, mirrorable, prepare, seeded
-from autorater.training.cache import CachedClips, cache_key, rate_clips
-from autorater.training.dataset import Examples
+from autorater.training.inputs.batches import TrainingData, mirrorable, prepare, seeded
+from autorater.training.inputs.cache import CachedClips, cache_key, rate_clips
+from autorater.training.inputs.dataset import Examples
 from autorater.training.recipe import TrainConfig
 
 PACK_FILE, CLIPS_FILE, SENTENCES_FILE = "pack.json", "clips.safetensors", "sentences.safetensors"
@@ -83,7 +83,7 @@ def _write_held_out(model: Autorater, suite: Suite, tc: TrainConfig, folder: Pat
     from safetensors.torch import save_file
 
     from autorater.data.suite import load_truth
-    from autorater.training.cache import FeatureCache
+    from autorater.training.inputs.cache import FeatureCache
 
     ids = suite.continuation_ids()
     takeovers = [suite.takeover_of(c) for c in ids]
@@ -118,7 +118,7 @@ def training_texts(data: TrainingData, tc: TrainConfig) -> list[str]:
     """Every instruction the training can ask the sentence vectors of: the rows' own, their mirror (inputs that a
     mirror maps), and the weaker and changed wordings the relaxed rows add (worlds whose colour words allow it)."""
     from autorater.data.worlds import world_allows
-    from autorater.training.augment import mirror_words, weaker_variants
+    from autorater.training.inputs.augment import mirror_words, weaker_variants
 
     texts = set(data.ex.instructions)
     if tc.augment.mirror and mirrorable(data):

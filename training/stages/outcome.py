@@ -40,7 +40,7 @@ from autorater.model import Autorater
 from autorater.models import AutoModel
 from autorater.models.general import GeneralConfig
 from autorater.models.parts.outcome import OutcomeHead, inputs_of, outcome_loss, outcome_times, without_inputs
-from autorater.training.batches import TrainingData, predict_rows, prepare, seeded
+from autorater.training.inputs.batches import TrainingData, predict_rows, prepare, seeded
 from autorater.training.loop import TrainResult, convergence_verdict, fit, write_model
 from autorater.training.recipe import TrainConfig, outcome_epochs
 

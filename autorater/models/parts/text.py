@@ -19,8 +19,8 @@ _GIVEN: dict[int, dict[str, torch.Tensor]] = {}  # max_tokens -> instruction -> 
 
 
 def give_vectors(max_tokens: int, vectors: dict[str, torch.Tensor]) -> None:
-    """Sentence vectors computed elsewhere (a pack's, ``autorater.training.pack``), read before MiniLM is asked: a
-    machine without MiniLM's package trains on the instructions they cover."""
+    """Sentence vectors computed elsewhere (a pack's, ``autorater.training.inputs.pack``), read before MiniLM is
+    asked: a machine without MiniLM's package trains on the instructions they cover."""
     _GIVEN.setdefault(max_tokens, {}).update(vectors)
 
 

@@ -28,7 +28,7 @@ TASKS = LEVELS
 DEFAULT_TASKS = ("GoToLocal", "PickupLoc", "PutNextLocal", "OpenDoor")
 DEFAULT_AGENTS = ("expert", "noisy-0.2", "noisy-0.5", "distractor", "random")
 FPS = 8.0  # one frame per step
-AUGMENTATIONS = frozenset({"recolour", "relax"})  # MiniGrid's palette and colour words (training/augment.py)
+AUGMENTATIONS = frozenset({"recolour", "relax"})  # MiniGrid's palette and colour words (training/inputs/augment.py)
 # The demo trains the grid preset here, whose numbers the README's demo section quotes (the general model scores 0.77 on
 # BabyAI, docs/results). 600 references let a model of about 0.85-0.9 balanced accuracy auto-label; 300 were too few to
 # certify 0.95 at 90% confidence.
