@@ -98,7 +98,7 @@ def _train(out: Path, preset: str, train_suite, quick: bool, device: str) -> tup
     t = _step("2. train the autorater on the training suite's annotations (MLflow: "
               f"{default_tracking_uri(out / 'runs')})")
     tc = recipe_for(PRESETS[preset], cache_dir=str(out / "cache"), device=device,
-                    **({"epochs": 4, "match_warmup_epochs": 3} if quick else {}))
+                    **({"epochs": 4, "stream": {"match_warmup_epochs": 3}} if quick else {}))
     model_dir = out / "model"
     result, run_id, version = track_training(default_tracking_uri(out / "runs"), "autorater-demo", "demo",
                                              PRESETS[preset], tc, [train_suite], out=model_dir, progress=True)

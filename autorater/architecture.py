@@ -25,7 +25,7 @@ from autorater.encoders import frame_encoder_spec
 
 # The training augmentations (``TrainConfig`` fields) an architecture may support; the data decides the rest
 # (``training/train.py``: a rotation needs top-down suites, a recolour MiniGrid's palette, ...).
-AUGMENTATIONS = ("rotate", "mirror", "recolour", "relax", "crop", "augment_pixels")
+AUGMENTATIONS = ("rotate", "mirror", "recolour", "relax", "crop", "pixels")
 
 
 def no_search_space(trial) -> tuple[dict, dict]:

@@ -190,6 +190,11 @@ class AutoraterConfig:
         larger than ``image_size``)."""
         return self.image_size
 
+    def without(self, part: str) -> "AutoraterConfig":
+        """This config less the model part ``part`` (a model of it has no such part): none can be left out by
+        default."""
+        raise ValueError(f"a {type(self).__name__} model cannot be built without its {part!r} part")
+
 
 def with_changes(d: dict, changes: dict, cls: type[AutoraterConfig]) -> dict:
     """A config dict of ``cls`` with ``changes`` applied: a part's field by its dotted or flat name

@@ -27,6 +27,7 @@ import json
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -87,6 +88,16 @@ class Targets:
     row_weight: torch.Tensor | None = None  # (batch,) each row's weight in the outcome path's loss (None: 1)
     outcome_weights: tuple[float, float] = (1.0, 0.0)  # the outcome path's loss; its rows pairing a video with
     #                                                   another task's words (``match`` 0) weigh this much
+
+
+class ModelPart(nn.Module):
+    """A part of a model that trains as one stage (``Autorater.parts`` finds them by this type): the event stream, the
+    outcome path (``autorater/models/parts/``). Its class names the stage that trains it (``stage``: training's plan
+    looks the stage up by this name, never by the class) and the keys of the cached inputs it alone reads (``inputs``,
+    beside ``"x"``: the rest of a model trains without them)."""
+
+    stage: ClassVar[str] = ""
+    inputs: ClassVar[tuple[str, ...]] = ()
 
 
 # -- the model folder's files (besides calibration.json and metadata.json: autorater.rater) -----------------------
@@ -219,6 +230,24 @@ class Autorater(nn.Module):
                     break
             out[name] = new
         return out
+
+    def parts(self) -> dict[str, ModelPart]:
+        """Every part of the model that trains as a stage (:class:`ModelPart`: the event stream, an outcome path), by
+        its name in the module tree, in the model's order."""
+        return {name: m for name, m in self.named_modules() if isinstance(m, ModelPart)}
+
+    def join(self) -> nn.Parameter | None:
+        """The weight that joins parts trained apart into one P(success) (the general model's ``gate``); None for a
+        model with none."""
+        return None
+
+    def without(self, *parts: str) -> "Autorater":
+        """A fresh model of this architecture less ``parts`` (its config's ``without``), its weights drawn from
+        torch's default generator: what trains the rest of a model whose other parts trained alone."""
+        config = self.config
+        for name in parts:
+            config = config.without(name)
+        return type(self)(config)
 
     def frame_encoders(self) -> dict[str, FrameEncoder]:
         """Every frame encoder of the model (the stream's, an outcome path's), by its name in the module tree."""
@@ -410,5 +439,5 @@ def _compare_shapes(expected: dict[str, tuple], stored: dict[str, tuple], weight
                          f"that trained them; a folder from an older architecture must be retrained)")
 
 
-__all__ = ["CONFIG_FILE", "WEIGHTS_FILE", "Autorater", "AutoraterOutput", "Targets", "config_sha256",
+__all__ = ["CONFIG_FILE", "WEIGHTS_FILE", "Autorater", "AutoraterOutput", "ModelPart", "Targets", "config_sha256",
            "non_finite_tensors", "read_frames", "read_safetensors_header", "weights_sha256"]

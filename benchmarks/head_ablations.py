@@ -18,7 +18,7 @@ arm, seed and held-out set, the unseen tasks split by relatives.
 
 Why heads alone: the options act on the outcome path; the event stream (every frame, the marker) does not change with
 them and costs most of a full run (docs/results/2026-11-27-parts-apart.md). A whole run of the product with an option
-that pays is ``python -m benchmarks.quality --config general-parts --train-set outcome_<option>=<value>``.
+that pays is ``python -m benchmarks.quality --config general-parts --train-set outcome.<option>=<value>``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import numpy as np
 def parse_arm(arm: str) -> tuple[str, dict]:
     """``"rewind=0.5+reached=1"`` -> (``"rewind_0.5+reached_1"``, ``{"rewind": 0.5, "reached": 1.0}``); ``base``: no
     change. Fields are ``OutcomeRecipe``'s, checked."""
-    from autorater.training.recipe import OutcomeRecipe
+    from autorater.training.stages.outcome import OutcomeRecipe
 
     if arm == "base":
         return "base", {}
@@ -164,15 +164,16 @@ def main(argv: list[str] | None = None) -> int:
     out_path = root / f"head-ablations{'-' + args.train_mix if mix else ''}.json"
     for arm in args.arms.split(","):
         name, changes = parse_arm(arm)
-        arm_tc = dataclasses.replace(tc, outcome=dataclasses.replace(tc.outcome, **changes))
-        inputs = outcome_inputs(model, data, arm_tc)
+        recipe = dataclasses.replace(tc.outcome, **changes)
+        inputs = outcome_inputs(model.outcome, data, recipe)
+        schedule = recipe.schedule(tc.schedule(), len(train_rows), tc.min_steps)
         per_seed, scores = [], {}
         for seed in [int(s) for s in args.seeds.split(",")]:
             start = time.time()
             with torch.random.fork_rng():
                 torch.manual_seed(seed)
                 head = model.outcome.make_head()
-            curve = fit_outcome_head(head, inputs, np.asarray(train_rows), np.asarray(val_rows), arm_tc, seed)
+            curve = fit_outcome_head(head, inputs, np.asarray(train_rows), np.asarray(val_rows), recipe, schedule, seed)
             save_head(head, root / "heads" / f"{mix}{name}-seed{seed}.safetensors")
             rated = rate(model, head, sets, tc.cache_dir)
             write_rows(root / "predictions" / f"heads-{mix}{name}-seed{seed}", rated)

@@ -46,8 +46,9 @@ def measure(suite, blocks: int, args, cache: Path) -> dict:
     from autorater.rater import Rater
     from autorater.training.inputs.batches import prepare
     from autorater.training.loop import Schedule
+    from autorater.training.plan import part_stages
     from autorater.training.recipe import recipe_for
-    from autorater.training.train import JointPart, trainable_parameters
+    from autorater.training.stages.joint import JointPart, trainable_parameters
 
     device = resolve_device(args.device)
     config = PRESETS[args.config].replace(outcome_blocks=blocks)
@@ -59,8 +60,8 @@ def measure(suite, blocks: int, args, cache: Path) -> dict:
     n = len(data.ex)
     cache_bytes = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())
     model.to(device)
-    step_s = _steps_s(JointPart(model, data, np.arange(0), tc), n, Schedule(epochs=1, batch_size=min(args.batch, n),
-                                                                            lr=tc.lr, patience=None), args.steps)
+    joint = JointPart(model, data, np.arange(0), tc, part_stages(model, tc))
+    step_s = _steps_s(joint, n, Schedule(epochs=1, batch_size=min(args.batch, n), lr=tc.lr, patience=None), args.steps)
     head_step_s = _head_step_s(model, data, tc, args.steps) if model.outcome.encoder.frozen else None
     model.eval()
     ids = suite.continuation_ids()[:args.rate]
@@ -99,7 +100,7 @@ def _head_step_s(model, data, tc, steps: int) -> float:
     from autorater.training.stages.outcome import OutcomeHeadPart, outcome_inputs
 
     head = copy.deepcopy(model.outcome.heads[0]).cpu()
-    part = OutcomeHeadPart(head, outcome_inputs(model, data, tc), np.arange(0))
+    part = OutcomeHeadPart(head, outcome_inputs(model.outcome, data, tc.outcome), np.arange(0))
     n = len(data.ex)
     return _steps_s(part, n, Schedule(epochs=1, batch_size=min(tc.batch_size, n), lr=tc.outcome.lr, patience=None),
                     steps)

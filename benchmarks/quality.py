@@ -105,7 +105,8 @@ def _parser():
                         help="change one field of the preset's config (JSON value, repeatable), "
                              "e.g. --set outcome.blocks=0 (a part's field; the flat outcome_blocks works too)")
     parser.add_argument("--train-set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="change one TrainConfig field (JSON value, repeatable), e.g. --train-set swap_weight=1")
+                        help="change one TrainConfig field (JSON value, repeatable; a stage's as STAGE.FIELD), e.g. "
+                             "--train-set outcome.swap_weight=1")
     parser.add_argument("--train-scenarios", type=int, default=None,
                         help="train on the first N scenarios of the training suite (and their swaps): a point of "
                              "the learning curve")
@@ -178,7 +179,7 @@ def run_plan(args, plan: str, out: Path) -> int:
     from autorater.training.recipe import TrainConfig, recipe_for
     from autorater.training.tracking import track_training
 
-    train_changes = parse_overrides(args.train_set, TrainConfig, "--train-set")
+    train_changes = nested(parse_overrides(args.train_set, TrainConfig, "--train-set"))
     seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
     if args.quick or args.model:
         seeds = seeds[:1]
@@ -189,9 +190,9 @@ def run_plan(args, plan: str, out: Path) -> int:
     print(f"preset {preset} ({'--config' if args.config else why})", flush=True)
     base = PRESETS[preset]
     config = base.replace(**parse_overrides(args.set, type(base), "--set"))
-    short = {"epochs": 3, "match_warmup_epochs": 2} if args.quick else {}
-    tc = recipe_for(config, cache_dir=str(out / "cache"),
-                    **{**short, **({"epochs": args.epochs} if args.epochs else {}), **train_changes})
+    short = {"epochs": 3, "stream": {"match_warmup_epochs": 2}} if args.quick else {}
+    tc = recipe_for(config, cache_dir=str(out / "cache"), **short).replace(
+        **({"epochs": args.epochs} if args.epochs else {})).replace(**train_changes)
     uri = default_tracking_uri(out / "runs")
 
     variant = _variant(args, train_scenarios)
@@ -453,11 +454,12 @@ def parse_overrides(items: list[str], cls, flag: str = "--set") -> dict:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
             out[key] = value
-    defaults, parts = cls(), cls.parts() if hasattr(cls, "parts") else {}  # a model config's parts: outcome.blocks
-    fields = set(defaults.to_dict()) - set(parts) - {"architecture"}  # a recipe's by their flat names
+    defaults = cls()
+    parts = cls.parts() if hasattr(cls, "parts") else cls.stages()  # a model config's parts, a recipe's stages
+    fields = set(defaults.to_dict()) - set(parts) - {"architecture"}
     known = sorted(fields) + [f"{p}.{f.name}" for p, part in parts.items() for f in dataclasses.fields(part)]
     for key, value in out.items():
-        at = cls.part_key(key) if parts else None
+        at = _part_key(cls, key, parts)
         if at is None and key not in fields:
             raise SystemExit(f"{flag} {key}: not a {cls.__name__} field; known: {', '.join(known)}")
         default = getattr(getattr(defaults, at[0]), at[1]) if at else getattr(defaults, key)
@@ -468,6 +470,26 @@ def parse_overrides(items: list[str], cls, flag: str = "--set") -> dict:
         if not ok:
             raise SystemExit(f"{flag} {key}={value!r}: must be {want.__name__} (fix: e.g. {flag} "
                              f"{key}={json.dumps(default)})")
+    return out
+
+
+def _part_key(cls, key: str, parts: dict) -> tuple[str, str] | None:
+    """``"outcome.blocks"`` -> ``("outcome", "blocks")`` for a part's (a stage's) field; None for the config's own."""
+    if hasattr(cls, "part_key"):  # a model config (its parts' flat names too, as folders wrote them)
+        return cls.part_key(key)
+    part, dot, name = key.partition(".")
+    return (part, name) if dot and part in parts and name in {f.name for f in dataclasses.fields(parts[part])} else None
+
+
+def nested(changes: dict) -> dict:
+    """Dotted changes (``{"augment.rotate": False}``) as ``TrainConfig.replace`` takes them (``{"augment": {...}}``)."""
+    out: dict = {}
+    for key, value in changes.items():
+        part, dot, name = key.partition(".")
+        if dot:
+            out.setdefault(part, {})[name] = value
+        else:
+            out[key] = value
     return out
 
 

@@ -23,7 +23,7 @@ from autorater.serving.labelstudio.formats import annotations_to_export, validat
 from autorater.training.recipe import TrainConfig
 from model_suites import fresh_tracking_uri, learnable_suite, one_thread
 
-RECIPE = {"epochs": 40, "lr": 3e-3, "batch_size": 8, "mismatch_share": 0.0, "aggregation": "majority",
+RECIPE = {"epochs": 40, "lr": 3e-3, "batch_size": 8, "stream": {"mismatch_share": 0.0}, "aggregation": "majority",
           "patience": 40, "warmup_steps": 1, "val_share": 0.2}
 
 
@@ -145,7 +145,7 @@ def test_a_round_never_promotes_a_worse_challenger(env, tmp_path):
     before = mlflow_client(env["uri"]).get_model_version_by_alias("autorater", "champion").version
     result = run_round(env["root"] / "champion", pool_dir, tmp_path / "round", env["uri"], export=export,
                        tasks_file=out / "labelstudio" / "tasks.json", finetune=False,
-                       cache_dir=str(env["root"] / "cache"), train_config=TrainConfig(**RECIPE))
+                       cache_dir=str(env["root"] / "cache"), train_config=TrainConfig.from_dict(RECIPE))
     assert result["new_labels"] == 40
     assert len(Suite.load(pool_dir).annotations) == len(env["pool"].annotations) + 40
     assert result["ba_champion"] >= 0.8 and result["ba_challenger"] < result["ba_champion"]  # a worse challenger
@@ -190,7 +190,7 @@ def test_a_better_challenger_is_promoted(env, tmp_path):
     export = tmp_path / "export.json"
     export.write_text(json.dumps(_answer(env, tasks, flip=False)))
     result = run_round(weak, pool_dir, tmp_path / "round", env["uri"], export=export, finetune=False,
-                       cache_dir=str(env["root"] / "cache"), train_config=TrainConfig(**RECIPE),
+                       cache_dir=str(env["root"] / "cache"), train_config=TrainConfig.from_dict(RECIPE),
                        references_dir=env["judge"].root)
     assert result["ba_challenger"] > result["ba_champion"] and result["promoted"]
     assert result["ba_gain_ci"][0] > 0  # promoted on evidence: the whole interval above zero

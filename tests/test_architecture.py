@@ -16,7 +16,7 @@ from autorater.config import FrameEncoderConfig
 from autorater.model import Autorater, AutoraterOutput
 from autorater.models import ARCHITECTURES, PRESETS, AutoConfig, AutoModel, processor_for, spec_of
 from autorater.training.recipe import load_config, recipe_for
-from autorater.training.train import supported_augmentations
+from autorater.training.stages.joint import supported_augmentations
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -100,9 +100,9 @@ def test_augmentations_the_architecture_does_not_support_are_switched_off_with_a
     from autorater.training.recipe import TrainConfig
 
     data = type("Data", (), {"clips": type("Clips", (), {"is_frames": False})(), "pixel_cells": 1})()
-    tc, notes = supported_augmentations(TrainConfig(crop=0.5), registered, [], data)
-    assert tc.crop == 0.0 and tc.mirror and any("crop off: the mean architecture does not support it" in n
-                                                for n in notes)
+    tc, notes = supported_augmentations(TrainConfig().replace(augment={"crop": 0.5}), registered, [], data)
+    assert tc.augment.crop == 0.0 and tc.augment.mirror and any(
+        "augment.crop off: the mean architecture does not support it" in n for n in notes)
 
 
 def test_the_outcome_path_is_a_nested_part_and_old_flat_folders_map_onto_it():
@@ -181,8 +181,8 @@ def test_a_run_says_which_augmentations_it_switched_off_and_why(tmp_path):
     from model_suites import learnable_suite
 
     suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
-    result = train([suite], PRESETS["tiny"], TrainConfig(epochs=1, aggregation="majority", crop=0.5,
-                                                         cache_dir=str(tmp_path / "c")), out=tmp_path / "m")
+    tc = TrainConfig(epochs=1, aggregation="majority", cache_dir=str(tmp_path / "c")).replace(augment={"crop": 0.5})
+    result = train([suite], PRESETS["tiny"], tc, out=tmp_path / "m")
     notes = json.loads((tmp_path / "m" / "metadata.json").read_text())["recipe_notes"]
-    assert notes == result.notes and any(n.startswith("crop off: the events architecture") for n in notes)
-    assert any(n.startswith("rotate off: the suites are not top-down") for n in notes)  # BabyAI's, not these
+    assert notes == result.notes and any(n.startswith("augment.crop off: the events architecture") for n in notes)
+    assert any(n.startswith("augment.rotate off: the suites are not top-down") for n in notes)  # BabyAI's, not these

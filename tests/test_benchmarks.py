@@ -7,7 +7,7 @@ import torch
 
 from autorater.models import PRESETS, EventsConfig, GeneralConfig
 from autorater.training.recipe import TrainConfig
-from benchmarks.quality import parse_overrides
+from benchmarks.quality import nested, parse_overrides
 from benchmarks.quality_suites import plans
 
 
@@ -47,8 +47,11 @@ def test_each_world_holds_out_scenarios_agents_tasks_and_meta_world_a_camera():
 
 
 def test_train_set_checks_train_config_fields_and_widens_ints_to_floats():
-    got = parse_overrides(["rotate=false", "lr=1"], TrainConfig, "--train-set")
-    assert got == {"rotate": False, "lr": 1.0} and isinstance(got["lr"], float)
+    got = parse_overrides(["augment.rotate=false", "lr=1"], TrainConfig, "--train-set")
+    assert got == {"augment.rotate": False, "lr": 1.0} and isinstance(got["lr"], float)
+    assert nested(got) == {"augment": {"rotate": False}, "lr": 1.0}
+    with pytest.raises(SystemExit, match="rotate: not a TrainConfig field; known: .*augment.rotate"):
+        parse_overrides(["rotate=false"], TrainConfig, "--train-set")  # one name per field
 
 
 @pytest.mark.parametrize("item, names", [("image_size", "FIELD=VALUE"), ("imagesize=112", "imagesize"),

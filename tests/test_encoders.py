@@ -61,7 +61,7 @@ def test_a_config_saved_with_num_frames_loads_as_clip_frames(tmp_path):
 
 def test_train_only_cannot_say_which_encoder_blocks_train():
     from autorater.models import AutoModel
-    from autorater.training.train import trainable_parameters
+    from autorater.training.stages.joint import trainable_parameters
 
     model = AutoModel.from_config(PRESETS["tiny-general"])
     with pytest.raises(ValueError, match="trainable_blocks"):
@@ -137,8 +137,8 @@ def test_a_second_family_trains_the_general_model_a_step(resnet_family, tmp_path
 
     config = PRESETS["tiny-general"].replace(encoder="tiny_resnet", outcome_blocks=1)  # layer3 learns
     suite = camera_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
-    result = train([suite], config, recipe_for(config, epochs=1, match_warmup_epochs=0, val_share=0.25,
-                                               cache_dir=str(tmp_path / "cache")), out=tmp_path / "m")
+    result = train([suite], config, recipe_for(config, epochs=1, val_share=0.25, cache_dir=str(tmp_path / "cache"),
+                                               stream={"match_warmup_epochs": 0}), out=tmp_path / "m")
     assert np.isfinite(result.history[0]["train_loss"])
     top = "outcome.encoder.top.0.0.conv1.weight"  # layer3, its first block
     assert not torch.equal(result.model.state_dict()[top], AutoModel.from_config(result.model.config).state_dict()[top])

@@ -14,6 +14,7 @@ import torch
 from autorater.encoders import create_frame_encoder
 from autorater.model import read_frames, read_safetensors_header
 from autorater.models import PRESETS, AutoModel
+from autorater.training.inputs.augment import Augmentations
 from autorater.training.inputs.batches import TrainingData, make_batch, shared_video_groups
 from autorater.training.inputs.cache import CachedClips
 from autorater.training.inputs.dataset import Examples, task_key
@@ -30,8 +31,8 @@ def fine_tuned(tmp_path_factory):
     suite = camera_suite(root / "suite", n_scenarios=8)
     before = one_thread()
     try:
-        tc = TrainConfig(epochs=3, match_warmup_epochs=1, val_share=0.25, cache_dir=str(root / "cache"),
-                         encoder_lr=3e-3)
+        tc = TrainConfig(epochs=3, val_share=0.25, cache_dir=str(root / "cache"), encoder_lr=3e-3).replace(
+            stream={"match_warmup_epochs": 1})
         result = train([suite], FINE, tc, out=root / "model")
     finally:
         torch.set_num_threads(before)
@@ -127,11 +128,11 @@ def _pairs_data(n_per: int = 4) -> TrainingData:
 def test_no_instruction_negative_is_a_wording_of_the_clips_own_task(successes_only):
     data = _pairs_data()
     task_of = {w: t for t, ws in TASKS.items() for w in ws}
-    tc = TrainConfig(match_on_successes=successes_only, mirror=False, rotate=False, relax=0.0)
+    augment = Augmentations(mirror=False, rotate=False, relax=0.0)
     rng, negatives = np.random.default_rng(0), 0
     for _ in range(50):
         rows = rng.choice(len(data.ex.instructions), 12, replace=False)
-        inputs, targets = make_batch(data, rows, tc, rng)
+        inputs, _ = make_batch(data, rows, rng, augment=augment, mismatch_share=0.5, successes_only=successes_only)
         own = [data.ex.task_keys[r][len("task:"):] for r in rows]
         for i in range(len(rows), len(inputs["instructions"])):
             clip = int(inputs["clip_index"][i])

@@ -197,9 +197,9 @@ def test_crop_trains_the_general_model_and_is_skipped_for_heads_that_learn_place
     small = GeneralConfig(image_size=64, clip_frames=8, encoder_stage=2, context_frames=-1)
     for name, config, suite in [("general", small, camera_suite(tmp_path / "cam", n_scenarios=4)),
                                 ("grid", PRESETS["tiny"], learnable_suite(tmp_path / "grid", n_scenarios=4))]:
-        result = train([suite], config, TrainConfig(epochs=1, match_warmup_epochs=0, crop=0.7,
-                                                    aggregation="majority", cache_dir=str(tmp_path / "c")),
-                       out=tmp_path / name)
+        tc = TrainConfig(epochs=1, aggregation="majority", cache_dir=str(tmp_path / "c")).replace(
+            stream={"match_warmup_epochs": 0}, augment={"crop": 0.7})
+        result = train([suite], config, tc, out=tmp_path / name)
         assert np.isfinite(result.history[-1]["train_loss"])
-        saved[name] = json.loads((tmp_path / name / "metadata.json").read_text())["train_config"]["crop"]
+        saved[name] = json.loads((tmp_path / name / "metadata.json").read_text())["train_config"]["augment"]["crop"]
     assert saved == {"general": 0.7, "grid": 0.0}

@@ -58,7 +58,8 @@ def test_a_model_trained_from_a_pack_is_the_model_trained_from_the_suites(tmp_pa
 
     suite = camera_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
     config = PRESETS["tiny-general"].replace(outcome_blocks=1)
-    tc = recipe_for(config, epochs=1, match_warmup_epochs=1, val_share=0.25, cache_dir=str(tmp_path / "cache"))
+    tc = recipe_for(config, epochs=1, val_share=0.25, cache_dir=str(tmp_path / "cache"),
+                    stream={"match_warmup_epochs": 1})
     write_pack([suite], config, tc, tmp_path / "pack")
     from_suites, from_pack = train([suite], config, tc), train(Pack(tmp_path / "pack"), config, tc)
     assert from_pack.n_train == from_suites.n_train and from_pack.best["epoch"] == from_suites.best["epoch"]

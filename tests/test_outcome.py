@@ -150,8 +150,8 @@ def test_the_whole_encoder_trains_from_augmented_pixels_when_asked(tmp_path):
     config = TINY.replace(outcome_blocks=6)
     before = one_thread()
     try:
-        result = train([suite], config, TrainConfig(epochs=1, match_warmup_epochs=0, val_share=0.25,
-                                                     cache_dir=str(tmp_path / "cache")))
+        tc = TrainConfig(epochs=1, val_share=0.25, cache_dir=str(tmp_path / "cache"))
+        result = train([suite], config, tc.replace(stream={"match_warmup_epochs": 0}))
     finally:
         torch.set_num_threads(before)
     model = result.model
@@ -194,7 +194,7 @@ def test_a_folder_from_before_the_ensemble_loads_with_its_one_attention_head(tmp
 
 
 def test_the_gate_is_kept_where_the_stream_adds_and_dropped_where_it_does_not():
-    from autorater.training.stages.outcome import fit_gate
+    from autorater.training.stages.gate import fit_gate
 
     rng = np.random.default_rng(0)
     y = rng.random(400) < 0.5
@@ -208,7 +208,7 @@ def test_the_gate_is_kept_where_the_stream_adds_and_dropped_where_it_does_not():
 
 
 def test_the_verdict_says_converged_or_still_rising():
-    from autorater.training.train import convergence_verdict
+    from autorater.training.loop import convergence_verdict
 
     curve = [{"val_balanced_accuracy": v} for v in (0.6, 0.7, 0.8, 0.79, 0.78)]
     assert convergence_verdict(curve, 10).startswith("converged at epoch 3")
@@ -225,8 +225,8 @@ def test_the_parts_train_apart_each_to_its_best_epoch_and_the_folder_holds_the_e
 
     suite = camera_suite(tmp_path / "suite", n_scenarios=8, per_scenario=2)
     config = TINY.replace(outcome_members=2)
-    tc = recipe_for(config, epochs=2, match_warmup_epochs=1, outcome_steps=40, val_share=0.25,
-                    cache_dir=str(tmp_path / "cache"))
+    tc = recipe_for(config, epochs=2, val_share=0.25, cache_dir=str(tmp_path / "cache"),
+                    stream={"match_warmup_epochs": 1}, outcome={"steps": 40})
     assert tc.parts_apart
     before = one_thread()
     try:

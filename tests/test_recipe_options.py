@@ -14,11 +14,11 @@ from autorater.data.suite import SWAP_TAG, Scenario, Suite
 from autorater.models import PRESETS
 from autorater.models.parts.outcome import OutcomeHead
 from autorater.training.inputs.dataset import task_key
-from autorater.training.recipe import OutcomeRecipe
 from autorater.training.stages.outcome import (
     REWIND_MARGIN_S,
     OutcomeHeadPart,
     OutcomeInputs,
+    OutcomeRecipe,
     reached_targets,
     rewound_frames,
 )
@@ -155,9 +155,9 @@ def test_the_heads_apart_train_with_every_option_on_a_tiny_suite(tmp_path):
 
     suite = camera_suite(tmp_path / "suite", n_scenarios=6, per_scenario=2)
     config = PRESETS["tiny-general"].replace(outcome_members=1)
-    tc = recipe_for(config, epochs=1, match_warmup_epochs=1, outcome_steps=8, val_share=0.34,
-                    cache_dir=str(tmp_path / "cache"), outcome_paraphrases=0.5, outcome_rewind=0.5,
-                    outcome_reached=0.5, outcome_consistency=0.5)
+    tc = recipe_for(config, epochs=1, val_share=0.34, cache_dir=str(tmp_path / "cache"),
+                    stream={"match_warmup_epochs": 1},
+                    outcome={"steps": 8, "paraphrases": 0.5, "rewind": 0.5, "reached": 0.5, "consistency": 0.5})
     before = one_thread()
     try:
         result = train([suite], config, tc, out=tmp_path / "m")

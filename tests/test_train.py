@@ -14,17 +14,19 @@ import pytest
 import torch
 
 import autorater.training.inputs.batches
+import autorater.training.stages.joint
 import autorater.training.train
 from autorater.data.splits import split_groups
 from autorater.data.suite import Suite
 from autorater.data.video import read_video
 from autorater.models import PRESETS, AutoModel
 from autorater.predict import predict_batch
-from autorater.training.inputs.batches import prepare
+from autorater.training.inputs.batches import predict_rows, prepare
 from autorater.training.inputs.cache import FeatureCache
 from autorater.training.inputs.dataset import build_examples
+from autorater.training.loop import WeightAverage
 from autorater.training.recipe import TrainConfig
-from autorater.training.train import predict_rows, run_epoch, train
+from autorater.training.train import joint_batch, run_epoch, train
 from model_suites import (
     GROUNDINGS,
     bright_square_video,
@@ -57,8 +59,8 @@ def fit(suites, tc: TrainConfig, epochs: int, **changes):
 
 def test_a_few_dozen_steps_overfit_eight_episodes(tmp_path):
     suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
-    tc = TrainConfig(batch_size=8, lr=3e-3, aggregation="majority", mismatch_share=0.0,
-                     cache_dir=str(tmp_path / "cache"))
+    tc = TrainConfig(batch_size=8, lr=3e-3, aggregation="majority", cache_dir=str(tmp_path / "cache")).replace(
+        stream={"mismatch_share": 0.0})
     model, data, history = fit([suite], tc, epochs=40)  # one step per epoch
     assert len(data.ex) == 8
     rows = np.arange(8)
@@ -252,7 +254,7 @@ def test_a_start_whose_weights_changed_since_saving_is_refused(tmp_path):
     """``init_from`` reads through the checked loader: a byte changed in model.safetensors fails its checksum."""
     from safetensors.torch import load_file, save_file
 
-    from autorater.training.train import load_init_state
+    from autorater.training.stages.joint import load_init_state
 
     suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
     first = train([suite], PRESETS["tiny"], TrainConfig(epochs=1, aggregation="majority",
@@ -287,17 +289,15 @@ def test_rotations_only_for_suites_that_declare_the_top_down_view(tmp_path):
     train([suite], PRESETS["tiny"], TrainConfig(epochs=1, aggregation="majority", cache_dir=str(tmp_path / "c")),
           out=tmp_path / "model")
     saved = json.loads((tmp_path / "model" / "metadata.json").read_text())["train_config"]
-    assert saved["rotate"] is False  # the saved recipe says what was done
+    assert saved["augment"]["rotate"] is False  # the saved recipe says what was done
 
 
 def test_match_on_successes_asks_own_vs_same_category_only_of_success_videos(tmp_path):
-    from autorater.training.inputs.batches import make_batch
-
     suite = colour_suite(tmp_path / "suite", n_scenarios=6, per_scenario=2)
-    tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c"), match_on_successes=True)
+    tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c")).replace(stream={"match_on_successes": True})
     model, data = prepare([suite], PRESETS["tiny"], tc)
     rows = np.arange(len(data.ex))
-    inputs, tg = make_batch(data, rows, tc, np.random.default_rng(0))
+    inputs, tg = joint_batch(model, data, rows, tc, np.random.default_rng(0))
     n, success = len(rows), np.array(data.ex.p_success) > 0.5
     assert 0 < success.sum() < n
     assert torch.isnan(tg.match[:n][~success]).all() and (tg.match[:n][success] == 1).all()  # failures: not told
@@ -313,7 +313,8 @@ def test_match_on_successes_asks_own_vs_same_category_only_of_success_videos(tmp
 
 def test_an_ensemble_trains_every_member_from_the_place_prior(tmp_path):
     suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
-    tc = TrainConfig(epochs=2, match_warmup_epochs=1, aggregation="majority", cache_dir=str(tmp_path / "cache"))
+    tc = TrainConfig(epochs=2, aggregation="majority", cache_dir=str(tmp_path / "cache")).replace(
+        stream={"match_warmup_epochs": 1})
     model, data = prepare([suite], PRESETS["tiny"].replace(members=2), tc)
     start = [{k: v.clone() for k, v in head.state_dict().items()} for head in model.stream.heads]
     result = train([suite], PRESETS["tiny"].replace(members=2), tc, prepared=(model, data), out=tmp_path / "m")
@@ -328,10 +329,10 @@ def test_an_ensemble_trains_every_member_from_the_place_prior(tmp_path):
 
 
 def test_a_mirrored_batch_swaps_its_words_and_its_partners_with_it(tmp_path):
-    from autorater.training.inputs.batches import make_batch, mirrorable
+    from autorater.training.inputs.batches import mirrorable
 
     suite = colour_suite(tmp_path / "suite", n_scenarios=6, per_scenario=2)
-    tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c"), rotate=False)
+    tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c")).replace(augment={"rotate": False})
     model, data = prepare([suite], PRESETS["tiny"], tc)
     assert mirrorable(data) and data.pixel_cells == PRESETS["tiny"].pixel_cells
     # the colour videos are symmetric; break it so that a mirrored clip can be told from its original
@@ -339,7 +340,7 @@ def test_a_mirrored_batch_swaps_its_words_and_its_partners_with_it(tmp_path):
                                                                                                           None]
     data.ex.instructions = [f"{t} on your {'left' if i % 2 else 'right'}" for i, t in enumerate(data.ex.instructions)]
     rows = np.arange(len(data.ex))
-    inputs, tg = make_batch(data, rows, tc, np.random.default_rng(3))
+    inputs, tg = joint_batch(model, data, rows, tc, np.random.default_rng(3))
     n = len(rows)
     feats = inputs["features"][inputs["clip_index"]]  # one row per clip rated
     t = feats.shape[1]
@@ -357,14 +358,12 @@ def test_a_mirrored_batch_swaps_its_words_and_its_partners_with_it(tmp_path):
 
 
 def test_a_recoloured_batch_renames_its_colours_in_its_words_and_its_partners(tmp_path):
-    from autorater.training.inputs.batches import make_batch
-
     suite = colour_suite(tmp_path / "suite", n_scenarios=8, per_scenario=2)
-    tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c"), rotate=False, mirror=False,
-                     recolour=True)
+    tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c")).replace(
+        augment={"rotate": False, "mirror": False, "recolour": True})
     model, data = prepare([suite], PRESETS["tiny"], tc)
     rows = np.arange(len(data.ex))
-    inputs, tg = make_batch(data, rows, tc, np.random.default_rng(0))
+    inputs, tg = joint_batch(model, data, rows, tc, np.random.default_rng(0))
     n, feats = len(rows), inputs["features"][inputs["clip_index"]]
     renamed = [i for i in range(n) if inputs["instructions"][i] != data.ex.instructions[i]]
     assert renamed and all(data.ex.instructions[i] == "blue" for i in renamed)  # red is the agent's: it stays
@@ -386,25 +385,25 @@ def test_encoders_whose_features_a_mirror_does_not_map_skip_it(tmp_path):
                          "lite0": PRESETS["tiny"].replace(encoder="efficientnet_lite0")}.items():
         train([suite], config, TrainConfig(epochs=1, aggregation="majority", cache_dir=str(tmp_path / "c")),
               out=tmp_path / name)
-        saved[name] = json.loads((tmp_path / name / "metadata.json").read_text())["train_config"]["mirror"]
+        saved[name] = json.loads((tmp_path / name / "metadata.json").read_text())["train_config"]["augment"]["mirror"]
     assert saved == {"frames": True, "lite0": False}  # ImageNet features of a mirrored frame are not mirrored
 
 
 def test_relaxed_rows_keep_a_success_and_add_negatives_of_another_object_or_colour(tmp_path):
     from autorater.training.inputs.augment import RENDER_COLOURS, contradicts
-    from autorater.training.inputs.batches import make_batch
-
     suite = colour_suite(tmp_path / "suite", n_scenarios=8, per_scenario=2)
-    tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c"), rotate=False, mirror=False, relax=1.0)
+    tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c")).replace(
+        augment={"rotate": False, "mirror": False, "relax": 1.0})
     model, data = prepare([suite], PRESETS["tiny"], tc)
     objects = ("ball", "key", "box")
     data.ex.instructions = [f"pick up the {t} {objects[i % 3]}" for i, t in enumerate(data.ex.instructions)]
     rows = np.arange(len(data.ex))
-    assert make_batch(data, rows, tc, np.random.default_rng(0))[0]["instructions"][len(rows):] == \
-        make_batch(data, rows, dataclasses.replace(tc, relax=0.0), np.random.default_rng(0))[0]["instructions"][
-            len(rows):]  # its failures are timeouts only: a wrong object is no decisive failure here (go_to)
+    # its failures are timeouts only: a wrong object is no decisive failure here (go_to)
+    assert joint_batch(model, data, rows, tc, np.random.default_rng(0))[0]["instructions"][len(rows):] == \
+        joint_batch(model, data, rows, tc.replace(augment={"relax": 0.0}), np.random.default_rng(0))[0][
+            "instructions"][len(rows):]
     data.decisive = frozenset({"goto"})
-    inputs, tg = make_batch(data, rows, tc, np.random.default_rng(0))
+    inputs, tg = joint_batch(model, data, rows, tc, np.random.default_rng(0))
     n, feats, words = len(rows), inputs["features"][inputs["clip_index"]], inputs["instructions"]
     start = next(j for j in range(n, len(words)) if len(words[j].split()) == 4)  # "pick up the ball": no colour
     assert (len(words) - start) % 3 == 0 and len(words) - start >= 6
@@ -414,10 +413,10 @@ def test_relaxed_rows_keep_a_success_and_add_negatives_of_another_object_or_colo
         own, colour = data.ex.instructions[i], data.ex.instructions[i].split()[3]
         assert words[pos] == words[neg] == own.replace(colour + " ", "")
         assert tg.match[pos] == 1 and data.ex.p_success[i] > 0.5 and tg.success[pos] > 0.5  # asks for less: a success
-        assert tg.match[neg] == 0 and data.ex.p_success[k] > 0.5 and tg.success[neg] == tc.negative_label
+        assert tg.match[neg] == 0 and data.ex.p_success[k] > 0.5 and tg.success[neg] == tc.stream.negative_label
         assert contradicts(words[neg], data.ex.instructions[k])  # the other video shows another object
         assert torch.equal(feats[changed], feats[i]) and tg.match[changed] == 0
-        assert tg.success[changed] == tc.negative_label
+        assert tg.success[changed] == tc.stream.negative_label
         new = words[changed].split()[3]
         assert new != colour and new in RENDER_COLOURS and words[changed] == own.replace(colour, new)
     out = model(**inputs, targets=tg)
@@ -428,7 +427,7 @@ def test_the_weight_average_weighs_the_steps_taken_and_puts_the_live_weights_bac
     torch.manual_seed(0)
     net = torch.nn.Linear(3, 2)
     net.register_parameter("frozen", torch.nn.Parameter(torch.ones(2), requires_grad=False))
-    average = autorater.training.train.WeightAverage(net, decay=0.9)
+    average = WeightAverage(net, decay=0.9)
     start = net.weight.detach().clone()
     with average.swapped_in():  # no step yet: the live weights, not the zero sum
         assert torch.equal(net.weight, start)
@@ -447,13 +446,13 @@ def test_the_weight_average_weighs_the_steps_taken_and_puts_the_live_weights_bac
     assert torch.equal(net.weight, live) and torch.equal(net.frozen, torch.ones(2))
     assert len(average.params) == 2  # weight and bias; the frozen parameter is not averaged
     with pytest.raises(ValueError, match="decay"):
-        autorater.training.train.WeightAverage(net, decay=1.0)
+        WeightAverage(net, decay=1.0)
 
 
 def test_with_ema_the_kept_model_is_the_average_not_the_last_step(tmp_path):
     suite = learnable_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
     tc = TrainConfig(epochs=2, aggregation="majority", cache_dir=str(tmp_path / "cache"), ema=0.5, patience=5)
-    real = autorater.training.train.validate
+    real = autorater.training.stages.joint.validate
 
     def run(tc, out=None):
         seen = {}
@@ -463,7 +462,7 @@ def test_with_ema_the_kept_model_is_the_average_not_the_last_step(tmp_path):
             return real(model, data, rows)
 
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(autorater.training.train, "validate", spy)
+            mp.setattr(autorater.training.stages.joint, "validate", spy)
             return train([suite], PRESETS["tiny"], tc, out=out), seen
 
     result, averaged = run(tc, out=tmp_path / "m")
@@ -474,16 +473,16 @@ def test_with_ema_the_kept_model_is_the_average_not_the_last_step(tmp_path):
 
 
 def test_min_steps_scales_epochs_patience_and_warm_up_by_one_factor_and_leaves_big_sets_alone():
-    tc = TrainConfig(epochs=12, patience=6, match_warmup_epochs=15, batch_size=16, min_steps=1500)
+    tc = TrainConfig(epochs=12, patience=6, batch_size=16, min_steps=1500).replace(stream={"match_warmup_epochs": 15})
     for n_train in (1, 17, 425, 850):
-        scaled = autorater.training.train.with_min_steps(tc, n_train)
+        scaled = tc.with_min_steps(n_train)
         per_epoch = int(np.ceil(n_train / 16))
         assert scaled.epochs * per_epoch >= 1500 > (scaled.epochs - 1) * per_epoch  # just enough, not more
         factor = scaled.epochs / tc.epochs
-        assert scaled.patience >= tc.patience * factor - 1 and scaled.match_warmup_epochs >= 15 * factor - 1
-    assert autorater.training.train.with_min_steps(tc, 2000) == tc  # 12 x 125 steps already >= 1500
+        assert scaled.patience >= tc.patience * factor - 1 and scaled.stream.match_warmup_epochs >= 15 * factor - 1
+    assert tc.with_min_steps(2000) == tc  # 12 x 125 steps already >= 1500
     off = dataclasses.replace(tc, min_steps=0)
-    assert autorater.training.train.with_min_steps(off, 10) == off
+    assert off.with_min_steps(10) == off
 
 
 def test_a_small_set_with_min_steps_trains_more_epochs_and_records_them(tmp_path):
@@ -517,7 +516,7 @@ def test_a_recipe_file_keeps_the_recipe_its_preset_asks_for(tmp_path):
     from autorater.training.recipe import load_config
 
     path = tmp_path / "recipe.json"
-    path.write_text('{"preset": "general-parts", "train": {"outcome_reached": 0.5}}')
+    path.write_text('{"preset": "general-parts", "train": {"outcome_reached": 0.5}}')  # a file of before: flat
     _, by_name = load_config("general-parts")
     _, by_file = load_config(path)
     assert by_file.parts_apart and by_file.outcome.reached == 0.5

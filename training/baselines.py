@@ -11,7 +11,6 @@ Every baseline returns SUITE_FORMAT-like prediction rows via ``predict``.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +21,7 @@ from torch import nn
 from autorater.config import AutoraterConfig
 from autorater.data.suite import Suite
 from autorater.model import Autorater
-from autorater.models import AutoModel
+from autorater.models import AutoConfig, AutoModel
 from autorater.training.inputs.batches import TrainingData, prepare
 from autorater.training.inputs.cache import CachedClips, FeatureCache, rate_clips
 from autorater.training.inputs.dataset import build_examples
@@ -78,8 +77,8 @@ def train_instruction_blind(suites: list[Suite], model_config: AutoraterConfig, 
                             progress: bool = False):
     cfg = model_config.replace(use_instruction=False)
     # No instruction pairs at all: a blind model cannot tell another instruction from its own.
-    blind = dataclasses.replace(tc, mismatch_share=0.0, match_weight=0.0, match_on_successes=False,
-                                success_negatives=False)
+    blind = tc.replace(stream={"mismatch_share": 0.0, "match_weight": 0.0, "match_on_successes": False,
+                               "success_negatives": False})
     return train(suites, cfg, blind, progress=progress).model
 
 
@@ -135,10 +134,20 @@ class BarcodeBaseline:
 
 def _frame_config(model_config: AutoraterConfig) -> AutoraterConfig:
     """Decoded frames (a trainable encoder's cache): 32 frames at 64 px, enough for a bar code, small in memory."""
-    from autorater.models import EventsConfig
+    return AutoConfig.from_dict({"architecture": "events", "encoder": "tiny_cnn", "image_size": 64, "pixel_cells": 0,
+                                 "clip_frames": min(32, model_config.clip_frames), "places": 1})  # its cache: frames
 
-    return EventsConfig(encoder="tiny_cnn", image_size=64, clip_frames=min(32, model_config.clip_frames),
-                        pixel_cells=0, places=1)  # a trainable encoder: its cache holds the decoded frames
+
+@dataclass(frozen=True)
+class BarcodeRecipe:
+    """How the bar-code CNN trains: its whole budget at a constant step (the recipe's batch size and decay)."""
+
+    epochs: int = 30
+    lr: float = 1e-3
+
+    def schedule(self, tc: TrainConfig) -> Schedule:
+        return Schedule(epochs=self.epochs, batch_size=tc.batch_size, lr=self.lr, weight_decay=tc.weight_decay,
+                        warmup_steps=0, cosine=False, patience=None, clip=None)
 
 
 def train_barcode(suites: list[Suite], model_config: AutoraterConfig, tc: TrainConfig, epochs: int = 30,
@@ -150,9 +159,8 @@ def train_barcode(suites: list[Suite], model_config: AutoraterConfig, tc: TrainC
     frames, y = clips.features[keep], torch.tensor(ex.p_success, dtype=torch.float32)[keep]
     torch.manual_seed(tc.seed)
     part = BarcodePart(BarcodeCNN(), frames, y)
-    schedule = Schedule(epochs=epochs, batch_size=tc.batch_size, lr=1e-3, weight_decay=tc.weight_decay,
-                        warmup_steps=0, cosine=False, patience=None, clip=None)  # the whole budget, a constant step
-    fit(part, np.arange(len(y)), schedule, np.random.default_rng(tc.seed), progress="barcode" if progress else "")
+    fit(part, np.arange(len(y)), BarcodeRecipe(epochs=epochs).schedule(tc), np.random.default_rng(tc.seed),
+        progress="barcode" if progress else "")
     return BarcodeBaseline(part.module.eval(), cfg)
 
 

@@ -31,7 +31,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -77,7 +76,7 @@ def suggest(trial, model_cfg: AutoraterConfig, train_cfg: TrainConfig) -> tuple[
     optimiser = {"lr": trial.suggest_float("lr", low, high, log=True),
                  "weight_decay": trial.suggest_float("weight_decay", 1e-3, 1e-1, log=True)}
     model_changes, train_changes = spec.search_space(trial)
-    return model_cfg.replace(**model_changes), dataclasses.replace(train_cfg, **optimiser, **train_changes)
+    return model_cfg.replace(**model_changes), train_cfg.replace(**optimiser, **train_changes)
 
 
 def make_pruner():
@@ -112,8 +111,9 @@ def _check_or_store_base(study, model_cfg: AutoraterConfig, train_cfg: TrainConf
             study.set_user_attr(k, v)
         return
     diff = [f"model.{k}" for k, v in current["base_model_config"].items() if stored["base_model_config"].get(k) != v]
+    stored_train = TrainConfig.from_dict(stored["base_train_config"]).to_dict()  # a study of before: flat names
     diff += [f"train.{k}" for k, v in current["base_train_config"].items()
-             if k not in _IGNORED_ON_RESUME and stored["base_train_config"].get(k) != v]
+             if k not in _IGNORED_ON_RESUME and stored_train.get(k) != v]
     if stored.get("suites") != current["suites"]:
         diff.append(f"suites {stored.get('suites')} -> {current['suites']}")
     if diff:

@@ -26,6 +26,7 @@ a tile, a palette or a pose.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -95,6 +96,12 @@ class GeneralConfig(FrameEncoderConfig):
     def decoded_size(self) -> int:
         """With an outcome path, clips are decoded once at the larger size; the stream is resized from it."""
         return max(self.image_size, self.outcome.size) if self.outcome.frames else self.image_size
+
+    def without(self, part: str) -> "GeneralConfig":
+        """Less the outcome path (``outcome``: its frames 0, the event stream alone)."""
+        if part != "outcome":
+            return super().without(part)
+        return self.replace(outcome=dataclasses.replace(self.outcome, frames=0))
 
 
 class GeneralProcessor(FrameProcessor):
@@ -269,6 +276,10 @@ class GeneralModel(Autorater):
             # rows, or left at 0, when the parts train apart
             self.gate = nn.Parameter(torch.zeros(()))
 
+    def join(self) -> nn.Parameter | None:
+        """The gate (with an outcome path): P(success) logit = the path's + gate x the stream's."""
+        return self.gate if self.config.outcome.frames else None
+
     def encode(self, frames: torch.Tensor, times_s: torch.Tensor, takeover_s: torch.Tensor) -> dict:
         """The stream's cached features of every frame (``"x"``, resized to ``image_size``) and the outcome path's of
         the frames it reads (at ``outcome.size``, with their index): the processor picks and resizes, each encoder's
@@ -313,8 +324,8 @@ SPEC = ArchitectureSpec(
             size=64, dim=32, members=2, blocks=0, pooling="max", queries=2, layers=1)),  # tests
     },
     # 10 epochs and 10 of match warm-up are what fitted the CPU budget when every part trains in one step
-    recipe={"epochs": 10, "patience": 4, "match_warmup_epochs": 10}, recipe_changes=general_recipe_changes,
-    search_space=general_search_space, match_warmup=True, has_parts=lambda config: bool(config.outcome.frames),
+    recipe={"epochs": 10, "patience": 4, "stream": {"match_warmup_epochs": 10}}, recipe_changes=general_recipe_changes,
+    search_space=general_search_space,
     init_keys=("encoder", "encoder_stage", "pixel_cells", "image_size", "clip_frames", "members", "queries", "hidden",
                "failure_modes"),
     augmentations=frozenset(AUGMENTATIONS))  # it finds things by content, not by place: a crop too

@@ -20,11 +20,46 @@ Example:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from autorater.models.events.mirror import mirror, mirror_words, same_case  # noqa: F401  (mirror: also used at test time)
+
+
+@dataclass
+class Augmentations:
+    """The training augmentations (``TrainConfig.augment``), each applied only where the architecture (its spec's
+    ``augmentations``) and the suites' worlds allow it (the joint step notes the others, switched off:
+    ``training/stages/joint.py``)."""
+
+    rotate: bool = True  # random 90-degree rotations of the top-down view, applied only when every training
+    #                      suite's world allows it (``top_down``): a first-person frame has one orientation (the
+    #                      agent at the bottom, facing up)
+    mirror: bool = True  # mirror half the clips left-right and swap "left"/"right" in their instructions: the same
+    #                      episode in a mirrored world, with the same outcome and marker. Needs inputs a mirror
+    #                      maps exactly (decoded frames or "pixels" cells); other encoders' features skip it
+    recolour: bool = False  # permute the objects' colours (green, blue, purple, yellow) in half the clips and in
+    #                        their instructions; the world's palette: only for suites of a world that allows it
+    #                        (its ``augmentations``: BabyAI's), and with inputs a mirror may use
+    relax: float = 0.5  # share of the success clips of a batch also shown under their instruction with one colour
+    #                     word dropped ("pick up the ball": asks for less, still a success), with two negatives
+    #                     (that instruction on a video of another object; the clip with a colour word changed);
+    #                     categories where a wrong object is a failure only (not go_to); suites of a world that
+    #                     allows it only (BabyAI's colour words). Without it a colourless instruction reads as a
+    #                     weak match
+    crop: float = 0.0  # > 0: each training clip seen through a random window of ``crop``..1 of its feature map's
+    #                   sides (one size a batch, a place per clip): a crop of the picture, the viewpoint moved a
+    #                   little. Only for heads that find things by content, not by place (their spec's
+    #                   ``augmentations``: the general model); skipped for the others
+    pixels: bool = True  # an outcome path that trains from pixels: a random crop and colour jitter per clip
+
+    @classmethod
+    def none(cls) -> "Augmentations":
+        """Every augmentation off (a batch rated as it is)."""
+        return cls(rotate=False, mirror=False, recolour=False, relax=0.0, crop=0.0, pixels=False)
+
 
 # The generator's renderer (MiniGrid) draws objects in six colours. Inside the agent's view every tile is
 # lightened 30% towards white, so on screen an object of colour c is c + 0.3 (255 - c) on a (76, 76, 76)
@@ -140,6 +175,6 @@ def contradicts(weaker: str, done: str) -> bool:
     return any(w in OBJECT_WORDS and w not in have for w in weaker.lower().split())
 
 
-__all__ = ["OBJECT_WORDS", "PERMUTED", "RENDER_COLOURS", "contradicts", "mirror", "mirror_words",
+__all__ = ["Augmentations", "OBJECT_WORDS", "PERMUTED", "RENDER_COLOURS", "contradicts", "mirror", "mirror_words",
            "random_permutation", "recolour", "recolour_one_word", "recolour_rgb", "recolour_words", "relax_words",
            "weaker_variants"]

@@ -1,6 +1,8 @@
-"""Training batches: labels and cached clips (``prepare``), then one batch's inputs and targets (``make_batch``): the
-instruction negatives (another task's instruction on a success video; never a paraphrase of its own task), the
-augmentations a cached input allows (rotations, mirrors, recolours) and the weaker-instruction rows.
+"""Training batches: labels and cached clips (``prepare``), then one batch's inputs (``make_batch``): the instruction
+negatives (another task's instruction on a success video; never a paraphrase of its own task), the augmentations a
+cached input allows (rotations, mirrors, recolours) and the weaker-instruction rows, and which example and which
+pairing each row of the batch is (:class:`Batch`). A batch's targets are its stages' (``training/stages/``: each part's
+stage says what its loss reads of the rows).
 """
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 import torch
@@ -17,10 +19,11 @@ from autorater.architecture import Processor
 from autorater.config import AutoraterConfig
 from autorater.data.suite import Suite
 from autorater.encoders import tokenize_words
-from autorater.model import Autorater, Targets
+from autorater.model import Autorater
 from autorater.models import AutoModel, spec_of
 from autorater.predict import real_length
 from autorater.training.inputs.augment import (
+    Augmentations,
     contradicts,
     mirror,
     mirror_words,
@@ -32,7 +35,6 @@ from autorater.training.inputs.augment import (
 )
 from autorater.training.inputs.cache import CachedClips, FeatureCache
 from autorater.training.inputs.dataset import Examples, build_examples, marker_indices
-from autorater.training.recipe import TrainConfig
 
 
 @contextlib.contextmanager
@@ -67,7 +69,16 @@ class TrainingData:
     suite_names: list[str] = dataclasses.field(default_factory=list)  # "name@version" of each training suite
 
 
-def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig,
+class InputSettings(Protocol):
+    """What preparing the inputs reads of a recipe (``TrainConfig``): how the labels are aggregated, the seed the
+    model is built from, and the feature cache's folder."""
+
+    aggregation: str
+    seed: int
+    cache_dir: str
+
+
+def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: InputSettings,
             progress: bool = False) -> tuple[Autorater, TrainingData]:
     """Labels from the annotations, the vocabulary and failure modes, the model, and cached features; from a pack of
     them (``autorater.training.inputs.pack.Pack``, not a list of suites), the pack's."""
@@ -194,12 +205,26 @@ def _relaxed_rows(data: TrainingData, clip, instructions: list[str], match, idx,
             torch.cat([match, torch.tensor(add_match)]), torch.cat([idx, idx[add_rows]]))
 
 
-def make_batch(data: TrainingData, rows: np.ndarray, tc: TrainConfig, rng: np.random.Generator | None):
-    """Model inputs and targets for ``rows``; with ``rng``, add mismatch negatives, rotations, mirrors, recolours
-    and the weaker-instruction rows (``TrainConfig.relax``). Added rows re-use their video: the inputs hold each
-    clip once and ``clip_index`` says which clip each row rates (with ``rng`` only)."""
+@dataclass
+class Batch:
+    """What each row of a batch is, beside its inputs: its example (a row of the data: an added row re-uses its
+    example's video), whether it pairs the video with its own instruction, and the batch's real length."""
+
+    rows: torch.Tensor  # (n,) long: each batch row's example
+    match: torch.Tensor  # (n,) 1: the video's own instruction (or a weaker one it still satisfies); 0: another's
+    frames: int  # frames of the batch once its padding is cut: "end of video" is bin ``frames``
+
+
+def make_batch(data: TrainingData, rows: np.ndarray, rng: np.random.Generator | None = None, *,
+               augment: Augmentations | None = None, mismatch_share: float = 0.0,
+               successes_only: bool = False) -> tuple[dict, Batch]:
+    """Model inputs for ``rows`` and what each batch row is; with ``rng``, the ``augment`` augmentations (rotations,
+    mirrors, recolours, crops, the weaker-instruction rows of ``relax``) and the instruction negatives: a
+    ``mismatch_share`` of the rows paired with another task's instruction (``successes_only``: every success video,
+    within its category). Added rows re-use their video: the inputs hold each clip once and ``clip_index`` says which
+    clip each row rates (with ``rng`` only)."""
     ex, clips = data.ex, data.clips
-    ev, aug = tc.events, tc.augment  # the event stream's pairs and losses; the augmentations
+    aug = augment if augment is not None and rng is not None else Augmentations.none()
     feats = clips.features[rows]
     instructions = [ex.instructions[r] for r in rows]
     match = torch.ones(len(rows))
@@ -215,7 +240,7 @@ def make_batch(data: TrainingData, rows: np.ndarray, tc: TrainConfig, rng: np.ra
         feats = recolour(feats, colours, data.pixel_cells)
         if aug.crop and not clips.is_frames:
             feats = crop_maps(feats, aug.crop, rng)
-        chosen, partners = _mismatch_partners(rows, data, ev.mismatch_share, rng, ev.match_on_successes)
+        chosen, partners = _mismatch_partners(rows, data, mismatch_share, rng, successes_only)
         if chosen:
             clip = torch.cat([clip, clip[chosen]])
             instructions += [instructions[j] for j in partners]
@@ -228,37 +253,36 @@ def make_batch(data: TrainingData, rows: np.ndarray, tc: TrainConfig, rng: np.ra
         if aug.relax:
             clip, instructions, match, idx = _relaxed_rows(data, clip, instructions, match, idx, len(rows),
                                                            aug.relax, rng)
-    success = torch.tensor([ex.p_success[i] for i in idx.tolist()], dtype=torch.float32)
-    # A success video paired with another task's instruction is (almost surely) a failure of that
-    # instruction: the agent succeeded at *its* task, not this one. These free counterfactuals teach the
-    # success head to read the instruction. A failure video's label under another instruction is unknown.
-    swapped = match == 0
-    negative = torch.full_like(success[swapped], ev.negative_label if ev.success_negatives else float("nan"))
-    success[swapped] = torch.where(success[swapped] > 0.5, negative, torch.full_like(negative, float("nan")))
-    if ev.match_on_successes:  # own vs other is only told on a video that shows the instructed outcome
-        shown = torch.tensor([ex.p_success[i] > 0.5 for i in idx.tolist()])
-        match = torch.where(shown, match, torch.full_like(match, float("nan")))
     times = clips.times_s[idx]
     t = real_length(times)  # cut the padding every clip of the batch has
-    marker_index = data.marker_index[idx].clamp(max=t)  # "end of video" is bin t
     feats, times = feats[:, :t], times[:, :t]
-    targets = Targets(success=success,
-                      marker_index=marker_index, failure_mode=data.failure_index[idx], match=match,
-                      weights=(ev.success_weight, ev.match_weight,
-                               ev.counterfactual_weight), balanced=ev.balance_classes,
-                      row_weight=torch.tensor([tc.outcome.swap_weight if ex.swapped and ex.swapped[i] else 1.0
-                                               for i in idx.tolist()]),
-                      outcome_weights=(tc.outcome.weight, tc.outcome.negatives))
     inputs = {"times_s": times, "takeover_s": torch.tensor([ex.takeover_s[i] for i in idx.tolist()]),
               "instructions": instructions, ("frames" if clips.is_frames else "features"): feats}
     if clips.encoded:  # what else the model encodes, per clip, as it is (the processor may augment it)
         encoded = {k: v[rows] for k, v in clips.encoded.items()}
-        if rng is not None and aug.pixels and data.processor is not None:
+        if aug.pixels and data.processor is not None:
             encoded = data.processor.augment(encoded, rng)
         inputs["encoded"] = encoded
     if rng is not None:
         inputs["clip_index"] = clip
-    return inputs, targets
+    return inputs, Batch(idx, match, t)
+
+
+def labels(data: TrainingData, batch: Batch) -> dict:
+    """What every model's loss reads of a batch's rows (``Targets``' fields): the annotators' soft P(success) (unknown
+    for a video under another task's instruction), the marker's frame (bin ``frames``: the end), the failure mode and
+    whether the row pairs the video with its own instruction. A part's stage may say more (its negatives, its
+    weights)."""
+    success = torch.tensor([data.ex.p_success[i] for i in batch.rows.tolist()], dtype=torch.float32)
+    success[batch.match == 0] = float("nan")
+    return {"success": success, "marker_index": data.marker_index[batch.rows].clamp(max=batch.frames),
+            "failure_mode": data.failure_index[batch.rows], "match": batch.match}
+
+
+def without_inputs(data: TrainingData, keys: Sequence[str]) -> TrainingData:
+    """``data`` without the cached inputs under ``keys`` (a part's, when the rest of a model trains without it)."""
+    encoded = {k: v for k, v in data.clips.encoded.items() if k not in keys}
+    return dataclasses.replace(data, clips=dataclasses.replace(data.clips, encoded=encoded))
 
 
 def subset_data(data: TrainingData, rows: np.ndarray, features: torch.Tensor | None = None) -> TrainingData:
@@ -298,11 +322,11 @@ def predict_rows(model: Autorater, data: TrainingData, rows: np.ndarray, batch_s
     parts = []
     for start in range(0, len(rows), batch_size):
         r = rows[start:start + batch_size]
-        inputs, _ = make_batch(data, r, TrainConfig(), None)
+        inputs, _ = make_batch(data, r)
         parts.append(predict_batch(model, durations_s=data.clips.durations_s[r].tolist(),
                                    takeovers_s=inputs.pop("takeover_s").tolist(), **inputs))
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-__all__ = ["TrainingData", "crop_maps", "finished_features", "make_batch", "mirrorable", "predict_rows", "prepare",
-           "seeded", "shared_video_groups", "subset_data"]
+__all__ = ["Batch", "InputSettings", "TrainingData", "crop_maps", "finished_features", "labels", "make_batch",
+           "mirrorable", "predict_rows", "prepare", "seeded", "shared_video_groups", "subset_data", "without_inputs"]

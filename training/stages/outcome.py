@@ -1,54 +1,80 @@
-"""The general model's parts trained apart, each on its own cache (issue 49), in the order they depend on each other:
+"""The outcome path's stage (its part: ``OutcomePath``, a few larger frames, P(success)): its heads trained alone on
+the cached frozen maps when the recipe trains the parts apart, else the path trained in the joint step
+(``stages/joint.py``), where this stage says how its loss weighs each row.
 
-1. the **outcome heads** (``outcome.members`` of them, each from its own seed) alone on the cached frozen maps of the
-   outcome frames and the instruction's sentence vectors, computed once (:class:`OutcomeInputs`): a step reads a few
-   tensors, so a head trains to convergence in a minute or two on 2 cores where the joint step (every frame of the
-   stream beside it) cost 0.3-0.9 s;
-2. the **event stream** (every frame, the marker) alone on its stream cache, by the training loop of the event models
-   (``autorater.training.train.train`` on the same prepared cache, the outcome path left out);
-3. the **gate** that lets the stream's event logit correct the outcome heads', fitted last on the held-out rows, and
-   left at 0 unless it pays on the half of those rows it was not fitted on (:func:`fit_gate`).
+Alone (issue 49), ``outcome.members`` heads, each from its own seed, on the cached frozen maps of the outcome frames
+and the instruction's sentence vectors, computed once (:class:`OutcomeInputs`): a step reads a few tensors, so a head
+trains to convergence in a minute or two on 2 cores where the joint step (every frame of the stream beside it) cost
+0.3-0.9 s. Each stops early on validation balanced accuracy within its budget (``outcome.steps``) and says whether it
+converged; the rest of the model then trains without the path, and the gate joins them (``stages/gate.py``).
 
-Every part stops early on validation balanced accuracy within a step budget and says whether it converged
-(:func:`autorater.training.train.convergence_verdict`); the validation rows are those of the joint recipe (whole
-scenarios, ``TrainConfig.val_share``).
+Its recipe (``TrainConfig.outcome``, :class:`OutcomeRecipe`) holds the path's loss, the heads' budget and step, and
+the heads' options (paraphrased instructions, rewound successes, a per-frame target, two views that agree): an
+option is a field of the recipe marked ``ALONE`` and its use in :class:`OutcomeHeadPart`, both here.
 
 Example:
-    >>> config = PRESETS["general"]
-    >>> result = train_parts([Suite.load("suite")], config, recipe_for(config), joint=train)  # doctest: +SKIP
-    >>> print(result.verdict)                                                                # doctest: +SKIP
-    outcome heads: converged at epoch 9 (...); ... | stream: converged at epoch 8 (...) | gate 0.00 (adds -0.004 ...)
+    >>> OutcomeRecipe(steps=100).epochs(batch_size=16, n_train=160)
+    10
+    >>> OutcomeStage(OutcomeRecipe(rewind=0.5), "outcome").joint_notes()[0].split(":")[0]
+    'outcome.rewind off'
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-from autorater.calibration import outcome_metrics
-from autorater.config import AutoraterConfig
-from autorater.data.splits import split_groups
-from autorater.data.suite import Suite
-from autorater.model import Autorater
-from autorater.models import AutoModel
-from autorater.models.general import GeneralConfig
-from autorater.models.parts.outcome import OutcomeHead, inputs_of, outcome_loss, outcome_times, without_inputs
-from autorater.training.inputs.batches import TrainingData, predict_rows, prepare, seeded
-from autorater.training.loop import TrainResult, convergence_verdict, fit, write_model
-from autorater.training.recipe import TrainConfig, outcome_epochs
+from autorater.models.parts.outcome import inputs_of, outcome_loss, outcome_times
+from autorater.training.inputs.batches import Batch, TrainingData, seeded
+from autorater.training.loop import Schedule, convergence_verdict, fit
+from autorater.training.stages.base import PartStage, Run, StageResult, balanced_accuracy, prefixed
 
-Loop = Callable[..., TrainResult]  # the joint training loop (``autorater.training.train.train``)
+ALONE = {"alone": True}  # an option of the heads trained alone (a joint step notes it, off)
 
-# The gates tried (:func:`fit_gate`): up to 2 the stream corrects the heads; beyond, it outweighs them (where the few
-# outcome frames do not show the outcome and every frame does, as in BabyAI's first-person video)
-GATES = (*np.round(np.linspace(0.0, 2.0, 21), 2).tolist(), 3.0, 4.0, 6.0, 8.0, 16.0)
+
+@dataclass
+class OutcomeRecipe:
+    """The outcome path's recipe (``TrainConfig.outcome``): its loss and, when the parts train apart, its heads'
+    budget, step and options (the fields marked ``ALONE``)."""
+
+    weight: float = 1.0  # the outcome path's loss (models with one: autorater/models/parts/outcome.py)
+    negatives: float = 0.0  # weight of the rows pairing a success video with another task's words as an assumed
+    #                         failure (0: none: across scenes they teach "words that do not fit the scene mean
+    #                         failure", which an unseen task's words are)
+    swap_weight: float = 0.5  # rows of swapped instructions (scenarios tagged instruction-swap: ``suite swap``, truth
+    #                          judged by the simulator) weigh this much in the outcome path's loss
+    steps: int = 3000  # parts apart: each head's budget of optimiser steps (whole epochs)
+    patience: int = 4  # parts apart: epochs without a better validation BA before a head stops
+    lr: float = 1e-3  # parts apart: the heads' learning rate (AdamW, warm-up, cosine over the budget)
+    # Options of the heads trained alone (issue 56; off in the recipe until a paired ablation says they pay):
+    paraphrases: float = field(default=0.0, metadata=ALONE)  # share of rows worded, each time they are drawn, by
+    #                           another wording of their task (the scenario's metadata ``paraphrases``): the same
+    #                           success in other words
+    rewind: float = field(default=0.0, metadata=ALONE)  # share of a batch's success rows also shown rewound (ReWiND):
+    #                      their outcome frames before the marker played forward and back, so the last frame shows
+    #                      the task not done; a failure
+    reached: float = field(default=0.0, metadata=ALONE)  # weight of a per-frame "outcome reached" loss: each outcome
+    #                       frame's token, read by the head's own output layer, against whether the annotators'
+    #                       marker lies at or before that frame
+    consistency: float = field(default=0.0, metadata=ALONE)  # weight of the agreement of two views of one rollout
+    #                           (continuation metadata ``twin``): the squared difference of their P(success)
+
+    def epochs(self, batch_size: int, n_train: int) -> int:
+        """The heads' budget in whole epochs: ``steps`` steps on ``n_train`` rows, at least one epoch."""
+        return max(1, int(np.ceil(self.steps / int(np.ceil(n_train / batch_size)))))
+
+    def schedule(self, base: Schedule, n_train: int, min_steps: int = 0) -> Schedule:
+        """How each head trains alone on ``n_train`` rows: the joint step's batch, decay and warm-up (``base``),
+        ``steps`` in whole epochs at its own step and patience, never stopped before ``min_steps``; no average."""
+        return dataclasses.replace(base, epochs=self.epochs(base.batch_size, n_train), lr=self.lr,
+                                   patience=self.patience, ema=0.0, min_steps=min_steps)
 
 
 @dataclass
@@ -68,13 +94,13 @@ class OutcomeInputs:
     frame_s: torch.Tensor | None = None  # (n, k) each outcome frame's time in its video (seconds)
     marker_s: torch.Tensor | None = None  # (n,) the annotators' marker (NaN: none)
 
-    def logits(self, head: OutcomeHead, rows: np.ndarray, batch_size: int = 256) -> torch.Tensor:
+    def logits(self, head: nn.Module, rows: np.ndarray, batch_size: int = 256) -> torch.Tensor:
         """(len(rows),) the head's logit of each row, in eval mode."""
         head.eval()
         with torch.no_grad():
             return torch.cat([self.logit(head, rows[i:i + batch_size]) for i in range(0, len(rows), batch_size)])
 
-    def logit(self, head: OutcomeHead, rows: np.ndarray) -> torch.Tensor:
+    def logit(self, head: nn.Module, rows: np.ndarray) -> torch.Tensor:
         r = torch.as_tensor(rows)
         return head(self.maps[r].float(), self.share[r], self.since_s[r], self.text[r])
 
@@ -109,22 +135,22 @@ def rewound_frames(frame_s: torch.Tensor, marker_s: torch.Tensor, k: int) -> lis
     return forward + [before[-2]]
 
 
-def outcome_inputs(model: Autorater, data: TrainingData, tc: TrainConfig) -> OutcomeInputs:
-    """The outcome heads' inputs of every row of ``data`` (whose cache holds a frozen outcome encoder's maps); with
-    the recipe's options, the per-frame targets, the paraphrases' sentence vectors and each row's other view."""
-    if not model.outcome.encoder.frozen:
+def outcome_inputs(path: nn.Module, data: TrainingData, recipe: OutcomeRecipe) -> OutcomeInputs:
+    """The outcome heads' inputs of every row of ``data`` (whose cache holds the frozen encoder's maps of the outcome
+    path ``path``); with the recipe's options, the per-frame targets, the paraphrases' sentence vectors and each row's
+    other view."""
+    if not path.encoder.frozen:
         raise ValueError("the parts train apart on the cached maps of a frozen outcome encoder (fix: outcome.blocks "
                          "0, or train_config parts_apart false to train the encoder's top blocks jointly)")
     maps, index = inputs_of(data.clips.encoded)
     ex, times = data.ex, data.clips.times_s
     takeover = torch.tensor(ex.takeover_s, dtype=torch.float32)
     share, since = outcome_times(times, takeover, index)
-    words = [model.outcome.text(ex.instructions[i:i + 512]) for i in range(0, len(ex), 512)]
+    words = [path.text(ex.instructions[i:i + 512]) for i in range(0, len(ex), 512)]
     swapped = ex.swapped or [False] * len(ex)
     inputs = OutcomeInputs(maps=maps, share=share, since_s=since, text=torch.cat(words).float(),
                            target=torch.tensor(ex.p_success, dtype=torch.float32),
-                           weight=torch.tensor([tc.outcome.swap_weight if s else 1.0 for s in swapped]))
-    recipe = tc.outcome
+                           weight=torch.tensor([recipe.swap_weight if s else 1.0 for s in swapped]))
     if recipe.reached or recipe.rewind:
         frame_s = times.gather(1, index.long()).float()
         inputs.reached = reached_targets(np.array(ex.p_success), np.array(ex.marker_s, dtype=float), frame_s)
@@ -132,7 +158,7 @@ def outcome_inputs(model: Autorater, data: TrainingData, tc: TrainConfig) -> Out
     if recipe.paraphrases and any(ex.paraphrases):
         texts = sorted({w for words_of_row in ex.paraphrases for w in words_of_row})
         at = {w: i for i, w in enumerate(texts)}
-        inputs.alt_text = torch.cat([model.outcome.text(texts[i:i + 512]) for i in range(0, len(texts), 512)]).float()
+        inputs.alt_text = torch.cat([path.text(texts[i:i + 512]) for i in range(0, len(texts), 512)]).float()
         inputs.alt_rows = [[at[w] for w in words_of_row] for words_of_row in ex.paraphrases]
     if recipe.consistency and any(t is not None for t in ex.twins or []):
         row_of = {f"{si}/{cid}": i for i, (si, cid) in enumerate(zip(ex.suite_index, ex.continuation_ids))}
@@ -140,20 +166,13 @@ def outcome_inputs(model: Autorater, data: TrainingData, tc: TrainConfig) -> Out
     return inputs
 
 
-def balanced_accuracy(logits: torch.Tensor, target: torch.Tensor) -> float:
-    """Balanced accuracy of ``logits >= 0`` against ``target > 0.5``."""
-    return outcome_metrics((target > 0.5).int().numpy(), (logits >= 0).int().numpy())["balanced_accuracy"]
-
-
 class OutcomeHeadPart:
     """One outcome head alone on the cached inputs (:class:`OutcomeInputs`), for :func:`fit`: its loss on a batch of
     rows (with the recipe's options: paraphrased instructions, rewound successes, the per-frame target, the agreement
     of two views of one rollout), validation balanced accuracy and loss on the held-out rows."""
 
-    def __init__(self, head: OutcomeHead, inputs: OutcomeInputs, val_rows: np.ndarray, recipe=None,
-                 train_rows: Sequence[int] | None = None):
-        from autorater.training.recipe import OutcomeRecipe
-
+    def __init__(self, head: nn.Module, inputs: OutcomeInputs, val_rows: np.ndarray,
+                 recipe: OutcomeRecipe | None = None, train_rows: Sequence[int] | None = None):
         self.module, self.inputs, self.val_rows = head, inputs, val_rows
         self.recipe = recipe or OutcomeRecipe()
         # the rows a row's other view may come from (the training rows; None: no view agrees with another)
@@ -240,146 +259,24 @@ class OutcomeHeadPart:
                 "val_outcome_loss": float(outcome_loss(val, inputs.target[rows], inputs.weight[rows]))}
 
 
-def fit_outcome_head(head: OutcomeHead, inputs: OutcomeInputs, train_rows: np.ndarray, val_rows: np.ndarray,
-                     tc: TrainConfig, seed: int, log: Callable[[int, dict], None] | None = None,
-                     progress: str = "") -> list[dict]:
-    """Train ``head`` alone on ``inputs``' ``train_rows`` along the recipe's outcome schedule (``outcome.steps`` in
-    whole epochs, stopped after ``outcome.patience`` epochs without a better validation balanced accuracy, never
+def fit_outcome_head(head: nn.Module, inputs: OutcomeInputs, train_rows: np.ndarray, val_rows: np.ndarray,
+                     recipe: OutcomeRecipe, schedule: Schedule, seed: int,
+                     log: Callable[[int, dict], None] | None = None, progress: str = "") -> list[dict]:
+    """Train ``head`` alone on ``inputs``' ``train_rows`` along ``schedule`` (:meth:`OutcomeRecipe.schedule`:
+    ``steps`` in whole epochs, stopped after ``patience`` epochs without a better validation balanced accuracy, never
     before ``min_steps`` steps), the best epoch's weights put back (of a tie, the later); returns the curve (one dict
     per epoch). The data order draws from ``seed``."""
-    part = OutcomeHeadPart(head, inputs, val_rows, tc.outcome, train_rows)
-    fitted = fit(part, train_rows, tc.outcome_schedule(len(train_rows)), np.random.default_rng(seed), log=log,
-                 progress=progress)
-    return fitted.history
+    part = OutcomeHeadPart(head, inputs, val_rows, recipe, train_rows)
+    return fit(part, train_rows, schedule, np.random.default_rng(seed), log=log, progress=progress).history
 
 
-def fit_gate(outcome_logit: np.ndarray, event_logit: np.ndarray, target: np.ndarray, groups: Sequence[str],
-             grid: Sequence[float] = GATES) -> tuple[float, float]:
-    """The gate ``g`` of ``outcome_logit + g * event_logit`` on held-out rows, and what it pays: ``g`` minimises the
-    class-balanced log loss over ``grid``; it is fitted on each half of the rows (split by ``groups``, whole
-    scenarios) and scored on the other, and kept only if the balanced accuracy it adds there is above 0 on average.
-
-    Returns:
-        (gate, gain): the gate fitted on every row, or 0.0 when it does not pay; the mean balanced accuracy it added
-        on the half it was not fitted on.
-    """
-    z_o, z_e = torch.as_tensor(outcome_logit, dtype=torch.float32), torch.as_tensor(event_logit, dtype=torch.float32)
-    y = torch.as_tensor(target, dtype=torch.float32)
-    ones = torch.ones_like(y)
-
-    def best(rows: torch.Tensor) -> float:
-        losses = [float(outcome_loss(z_o[rows] + g * z_e[rows], y[rows], ones[rows])) for g in grid]
-        return float(grid[int(np.argmin(losses))])
-
-    names = sorted(set(groups))
-    half = torch.tensor([names.index(g) % 2 == 0 for g in groups])
-    gains = []
-    for fit_on in (half, ~half):
-        if fit_on.all() or not fit_on.any():
-            continue
-        g, other = best(fit_on), ~fit_on
-        gains.append(balanced_accuracy(z_o[other] + g * z_e[other], y[other]) -
-                     balanced_accuracy(z_o[other], y[other]))
-    gain = float(np.mean(gains)) if gains else 0.0
-    return (best(torch.ones_like(half)) if gain > 0 else 0.0), gain
-
-
-def _prefixed(log: Callable[[int, dict], None] | None, prefix: str) -> Callable[[int, dict], None] | None:
-    if log is None:
-        return None
-    return lambda epoch, metrics: log(epoch, {f"{prefix}{k}": v for k, v in metrics.items() if k != "epoch"})
-
-
-def stream_config(config: GeneralConfig) -> GeneralConfig:
-    """The general model's config with no outcome path: its event stream alone."""
-    return config.replace(outcome=dataclasses.replace(config.outcome, frames=0))
-
-
-def stream_data(data: TrainingData) -> TrainingData:
-    """``data`` without the outcome path's cached maps (what the stream alone reads)."""
-    clips = dataclasses.replace(data.clips, encoded=without_inputs(data.clips.encoded))
-    return dataclasses.replace(data, clips=clips)
-
-
-def train_stream(source, model: Autorater, data: TrainingData, tc: TrainConfig, joint: Loop,
-                 log: Callable[[int, dict], None] | None = None, progress: bool = False,
-                 should_stop: Callable[[int, dict], bool] | None = None) -> TrainResult:
-    """The event stream alone on its cache (``data`` without the outcome maps): ``joint``, the event models' training
-    loop, on ``model``'s config with no outcome path."""
-    return joint(source, stream_config(model.config), dataclasses.replace(tc, parts_apart=False),
-                 log=_prefixed(log, "stream_"), progress=progress, prepared=(model, stream_data(data)),
-                 should_stop=should_stop)
-
-
-def train_outcome_heads(model: Autorater, data: TrainingData, train_rows: np.ndarray, val_rows: np.ndarray,
-                        tc: TrainConfig, log: Callable[[int, dict], None] | None = None,
-                        progress: bool = False) -> list[list[dict]]:
-    """``outcome.members`` fresh heads, head i drawn and trained from seed ``tc.seed + 1000 i`` (head 0 is the same
-    whatever the number of members), each alone (:func:`fit_outcome_head`); put into ``model``; their curves."""
-    inputs = outcome_inputs(model, data, tc)
-    heads, curves = [], []
-    for i in range(model.config.outcome.members):
-        seed = tc.seed + 1000 * i
-        with seeded(seed):
-            head = model.outcome.make_head()
-            curves.append(fit_outcome_head(head, inputs, train_rows, val_rows, tc, seed,
-                                           _prefixed(log, f"outcome{i}_"),
-                                           progress=f"outcome head {i + 1}" if progress else ""))
-        heads.append(head)
-    model.outcome.set_heads(heads)
-    return curves
-
-
-def train_parts(source: Sequence[Suite], model_config: AutoraterConfig, tc: TrainConfig, joint: Loop,
-                out: str | Path | None = None, log: Callable[[int, dict], None] | None = None, progress: bool = False,
-                prepared: tuple[Autorater, TrainingData] | None = None,
-                should_stop: Callable[[int, dict], bool] | None = None) -> TrainResult:
-    """The general model with an outcome path, its parts trained apart (module docstring), the stream by ``joint``
-    (``autorater.training.train.train``, which calls this one: passed in, not imported); the model folder written to
-    ``out``, with each part's curve, verdict and wall time in its metadata."""
-    start = time.time()
-    with seeded(tc.seed):
-        model, data = prepared if prepared is not None else prepare(source, model_config, tc, progress)
-        if prepared is not None:  # a fresh model of this config on the same cache (Optuna trials)
-            model = AutoModel.from_config(model_config.replace(failure_modes=model.config.failure_modes))
-    encoded = time.time()
-    train_rows, val_rows = split_groups(data.groups or data.ex.scenario_keys, tc.val_share, tc.seed)
-    curves = train_outcome_heads(model, data, train_rows, val_rows, tc, log, progress)
-    heads_done = time.time()
-    stream = train_stream(source, model, data, tc, joint, log, progress, should_stop)
-    model.load_state_dict(stream.model.state_dict(), strict=False)  # the event head; the encoders are the same
-    stream_done = time.time()
-    rows = np.asarray(val_rows)
-    with torch.no_grad():
-        model.gate.zero_()
-    z_out = predict_rows(model, data, rows)["logit"]
-    z_event = predict_rows(stream.model, stream_data(data), rows)["logit"]
-    target = np.array([data.ex.p_success[r] for r in rows])
-    groups = [(data.groups or data.ex.scenario_keys)[r] for r in rows]
-    gate, gain = fit_gate(z_out, z_event, target, groups) if tc.outcome.fit_gate else (0.0, 0.0)
-    with torch.no_grad():
-        model.gate.fill_(gate)
-    model.eval()
-    verdict = (f"outcome heads: {heads_verdict(curves, outcome_epochs(tc, len(train_rows)))} | stream: "
-               f"{stream.verdict} | gate {gate:.2f} (adds {gain:+.3f} BA on held-out halves)")
-    final = balanced_accuracy(torch.as_tensor(z_out + gate * z_event), torch.as_tensor(target))
-    best = {"val_balanced_accuracy": final, "outcome_epochs": [max(c, key=_ba)["epoch"] for c in curves],
-            "outcome_val_balanced_accuracy": [max(c, key=_ba)["val_balanced_accuracy"] for c in curves],
-            "outcome_ensemble_val_balanced_accuracy": balanced_accuracy(torch.as_tensor(z_out),
-                                                                        torch.as_tensor(target)),
-            "epoch": stream.best.get("epoch"),  # the stream's best epoch (each head's: outcome_epochs)
-            "stream_epoch": stream.best.get("epoch"),
-            "stream_val_balanced_accuracy": stream.best.get("val_balanced_accuracy"),
-            "val_marker_median_abs_error_s": stream.best.get("val_marker_median_abs_error_s"),
-            "gate": gate, "gate_gain": gain, "encode_wall_s": round(encoded - start, 1),
-            "outcome_wall_s": round(heads_done - encoded, 1), "stream_wall_s": round(stream_done - heads_done, 1)}
-    result = TrainResult(model=model, history=[{"part": f"outcome{i}", **m} for i, c in enumerate(curves) for m in c]
-                         + [{"part": "stream", **m} for m in stream.history], best=best,
-                         wall_s=time.time() - start, n_train=len(train_rows), n_val=len(val_rows), verdict=verdict,
-                         notes=stream.notes, recipe=tc)
-    if out is not None:
-        write_model(result, out, tc, data.suite_names)
-    return result
+def outcome_targets(data: TrainingData, batch: Batch, recipe: OutcomeRecipe) -> dict:
+    """The outcome path's ``Targets`` fields of a joint batch: each row's weight in its loss (``swap_weight`` for a
+    judged swap) and the weight of the loss and of its rows under another task's words."""
+    swapped = data.ex.swapped
+    return {"row_weight": torch.tensor([recipe.swap_weight if swapped and swapped[i] else 1.0
+                                        for i in batch.rows.tolist()]),
+            "outcome_weights": (recipe.weight, recipe.negatives)}
 
 
 def heads_verdict(curves: Sequence[Sequence[dict]], budget_epochs: int) -> str:
@@ -396,6 +293,51 @@ def _ba(metrics: dict) -> float:
     return metrics["val_balanced_accuracy"]
 
 
-__all__ = ["GATES", "REWIND_MARGIN_S", "OutcomeHeadPart", "OutcomeInputs", "balanced_accuracy", "fit_gate",
-           "fit_outcome_head", "heads_verdict", "outcome_inputs", "reached_targets", "rewound_frames",
-           "train_outcome_heads", "train_parts", "train_stream"]
+@dataclass
+class OutcomeStage(PartStage):
+    """The outcome path's stage: its heads alone (:meth:`run`), or its loss's weights in the joint step."""
+
+    name = "outcome"
+    recipe: OutcomeRecipe
+
+    def alone(self) -> bool:
+        return True
+
+    def run(self, run: Run) -> StageResult:
+        """``members`` fresh heads, head i drawn and trained from seed ``run.seed + 1000 i`` (head 0 is the same
+        whatever the number of members), each alone (:func:`fit_outcome_head`), then put into the path."""
+        started, path, recipe = time.time(), run.part(self.part), self.recipe
+        inputs = outcome_inputs(path, run.data, recipe)
+        schedule = recipe.schedule(run.schedule, len(run.train_rows), run.min_steps)
+        heads, curves = [], []
+        for i in range(path.config.members):
+            seed = run.seed + 1000 * i
+            with seeded(seed):
+                head = path.make_head()
+                curves.append(fit_outcome_head(head, inputs, run.train_rows, run.val_rows, recipe, schedule, seed,
+                                               prefixed(run.log, f"outcome{i}_"),
+                                               progress=f"outcome head {i + 1}" if run.progress else ""))
+            heads.append(head)
+        path.set_heads(heads)
+        return StageResult(history=[{"part": f"outcome{i}", **m} for i, c in enumerate(curves) for m in c],
+                           best={"outcome_epochs": [max(c, key=_ba)["epoch"] for c in curves],
+                                 "outcome_val_balanced_accuracy": [max(c, key=_ba)["val_balanced_accuracy"]
+                                                                   for c in curves],
+                                 "outcome_wall_s": round(time.time() - started, 1)},
+                           verdict=heads_verdict(curves, schedule.epochs)).title("outcome heads")
+
+    def targets(self, data: TrainingData, batch: Batch) -> dict:
+        return outcome_targets(data, batch, self.recipe)
+
+    def joint_notes(self) -> list[str]:
+        on = [f"outcome.{f.name}" for f in dataclasses.fields(self.recipe)
+              if f.metadata.get("alone") and getattr(self.recipe, f.name)]
+        if not on:
+            return []
+        return [f"{', '.join(on)} off: the outcome heads' options train them alone (parts_apart, the general-parts "
+                f"preset); this run trains its parts jointly"]
+
+
+__all__ = ["ALONE", "REWIND_MARGIN_S", "OutcomeHeadPart", "OutcomeInputs", "OutcomeRecipe", "OutcomeStage",
+           "fit_outcome_head", "heads_verdict", "outcome_inputs", "outcome_targets", "reached_targets",
+           "rewound_frames"]

@@ -43,6 +43,7 @@ from torch import nn
 
 from autorater.config import PartConfig
 from autorater.encoders import FrameEncoder
+from autorater.model import ModelPart
 from autorater.models.parts.text import SentenceText
 
 POOLINGS = ("attention", "max")  # how a frame's positions become one vector (OutcomeHead)
@@ -165,11 +166,15 @@ class OutcomeHead(nn.Module):
         return torch.cat([h.mean(2), h.amax(2)], -1)
 
 
-class OutcomePath(nn.Module):
+class OutcomePath(ModelPart):
     """The outcome path as a part (module docstring): ``encoder`` (a frame encoder cut at ``config.stage``, its top
     ``config.blocks`` learning) and ``heads`` (``config.members`` of :class:`OutcomeHead`). Weights
     ``outcome.encoder.*`` and ``outcome.heads.<k>.*``; folders saved before the parts were modules named them
-    ``outcome_encoder.*`` and ``outcome.*`` / ``outcome.<k>.*`` (:func:`legacy_name` maps them)."""
+    ``outcome_encoder.*`` and ``outcome.*`` / ``outcome.<k>.*`` (:func:`legacy_name` maps them). Trained by the
+    ``outcome`` stage: its heads alone on the cached maps of a frozen encoder, or in the joint step."""
+
+    stage = "outcome"
+    inputs = (OUTCOME_INPUT, OUTCOME_INDEX)
 
     def __init__(self, config: OutcomeConfig, encoder: FrameEncoder, max_tokens: int = 32,
                  use_instruction: bool = True):

@@ -26,7 +26,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from autorater.model import AutoraterOutput, Targets
+from autorater.model import AutoraterOutput, ModelPart, Targets
 from autorater.models.parts.risks import active_frames, event_losses, first_events, log1mexp
 
 Views = list[tuple[torch.Tensor, list[str]]]
@@ -37,10 +37,13 @@ def event_classes(failure_modes: Sequence[str]) -> list[str]:
     return ["success"] + ([m for m in failure_modes if m != "timeout"] or ["failure"])
 
 
-class EventStream(nn.Module):
+class EventStream(ModelPart):
     """Per-frame event heads (``heads``: one, or an ensemble's members) chained into the clip's output (module
     docstring). Weights ``stream.heads.<k>.*``; folders saved before the parts were modules named them
-    ``events.*`` (one head) or ``events.<k>.*`` (:func:`legacy_name` maps them)."""
+    ``events.*`` (one head) or ``events.<k>.*`` (:func:`legacy_name` maps them). Trained by the ``stream`` stage
+    (its match warmed up alone, then in the joint step)."""
+
+    stage = "stream"
 
     def __init__(self, heads: Sequence[nn.Module], failure_modes: Sequence[str]):
         super().__init__()
