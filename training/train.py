@@ -175,11 +175,18 @@ def train(source: Sequence[Suite] | "Pack", model_config: AutoraterConfig, tc: T
     if tc.parts_apart and spec_of(model_config).has_parts(model_config) and init_state is None and not tc.init_from:
         from autorater.training.parts import train_parts  # a fine-tuning start trains its parts jointly
 
-        return train_parts(source, model_config, tc, joint=train, out=out, log=log, progress=progress,
-                           prepared=prepared, should_stop=should_stop)
+        result = train_parts(source, model_config, tc, joint=train, out=out, log=log, progress=progress,
+                             prepared=prepared, should_stop=should_stop)
+        _record_suites(out, source)
+        return result
     start = time.time()
     with seeded(tc.seed):
         model, data = prepared if prepared is not None else prepare(source, model_config, tc, progress)
+        if init_state is not None and model.config != model_config:
+            changed = sorted(k for k, v in model_config.to_dict().items() if model.config.to_dict().get(k) != v)
+            raise ValueError(f"fine-tuning keeps the starting model's architecture, but these data would change its "
+                             f"{', '.join(changed)} (a model saved before it learned them); fix: start from a model "
+                             f"trained on suites, or retrain")
         if prepared is not None:  # a fresh model with this trial's architecture, same cached inputs
             torch.manual_seed(tc.seed)
             names = {f.name for f in dataclasses.fields(model_config)} & {"vocab", "failure_modes"}  # from the data
@@ -189,7 +196,16 @@ def train(source: Sequence[Suite] | "Pack", model_config: AutoraterConfig, tc: T
     result.wall_s = time.time() - start
     if out is not None:
         write_model(result, out, tc, data.suite_names)
+        _record_suites(out, source)
     return result
+
+
+def _record_suites(out: str | Path | None, source) -> None:
+    """Where the training suites are, in the folder's ``metadata.json`` (a version challenger replays them)."""
+    if out is not None and isinstance(source, Sequence) and (Path(out) / "metadata.json").is_file():
+        from autorater.rater import update_metadata
+
+        update_metadata(out, train_suite_paths=sorted({str(Path(s.root).resolve()) for s in source}))
 
 
 def train_joint(model: Autorater, data: TrainingData, tc: TrainConfig, init_state: dict | None = None,

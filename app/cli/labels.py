@@ -22,7 +22,9 @@ def cmd_label(args) -> int:
                           on_drift=args.on_drift, video_url_prefix=args.video_url_prefix, backend=args.backend,
                           ray_address=args.address, progress=not args.quiet, device=args.device,
                           allow_unverified=args.allow_unverified, certify=args.certify, strata=args.strata,
-                          claim=args.claim, audit_budget=args.audit_budget)
+                          claim=args.claim, audit_budget=args.audit_budget, adapt=args.adapt,
+                          adapt_after=args.adapt_after, replay=args.replay, cache_dir=args.cache_dir,
+                          adapt_epochs=args.adapt_epochs)
     print(format_summary(summary))
     print(f"written: {args.out}/labels.jsonl, errors.jsonl, summary.json, labelstudio/config.xml and tasks.json "
           f"({summary['human_tasks']} tasks for the annotators)")
@@ -33,7 +35,8 @@ def cmd_certify(args) -> int:
     from autorater.serving.labelling.certify import certify, format_certification
     from autorater.serving.labelling.folder import LabelsFolder
 
-    cert = certify(args.labels, video_url_prefix=args.video_url_prefix)
+    cert = certify(args.labels, video_url_prefix=args.video_url_prefix, adapt=not args.no_adapt, device=args.device,
+                   tracking_uri=args.tracking_uri, progress=not args.quiet)
     print(format_certification(cert))
     folder = LabelsFolder(args.labels)
     summary = folder.read_summary()
@@ -195,7 +198,22 @@ def _labelling_commands(sub) -> None:
     p.add_argument("--audit-share", type=float, default=0.2,
                    help="with --certify references: the share of the auto-labels audited by humans at random (for "
                         "unbiased rates); with --certify audit each stratum's audit is sequential and this is unused")
-    p.add_argument("--seed", type=int, default=0, help="seed of the audit draw")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the audit order (default: drawn afresh for each job and kept in job.json: no two "
+                        "jobs share an audit order; give one only to reproduce a job)")
+    p.add_argument("--adapt", type=int, default=2, metavar="N",
+                   help="version challengers that may follow each stratum's model (default 2; 0: none): a stratum the "
+                        "model fails asks a few labels per category, a challenger learns from the version's labels and "
+                        "is audited on the rest; each stratum's error budget is split across its models in advance")
+    p.add_argument("--adapt-after", type=int, default=10, metavar="K",
+                   help="human labels per category of a stratum before a challenger learns from them (default 10)")
+    p.add_argument("--replay", action="append", default=None, metavar="SUITE",
+                   help="a training suite a challenger replays beside the version's labels (repeatable; default: the "
+                        "ones the model's metadata.json records); its videos are kept out of the audit")
+    p.add_argument("--cache-dir", default=None, help="the feature cache challengers train and rate from "
+                                                     "(default runs/cache)")
+    p.add_argument("--adapt-epochs", type=int, default=None, help="a challenger's epochs (default: the fine-tuning "
+                                                                   "recipe's)")
     p.add_argument("--on-drift", choices=["warn", "route"], default="warn",
                    help="a stratum whose inputs moved from the references' (or a new one): audit it without the "
                         "references' prior (warn), or route it to humans whole (route)")
@@ -235,6 +253,12 @@ def _labelling_commands(sub) -> None:
                                    "run it again after each ingest (docs/calibration.md).")
     p.add_argument("labels", help="labels folder written by `autorater label` (after `autorater ingest`)")
     p.add_argument("--video-url-prefix", help="how Label Studio reaches the videos of the new round (as for label)")
+    p.add_argument("--no-adapt", action="store_true", help="train no version challenger this run (strata whose "
+                                                           "learning labels are in wait for the next run)")
+    p.add_argument("--device", default="cpu", help="where a challenger trains and rates: cpu (default), cuda, auto")
+    p.add_argument("--tracking-uri", default=None, help="the MLflow store a challenger is registered in (default: "
+                                                        "none)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_certify)
 
     p = sub.add_parser("leaderboard", help="per-agent success rates with 95%% intervals (PPI), JSON and HTML; across "
