@@ -63,7 +63,7 @@ def human_labels(folder: LabelsFolder, suite: Suite, plan: dict) -> tuple[dict[s
     """The version's human labels: the ingest history's, and the suite's own for continuations the plan left out as
     human-labelled. (continuation id -> label rows, continuation id -> majority.)"""
     rows: dict[str, list[dict]] = {}
-    for r in folder.human_labels().rows():
+    for r in folder.human_labels().rebuild():
         rows.setdefault(r["continuation_id"], []).append(r)
     prior = {cid for cid, why in (plan.get("excluded") or {}).items() if why == "human_labelled"}
     for a in suite.annotations:
@@ -72,6 +72,21 @@ def human_labels(folder: LabelsFolder, suite: Suite, plan: dict) -> tuple[dict[s
                 {"continuation_id": a.continuation_id, "annotator_id": a.annotator_id, "outcome": a.outcome,
                  "marker_s": a.marker_s, "failure_mode": a.failure_mode, "source": a.source})
     return rows, human_majority([r for v in rows.values() for r in v])
+
+
+def blind_answers(folder: LabelsFolder) -> dict[str, str]:
+    """Each continuation's blind answer: the majority of the labels the first ingest that brought any of its labels
+    brought (events of one write share their time), before any later answer (a correction, a re-ask) could change it."""
+    first: dict[str, tuple[str, list[dict]]] = {}
+    for event in folder.human_labels().events():
+        row = event.get("row")
+        if event.get("action") not in ("add", "adopt") or not isinstance(row, dict):
+            continue
+        cid, stamp = row.get("continuation_id"), str(event.get("received_at"))
+        batch = first.setdefault(cid, (stamp, []))
+        if batch[0] == stamp:
+            batch[1].append(row)
+    return {cid: h["outcome"] for cid, h in human_majority([r for _, rows in first.values() for r in rows]).items()}
 
 
 def _read_plan(folder: LabelsFolder, job: dict, summary: dict) -> dict:
@@ -131,7 +146,8 @@ def certify(labels_dir: str | os.PathLike, video_url_prefix: str | None = None, 
         rows_by_id, human = human_labels(folder, suite, plan)
         at = utc_now().isoformat()
         rnd = decide(state.states, state.current(), state.first, {c: h["outcome"] for c, h in human.items()},
-                     rules_of(plan), _strata_ids(plan), _categories(suite), run=state.runs + 1, at=at)
+                     rules_of(plan), _strata_ids(plan), _categories(suite), run=state.runs + 1, at=at,
+                     blind=blind_answers(folder))
         record = state.round_record(rnd, at, sum(len(v) for v in rows_by_id.values()))
         if record is not None:
             folder.append_journal(record)

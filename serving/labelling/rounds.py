@@ -183,9 +183,11 @@ def evidence(plan: ModelPlan, first: Mapping[str, str], human: Mapping[str, str]
 
 
 def record_first(plans: Mapping[str, ModelPlan], states: Mapping[str, StratumState], first: Mapping[str, str],
-                 human: Mapping[str, str]) -> dict[str, str]:
+                 human: Mapping[str, str], blind: Mapping[str, str] | None = None) -> dict[str, str]:
     """The first answers of this round: each asked audit item of a current model that has a human label now and had
-    none recorded before."""
+    none recorded before: its blind answer (the humans' first, ``blind``: what the first ingest that brought it said,
+    before anyone saw the model disagree), else the humans' answer now."""
+    blind = blind or {}
     new = {}
     for key, st in states.items():
         plan = plans.get(key)
@@ -193,7 +195,7 @@ def record_first(plans: Mapping[str, ModelPlan], states: Mapping[str, StratumSta
             continue
         for cid in plan.order[:st.requested]:
             if cid not in first and cid in human:
-                new[cid] = human[cid]
+                new[cid] = blind.get(cid, human[cid])
     return new
 
 
@@ -220,7 +222,7 @@ def can_pay(unlabelled: int, target: float, alpha: float) -> bool:
 
 def decide(states: Mapping[str, StratumState], plans: Mapping[str, ModelPlan], first: Mapping[str, str],
            human: Mapping[str, str], rules: Rules, strata_ids: Mapping[str, Sequence[str]],
-           category: Mapping[str, str], run: int = 0, at: str = "") -> Round:
+           category: Mapping[str, str], run: int = 0, at: str = "", blind: Mapping[str, str] | None = None) -> Round:
     """One round of every stratum (the module docstring): record first answers, decide every audited or certified
     stratum's current model (``calibration.certify_strata``), withdraw certificates the answers no longer support,
     hand routed strata with challengers left to learning, and say which learning strata are ready.
@@ -234,8 +236,10 @@ def decide(states: Mapping[str, StratumState], plans: Mapping[str, ModelPlan], f
         strata_ids: each stratum's continuations (all of them).
         category: each continuation's category (learning batches are drawn per category).
         run, at: this round's number and date, kept with any certificate it withdraws.
+        blind: the humans' first answers (the first ingest's), where known: an answer re-asked before this round
+            cannot stand in for them.
     """
-    first_now = record_first(plans, states, first, human)
+    first_now = record_first(plans, states, first, human, blind)
     seen = {**first, **first_now}
     audits = {}
     for key, st in states.items():
