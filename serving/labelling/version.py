@@ -116,7 +116,8 @@ class VersionState:
                                       "revoked": rnd.revoked})
 
     def append(self, record: dict) -> None:
-        """Take a journal record this run wrote."""
+        """Take a journal record this run wrote (as a later run reads it back: the same state either way)."""
+        record = json.loads(json.dumps(record, sort_keys=True))
         self.records.append(record)
         if record["kind"] == "round":
             self.first.update(record["first"])
