@@ -28,7 +28,7 @@ from autorater.data.suite import Annotation
 from autorater.rater import Rater
 from autorater.serving.analysis.leaderboard import leaderboard
 from autorater.serving.labelling.certify import certify, format_certification
-from autorater.serving.labelling.folder import LabelJobError, LabelsFolder
+from autorater.serving.labelling.folder import LabelsFolder
 from autorater.serving.labelling.ingest import ingest
 from autorater.serving.labelling.label import label_suite
 from autorater.serving.labelling.strata import input_drift, parse_strata, stratum_fields, stratum_key

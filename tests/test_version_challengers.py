@@ -121,6 +121,12 @@ def world(tmp_path_factory):
     v = learnable_suite(root / "version", n_scenarios=60, per_scenario=2, seed=1)
     truth = {a.continuation_id: a.outcome for a in v.annotations}
     Suite(v.root, v.info, v.scenarios, v.continuations, [], []).write(v.root)
+    from autorater.data.suite import TRUTH_FILE
+
+    (v.root / TRUTH_FILE).write_text("".join(json.dumps(  # what the simulated annotators of the benchmark read
+        {"continuation_id": c, "outcome": o, "marker_s": 0.5 if o == "success" else 1.0, "failure_mode": None
+         if o == "success" else "timeout", "fps": 8.0, "num_frames": 8, "takeover_s": 0.0, "category": "go_to",
+         "traits": {"messiness": 0.0, "ambiguity": 0.0}}) + "\n" for c, o in truth.items()))
     torch.manual_seed(0)
     words = sorted({w for s in v.scenarios for w in tokenize_words(s.instruction)})
     model = AutoModel.from_config(PRESETS["tiny"].replace(vocab=words, failure_modes=["timeout"]))
@@ -207,3 +213,17 @@ def test_certify_trains_no_challenger_when_told_not_to(world, tmp_path):
             break
     assert cert["strata"]["all"]["state"] == "learning" and not cert["challengers"]
     assert not (labels / "models").exists()
+
+
+def test_the_new_version_benchmark_runs_the_real_rounds_with_and_without_challengers(world, tmp_path):
+    from benchmarks.new_version import run
+
+    options = {"strata": "camera", "claim": "family", "adapt_after": 10, "adapt_epochs": 30,
+               "replay": [str(world["train"].root)], "cache_dir": str(tmp_path / "cache")}
+    with torch_threads(1):
+        results = run(world["model"], None, {"v": world["version"]}, [0.6], 1, [0, 2], options, tmp_path / "out")
+    off, on = results["versions"]["v@0.60/adapt-0"], results["versions"]["v@0.60/adapt-2"]
+    assert off["humans_per_continuation"] == 1.0 and off["coverage"] == 0.0  # the job's model is routed
+    assert on["humans_per_continuation"] < 0.7 and on["challenger_certified_share"] == 1.0
+    assert on["held_share"] == 1.0 and on["adapt_cpu_s_mean"] > 0
+    assert (tmp_path / "out" / "new-version.png").is_file() and (tmp_path / "out" / "new-version.json").is_file()
