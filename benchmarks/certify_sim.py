@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import time
 from pathlib import Path
@@ -288,12 +289,46 @@ def _outcome(state, version: _Version, team: Team, target: float, failed: dict, 
         certified = st.state == "certified"
         auto = [c for c in models[st.model].order[st.requested:]] if certified else []
         auto += [c for c in models[st.model].order[:st.requested] if c not in human] if certified else []
+        first = models[0].design if models else None
         out[key] = {"certified": certified, "failed_any_run": failed[key],
+                    "first": None if first is None else {"level": first.level, "size": len(models[0].order),
+                                                         "alpha": first.alpha, "prior": first.prior,
+                                                         "rate": rate_at(spec.profile, spec.rate, first.level)},
                     "rate": _rate_of(state, key, version, team) if certified else None,
                     "level": models[st.model].design.level if certified else None,
                     "model": st.model, "models": len(models), "auto": len(auto), "humans": spec.size - len(auto),
                     "rounds": rounds, "reason": st.reason}
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def one_look_size(expected: float, target: float, alpha: float, size: int, power: float = 0.8) -> int:
+    """The one-look audit designed for a level: the fewest audit labels whose exact (Clopper-Pearson) bound at
+    ``1 - alpha`` reaches the target with chance ``power`` when the agreement is ``expected`` (the references
+    estimate at the level, where the sequential audit's bets start); ``size`` when none does."""
+    from scipy.stats import binom
+
+    from autorater.calibration import agreement_lower_bound
+
+    allowed = -1  # the most errors n labels may hold and certify: never fewer as n grows
+    for n in range(1, size + 1):
+        while allowed + 1 <= n and agreement_lower_bound(allowed + 1, n, 1 - alpha) >= target:
+            allowed += 1
+        if allowed >= 0 and binom.cdf(allowed, n, 1 - expected) >= power:
+            return n
+    return size
+
+
+def one_look_humans(order_size: int, stratum_size: int, rate: float, expected: float, target: float, alpha: float,
+                    rng) -> int:
+    """What a one-look audit designed at the sequential design's level costs on one stratum: its audit, certified
+    when the exact bound reaches the target (then the rest of the level is auto-labelled), else the stratum by hand."""
+    from autorater.calibration import agreement_lower_bound
+
+    n = one_look_size(round(expected, 3), target, round(alpha, 6), order_size)
+    errors = int(np.sum(rng.random(n) >= rate))
+    certified = n < order_size and agreement_lower_bound(errors, n, 1 - alpha) >= target
+    return stratum_size - (order_size - n) if certified else stratum_size
 
 
 def fixed_audit_humans(size: int, rate: float, profile: str, target: float, delta: float, rng) -> int:
@@ -316,7 +351,7 @@ def run_cell(strata: dict[str, Stratum], target: float, delta: float, claim: str
     rng, other = np.random.default_rng(seed), np.random.default_rng(seed + 10_000)  # the fixed arm draws apart
     any_false, ever_false, false_share = 0, 0, []
     per = {k: {"certified": 0, "failed": 0, "failed_any_run": 0, "challenger_certified": 0} for k in strata}
-    humans, rounds, fixed_humans = 0, [], 0
+    humans, rounds, fixed_humans, one_look = 0, [], 0, 0
     for _ in range(draws):
         if fixed:
             fixed_humans += sum(fixed_audit_humans(st.size, st.rate, st.profile, target, delta, other)
@@ -334,11 +369,15 @@ def run_cell(strata: dict[str, Stratum], target: float, delta: float, claim: str
             per[k]["failed_any_run"] += o["failed_any_run"]
             per[k]["challenger_certified"] += o["certified"] and o["model"] > 0
         humans += sum(o["humans"] for o in out.values())
+        one_look += sum(one_look_humans(o["first"]["size"], strata[k].size, o["first"]["rate"],
+                                        o["first"]["prior"], target, o["first"]["alpha"], other)
+                        if o["first"] is not None else strata[k].size for k, o in out.items())
         rounds.append(max(o["rounds"] for o in out.values()))
     total = sum(s.size for s in strata.values()) * draws
     return {"draws": draws, "family_failure": any_false / draws, "failure_any_run": ever_false / draws,
             "false_certification_rate": float(np.mean(false_share)), "humans_per_continuation": humans / total,
             "humans_per_provisional": humans / total, "fixed_audit_humans_per_provisional": fixed_humans / total,
+            "one_look_humans_per_continuation": one_look / total,
             "rounds_mean": float(np.mean(rounds)),
             "strata": {k: {key: val / draws for key, val in c.items()} for k, c in per.items()}}
 
@@ -357,6 +396,7 @@ def cells(target: float) -> dict[str, dict]:
     out["alike +0.04, n=1000"] = {"strata": {"s": Stratum(1000, min(target + 0.04, 0.995))},
                                   "reference": min(target + 0.04, 0.995)}
     out["alike +0.04, adaptation on"] = {**out["alike +0.04, n=1000"], "adapt": 2}
+    out["just above: +0.02, n=1000"] = {"strata": {"s": Stratum(1000, target + 0.02)}, "reference": target + 0.02}
     spread = np.linspace(-0.05, 0.05, 10)
     out["ten strata around target"] = {"strata": {f"s{i}": Stratum(300, float(target + d))
                                                   for i, d in enumerate(spread)}}
@@ -435,7 +475,7 @@ def run(targets: list[float], claims: list[str], draws: int, out: Path, seed: in
     out.mkdir(parents=True, exist_ok=True)
     results = {"draws": draws, "cells": []}
     print(f"{'target':>6} {'claim':<7} {'cell':<46}{'family':>8}{'any run':>8}{'FCR':>7}{'h/cont':>8}"
-          f"{'by chal.':>9}{'fixed':>7}{'rounds':>7}")
+          f"{'by chal.':>9}{'fixed':>7}{'1-look':>7}{'rounds':>7}")
     for target in targets:
         for claim in claims:
             for i, (name, cell) in enumerate(cells(target).items()):
@@ -448,7 +488,8 @@ def run(targets: list[float], claims: list[str], draws: int, out: Path, seed: in
                 by = float(np.mean([s["challenger_certified"] for s in r["strata"].values()]))
                 print(f"{target:>6.2f} {claim:<7} {name:<46}{r['family_failure']:>8.3f}{r['failure_any_run']:>8.3f}"
                       f"{r['false_certification_rate']:>7.3f}{r['humans_per_continuation']:>8.3f}{by:>9.2f}"
-                      f"{r['fixed_audit_humans_per_provisional']:>7.3f}{r['rounds_mean']:>7.1f}", flush=True)
+                      f"{r['fixed_audit_humans_per_provisional']:>7.3f}{r['one_look_humans_per_continuation']:>7.3f}"
+                      f"{r['rounds_mean']:>7.1f}", flush=True)
         for kind in ("again", "grown"):
             r = relabel_cell(kind, target, draws, seed + 99)
             r.update(target=target, claim="family", cell=f"labelled again ({kind})")
