@@ -15,7 +15,7 @@ from autorater.app.cli import common
 def build_parser() -> argparse.ArgumentParser:
     from autorater.app.cli import labels, models, suites
 
-    parser = argparse.ArgumentParser(prog="autorater", description=__doc__.splitlines()[0])
+    parser = common.Parser(prog="autorater", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     suites.add_commands(sub)
     models.add_commands(sub)
