@@ -102,7 +102,11 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except IsADirectoryError as err:  # named by its temp: say which file it was to replace
+            raise IsADirectoryError(err.errno, f"{err.strerror} (a folder is where the file would be written)",
+                                    str(path)) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -109,3 +109,81 @@ def test_other_argument_errors_are_one_line_with_where_the_help_is(capsys):
     err = capsys.readouterr().err
     assert exited.value.code == 2 and err.count("\n") == 1
     assert "required: --model, --suite, --out" in err and "autorater label --help" in err
+
+
+# ----------------------------------------------------------------------------------------------
+# Path flags
+
+
+def _path_values(root) -> dict[str, str]:
+    """What a path flag may get wrong, made under ``root``: missing, empty, a folder, a file, a FIFO, a symlink loop,
+    a device, 5,000 characters, a lone surrogate (undecodable bytes of argv), a terminal escape."""
+    (root / "dir").mkdir()
+    (root / "file.txt").write_text("x")
+    os.mkfifo(root / "fifo")
+    os.symlink(root / "loop", root / "loop")
+    return {"missing": str(root / "nope" / "x"), "empty": "", "dir": str(root / "dir"), "file": str(root / "file.txt"),
+            "fifo": str(root / "fifo"), "loop": str(root / "loop"), "device": "/dev/null", "long": "a" * 5000,
+            "surrogate": str(root / "s\udcff"), "escape": str(root / "a\x1b[31mb")}
+
+
+@pytest.fixture(scope="module")
+def labelled(env, tmp_path_factory):
+    import json
+    import shutil
+
+    from autorater.data.suite import Annotation, Suite
+    from autorater.serving.labelling.label import label_suite
+    from autorater.serving.labelstudio.formats import annotations_to_export
+
+    root = tmp_path_factory.mktemp("paths")
+    shutil.copytree(env["suite"].root, root / "suite")
+    label_suite(env["model"], Suite.load(root / "suite"), root / "labels", audit_share=0.3, progress=False)
+    tasks = json.loads((root / "labels" / "labelstudio" / "tasks.json").read_text())
+    export = annotations_to_export(tasks, [Annotation(t["data"]["continuation_id"], "h1", "success", marker_s=0.5)
+                                           for t in tasks])
+    (root / "export.json").write_text(json.dumps(export))
+    return {"suite": str(root / "suite"), "labels": str(root / "labels"), "export": str(root / "export.json"),
+            "model": str(env["model"])}
+
+
+PATH_CASES = {  # a command with one path flag left to fill ({}), the others valid
+    "ingest --labels": ["ingest", "--labels", "{}", "--export", "{export}"],
+    "ingest --export": ["ingest", "--labels", "{labels}", "--export", "{}", "--no-suite"],
+    "certify": ["certify", "{}"],
+    "leaderboard --labels": ["leaderboard", "--labels", "{}"],
+    "label --model": ["label", "--model", "{}", "--suite", "{suite}", "--out", "{out}"],
+    "label --suite": ["label", "--model", "{model}", "--suite", "{}", "--out", "{out}"],
+    "suite validate": ["suite", "validate", "{}", "--quiet"],
+    "suite diff": ["suite", "diff", "{suite}", "{}"],
+    "train --config": ["train", "--suite", "{suite}", "--out", "{out}", "--config", "{}", "--no-tracking"],
+}
+
+
+@pytest.mark.parametrize("case", list(PATH_CASES))
+def test_a_bad_path_is_a_short_error_line_never_a_traceback(case, labelled, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    values = _path_values(tmp_path)
+    before = sorted(os.listdir(tmp_path))
+    for name, value in values.items():
+        argv = [a if a[:1] != "{" else value if a == "{}" else labelled.get(a[1:-1], str(tmp_path / "out"))
+                for a in PATH_CASES[case]]
+        try:
+            code = cli.main(argv)
+        except SystemExit as exited:  # argparse's own refusals
+            code = exited.code
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code in (1, 2), (case, name, code)
+        assert err and len(err[-1]) < 1200 and "Traceback" not in "\n".join(err), (case, name, err[-3:])
+        assert not any(c in line for line in err for c in "\x1b\x00"), (case, name)  # nothing drives the terminal
+    assert sorted(os.listdir(tmp_path)) == before  # nothing written, whatever was refused
+
+
+def test_a_cache_folder_that_is_not_utf8_is_refused_before_anything_is_encoded(tmp_path):
+    """``train --cache-dir`` (and ``pack``) given undecodable bytes (a lone surrogate in Python) ended in a
+    SafetensorError traceback after encoding; the cache refuses it when it is opened, naming the flag."""
+    from autorater.training.cache import FeatureCache
+
+    with pytest.raises(ValueError, match=r"s\\udcff.*not a UTF-8 path.*--cache-dir"):
+        FeatureCache(tmp_path / "s\udcff")
+    assert FeatureCache(tmp_path / "sé").root.name == "sé"

@@ -28,6 +28,7 @@ class Parser(argparse.ArgumentParser):
         from autorater.data.paths import printable
 
         text = printable(" ".join(str(message).split()))
+        text = text if len(text) <= 1000 else f"{text[:600]} ... {text[-300:]}"
         fix = "" if "fix:" in text else f" (fix: see `{self.prog} --help`)"
         self.exit(2, f"{self.prog}: error: {text}{fix}\n")
 

@@ -116,15 +116,16 @@ def _print_agent_rule(suite_dir) -> None:
 
 
 def cmd_suite_validate(args) -> int:
+    from autorater.data.paths import printable
     from autorater.data.suite import validate_suite
 
     problems = validate_suite(args.dir, check_videos=not args.no_videos, progress=not args.quiet)
     for p in problems:
-        print(p, file=sys.stderr)
+        print(printable(str(p)), file=sys.stderr)  # a path or a value from a file never drives the terminal
     if problems:
-        print(f"INVALID: {len(problems)} problem(s) in {args.dir}", file=sys.stderr)
+        print(f"INVALID: {len(problems)} problem(s) in {printable(args.dir)}", file=sys.stderr)
         return 1
-    print(f"OK: {args.dir} is a valid suite (format v1)")
+    print(f"OK: {printable(args.dir)} is a valid suite (format v1)")
     return 0
 
 

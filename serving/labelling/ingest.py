@@ -229,7 +229,9 @@ def ingest(labels_dir: str | os.PathLike, export: str | os.PathLike, append_to_s
 
 def _ingest_locked(folder: LabelsFolder, export: Path, append_to_suite: bool) -> dict:
     if not export.is_file():
-        raise FileNotFoundError(f"export {export} does not exist (fix: export the Label Studio project as JSON)")
+        what = "is not a regular file" if export.exists() or export.is_symlink() else "does not exist"
+        raise FileNotFoundError(f"export {export} {what} (fix: export the Label Studio project as JSON, and pass the "
+                                f"file)")
     job, labels = folder.read_finished()
     suite = Suite.load(job["suite"])
     durations = {r["continuation_id"]: r["duration_s"] for r in labels if r.get("duration_s") is not None}
