@@ -71,7 +71,7 @@ class _VideoLookup(dict):
                          "duration_s": frames / fps if fps and frames else None}
             return self[cid]
         said = [f"{name} {shown(task.get(name), 20)}" for name, own in (("fps", info.fps), ("frames", info.num_frames))
-                if task.get(name) is not None and not _agrees(task.get(name), own)]
+                if task.get(name) is not None and not _agrees(task.get(name), own, exact=name == "frames")]
         note = (f"tasks.json says {' and '.join(said)}, the video {info.fps:g} fps and {info.num_frames} frames; the "
                 f"video's are used") if said else ""
         self[cid] = {"fps": info.fps, "frames": info.num_frames, "duration_s": info.duration_s, "note": note}
@@ -82,10 +82,11 @@ class _VideoLookup(dict):
         return self[cid]["duration_s"] if cid in self else None
 
 
-def _agrees(given, own: float) -> bool:
-    """Whether a value of tasks.json is the video's own (within 0.1%); never raises."""
+def _agrees(given, own: float, exact: bool = False) -> bool:
+    """Whether a value of tasks.json is the video's own (a frame rate within 0.1%, a frame count ``exact``); never
+    raises."""
     value = number_in(given, 0, 1e300)
-    return value is not None and abs(value - own) <= 1e-3 * own
+    return value is not None and (value == own if exact else abs(value - own) <= 1e-3 * own)
 
 
 def _read_suite_annotations(path: Path, suite: Suite, video: _VideoLookup,
