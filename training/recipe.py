@@ -17,7 +17,7 @@ from typing import ClassVar, Sequence
 
 import numpy as np
 
-from autorater.config import AutoraterConfig, with_changes
+from autorater.config import AutoraterConfig, check_value, with_changes
 from autorater.data.suite import Suite
 from autorater.data.worlds import world_allows
 from autorater.device import DEFAULT_DEVICE
@@ -164,6 +164,14 @@ class TrainConfig:
     augment: Augmentations = field(default_factory=Augmentations)
 
     retired: ClassVar[frozenset] = frozenset({"marker_weight", "failure_weight"})  # the first design's; ignored
+    # The range of every number of a recipe (by flat name; any other number 0..1e6), checked where a recipe file is
+    # read (``check``): ``epochs`` 0 trained nothing and wrote an untrained model; 1e9 never ends.
+    ranges: ClassVar[dict[str, tuple[float, float]]] = {
+        "epochs": (1, 10_000), "batch_size": (1, 4096), "lr": (1e-9, 10), "encoder_lr": (0, 10),
+        "weight_decay": (0, 10), "patience": (0, 10_000), "val_share": (0, 0.9), "ema": (0, 0.999999),
+        "seed": (0, 2 ** 32 - 1), "negative_label": (0, 1), "match_warmup_epochs": (0, 10_000),
+        "outcome_steps": (1, 10 ** 7), "outcome_patience": (0, 10_000), "outcome_lr": (1e-9, 10),
+        "outcome_paraphrases": (0, 1), "outcome_rewind": (0, 1), "relax": (0, 1), "crop": (0, 1)}
 
     def __init__(self, **values):
         fields = {f.name: f for f in dataclasses.fields(self)}
@@ -197,6 +205,9 @@ class TrainConfig:
         the retired design's fields are ignored; an unknown field is an error naming the known ones."""
         d = {k: v for k, v in d.items() if k not in cls.retired}
         for part, recipe in PART_RECIPES.items():
+            if part in d and not isinstance(d[part], (dict, recipe)):
+                raise ValueError(f"TrainConfig field {part!r} must be an object of its recipe's fields, got "
+                                 f"{str(d[part])[:60]!r}")
             if isinstance(d.get(part), dict):
                 nested = d.pop(part)
                 names = {f.name for f in dataclasses.fields(recipe)}
@@ -208,6 +219,24 @@ class TrainConfig:
         if set(d) - names:
             raise ValueError(f"unknown TrainConfig field(s) {sorted(set(d) - names)}; known: {sorted(names)}")
         return cls(**d)
+
+    def check(self, where: str = "the recipe") -> "TrainConfig":
+        """``self``, each field of its default's type and in its range (``ranges``); else a ValueError naming
+        ``where`` and the field. Returns self."""
+        defaults = TrainConfig().to_dict()
+        if not isinstance(self.train_only, list):  # to_dict lists it: "abc" would read as three prefixes
+            raise ValueError(f"{where} field 'train_only' must be a list of strings, got {str(self.train_only)[:60]!r}")
+        for key, value in self.to_dict().items():
+            want = type(defaults[key])
+            ok = isinstance(value, want) and (want is bool or not isinstance(value, bool))
+            ok = ok or (want is float and isinstance(value, int) and not isinstance(value, bool))
+            if not ok:
+                raise ValueError(f"{where} field {key!r} must be {want.__name__}, got {str(value)[:60]!r}")
+            check_value(TrainConfig, where, key, value)
+        if self.aggregation not in ("dawid_skene", "majority"):
+            raise ValueError(f"{where} field 'aggregation' must be dawid_skene or majority, got "
+                             f"{str(self.aggregation)[:60]!r}")
+        return self
 
     def schedule(self) -> Schedule:
         """How the whole model trains in one step (``training/loop.py``): this recipe's epochs, step, patience and
@@ -286,19 +315,28 @@ def load_config_file(path: str | Path | None) -> tuple[AutoraterConfig, TrainCon
         d = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
         raise ValueError(f"cannot read config file {path}: {err}") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"{path}: a recipe file is a JSON object with keys preset, model, train; got "
+                         f"{type(d).__name__}")
     unknown = set(d) - {"preset", "model", "train"}
     if unknown:
         raise ValueError(f"{path}: unknown top-level key(s) {sorted(unknown)}; use preset, model, train")
     preset = d.get("preset", DEFAULT_PRESET)
-    if preset not in PRESETS:
-        raise ValueError(f"{path}: unknown preset {preset!r}; known: {sorted(PRESETS)}")
+    if not isinstance(preset, str) or preset not in PRESETS:
+        raise ValueError(f"{path}: unknown preset {str(preset)[:60]!r}; known: {sorted(PRESETS)}")
     changes, start = d.get("model", {}), PRESETS[preset]
+    if not isinstance(changes, dict):
+        raise ValueError(f"{path}: \"model\" must be a JSON object of config fields, got {str(changes)[:60]!r}")
     if changes.get("architecture", start.architecture) != start.architecture:
         model = AutoConfig.from_dict(changes)  # another architecture than the preset's: its own defaults
     else:
         model = AutoConfig.from_dict(with_changes(start.to_dict(), changes, type(start)))
     spec = spec_of(model)  # the recipe the config asks for (recipe_changes: general-parts trains its parts apart)
-    return model, TrainConfig.from_dict({**spec.recipe, **spec.recipe_changes(model), **d.get("train", {})})
+    train = d.get("train", {})
+    if not isinstance(train, dict):
+        raise ValueError(f"{path}: \"train\" must be a JSON object of recipe fields, got {str(train)[:60]!r}")
+    recipe = TrainConfig.from_dict({**spec.recipe, **spec.recipe_changes(model), **train})
+    return model, recipe.check(f"{path}: train")
 
 
 __all__ = ["FLAT", "Augmentations", "EventRecipe", "OutcomeRecipe", "TrainConfig", "load_config", "load_config_file",

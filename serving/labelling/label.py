@@ -44,6 +44,7 @@ from autorater.serving.labelling.certify import counts
 from autorater.serving.labelling.folder import JOB_FILE, LabelJobError, LabelsFileError, LabelsFolder
 from autorater.serving.labelling.strata import STRATA, parse_strata, plan_audit, stratum_fields
 
+MAX_BATCH_SIZE = 1024  # continuations rated at once (each a clip of frames in memory)
 ADAPTATIONS = 2  # version challengers that may follow each stratum's model, by default
 ADAPT_AFTER = 10  # human labels per category of a stratum before a challenger learns from them, by default
 
@@ -400,8 +401,10 @@ def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLi
         raise ValueError(f"audit_share must be in [0, 1], got {audit_share}")
     if on_drift not in ("warn", "route"):
         raise ValueError(f"on_drift must be 'warn' or 'route', got {on_drift!r}")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise ValueError(f"batch_size must be from 1 to {MAX_BATCH_SIZE}, got {batch_size}")
+    if seed is not None and not 0 <= seed < 2 ** 63:
+        raise ValueError(f"seed must be from 0 to 2**63 - 1, got {seed}")
     if backend not in ("local", "ray"):
         raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
     model_dir, out = Path(model_dir), Path(out)
@@ -413,7 +416,7 @@ def label_suite(model_dir: str | os.PathLike, suite: Suite, out: str | os.PathLi
         raise ValueError(f"adapt must be >= 0 and adapt_after >= 1, got {adapt}, {adapt_after}")
     folder = LabelsFolder(out)
     old = folder.read_job() if folder.job.is_file() else {}
-    seed = old.get("seed", secrets.randbits(62)) if seed is None else seed
+    seed = old.get("seed", secrets.randbits(32)) if seed is None else seed  # 32 bits: what --seed takes back
     replay = default_replay(model_dir) if replay is None else replay
     spec = job_spec(model_dir, suite, batch_size, audit_share, seed, on_drift, certify, strata, claim, audit_budget,
                     adapt, adapt_after, replay, cache_dir, adapt_epochs, old.get("job_id"))

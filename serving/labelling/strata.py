@@ -38,6 +38,7 @@ from autorater.calibration import (
     plan_strata,
     stratum_budgets,
 )
+from autorater.data.paths import encodable
 from autorater.data.suite import Suite
 
 STRATA = ("category", "camera", "new-agent")  # the default cut of a version into strata
@@ -76,7 +77,11 @@ def stratum_fields(suite: Suite, continuation_id: str) -> dict:
 
 
 def _escape(value: str) -> str:
-    return str(value).replace("\\", "\\\\").replace("|", "\\|").replace("=", "\\=")
+    """A stratum value in a key: ``\\``, ``|`` and ``=`` escaped with a backslash, and a lone surrogate (text UTF-8
+    cannot hold) written as its escape ``\\udXXX``: a key is always writable, and since a backslash of the value is
+    itself escaped, two different values never share a key."""
+    text = str(value).replace("\\", "\\\\").replace("|", "\\|").replace("=", "\\=")
+    return text if encodable(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def stratum_key(fields: dict, by: Sequence[str], known_agents: set[str] | None = None) -> str:
