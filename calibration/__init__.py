@@ -19,6 +19,7 @@ from .agents.rates import (
 from .agreement import agreement_report, format_agreement_table
 from .audit import (
     CLAIMS,
+    FIRST_SHARE_BY_STATUS,
     AuditDesign,
     StratumAudit,
     Verdict,
@@ -28,7 +29,9 @@ from .audit import (
     design_audit,
     e_bh,
     log_evidence,
+    model_weights,
     plan_strata,
+    stratum_budgets,
 )
 from .compare import paired_comparison
 from .drift import drift_check, mmd_test
@@ -51,6 +54,7 @@ from .split import SplitCalibrator, cross_validated_calibration
 from .temperature import TemperatureScaler
 
 __all__ = [
+    "FIRST_SHARE_BY_STATUS",
     "CalibrationRecord",
     "InsufficientReferencesError",
     "ItemResponseModel",
@@ -78,7 +82,9 @@ __all__ = [
     "design_audit",
     "e_bh",
     "log_evidence",
+    "model_weights",
     "plan_strata",
+    "stratum_budgets",
     "agreement_lower_bound",
     "certifying_size",
     "expected_calibration_error",

@@ -66,6 +66,9 @@ OVERSHOOT = 1.25  # a level is worth auditing when its labels exceed the expecte
 ROUTE_DELTA = 0.05  # the evidence that a stratum is below target at which it is routed early
 DESIGN_MARGIN = 0.02  # the level is chosen as if the version agreed this much less than its references
 CLAIMS = ("family", "fcr")
+# The first model's share of a stratum's error budget when later models (version challengers) may follow, by what the
+# input check saw: a stratum like the references' is usually certified by the first model; a new one rarely is.
+FIRST_SHARE_BY_STATUS = {"known": 0.9, "unchecked": 0.9, "new": 0.5, "drifted": 0.5}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +83,8 @@ class AuditDesign:
         prior_weight: how many answers the prior counts as (the bet moves to the audit's own estimate after that).
         expected_audit: the audit labels the references expect a certification to need (inf: not expected).
         first_batch: the audit labels the first round asks for.
+        weight: this model's share of its stratum's error budget (:func:`model_weights`; 1 when no other model may
+            follow it): ``alpha`` includes it under the family claim, and ``fcr`` weighs the stratum's e-value by it.
     """
 
     level: float
@@ -89,6 +94,7 @@ class AuditDesign:
     prior_weight: float
     expected_audit: float
     first_batch: int
+    weight: float = 1.0
 
     def to_dict(self) -> dict:
         return {k: (None if isinstance(v, float) and math.isinf(v) else v) for k, v in
@@ -96,7 +102,7 @@ class AuditDesign:
 
     @classmethod
     def from_dict(cls, d: dict) -> AuditDesign:
-        values = {f.name: d[f.name] for f in dataclasses.fields(cls)}
+        values = {f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d or f.name != "weight"}
         values["expected_audit"] = math.inf if values["expected_audit"] is None else values["expected_audit"]
         return cls(**values)
 
@@ -192,7 +198,7 @@ def audited_agreement(agreement: float, annotators: float | None) -> float:
 def design_audit(confidences, target: float, alpha: float, prior: tuple[float, float],
                  reference: tuple[np.ndarray, np.ndarray] | None = None,
                  fractions: tuple[float, ...] = LEVEL_FRACTIONS, annotators: float | None = None,
-                 margin: float = DESIGN_MARGIN) -> AuditDesign | None:
+                 margin: float = DESIGN_MARGIN, weight: float = 1.0) -> AuditDesign | None:
     """Choose the level a stratum is audited at, from its scores and the references, before any human answers.
 
     Each candidate level keeps the top ``fraction`` of the stratum's provisional labels (their confidence
@@ -213,6 +219,7 @@ def design_audit(confidences, target: float, alpha: float, prior: tuple[float, f
         reference: ``(confidence, correct)`` arrays of the references (their confidences and whether the model was
             right), or None: the stratum is then audited at its full size.
         fractions: the candidate levels' shares.
+        weight: this model's share of the stratum's budget (kept in the design; ``alpha`` already includes it).
     """
     conf = np.sort(np.asarray(confidences, dtype=float))[::-1]
     if conf.size == 0:
@@ -234,11 +241,11 @@ def design_audit(confidences, target: float, alpha: float, prior: tuple[float, f
             small = max(MIN_BATCH, 2 * smallest_audit(target, alpha))  # a version better than its references may
             first = min(size, max(small, min(math.ceil(FIRST_SHARE * need), math.ceil(FIRST_CAP * size))))  # stop soon
             best = AuditDesign(level=level, size=size, alpha=alpha, prior=agreement, prior_weight=float(prior[1]),
-                               expected_audit=need, first_batch=first)
+                               expected_audit=need, first_batch=first, weight=weight)
     if best is None and OVERSHOOT * smallest_audit(target, alpha) < conf.size:  # no level expected to pay: try
         first = min(conf.size, max(MIN_BATCH, 2 * smallest_audit(target, alpha)))
         best = AuditDesign(level=float(conf[-1]), size=int(conf.size), alpha=alpha, prior=prior[0],
-                           prior_weight=float(prior[1]), expected_audit=math.inf, first_batch=first)
+                           prior_weight=float(prior[1]), expected_audit=math.inf, first_batch=first, weight=weight)
     return best
 
 
@@ -283,6 +290,30 @@ def audit_step(audit: StratumAudit, target: float, threshold: float | None = Non
     return Verdict("continue", audit.requested + more, **common)
 
 
+def model_weights(adaptations: int, first: float) -> tuple[float, ...]:
+    """Each successive model's share of a stratum's error budget, fixed before any answer: the labelling job's model
+    ``first``, the j-th version challenger ``(1 - first) 2^-j``, the last the rest (they sum to 1, so the union bound
+    over a stratum's models keeps the stratum's budget); ``(1.0,)`` when no challenger may follow.
+
+    Example:
+        >>> model_weights(2, 0.5)
+        (0.5, 0.25, 0.25)
+    """
+    if adaptations < 0 or not 0.0 < first <= 1.0:
+        raise ValueError(f"adaptations must be >= 0 and first in (0, 1], got {adaptations}, {first}")
+    if adaptations == 0:
+        return (1.0,)
+    rest = 1.0 - first
+    return (first, *(rest * 2.0 ** -j for j in range(1, adaptations)), rest * 2.0 ** -(adaptations - 1))
+
+
+def stratum_budgets(sizes: dict[str, int], delta: float, claim: str) -> dict[str, float]:
+    """Each stratum's error budget before it is split across its models: ``family`` shares ``delta`` in proportion to
+    the strata's sizes (weighted Bonferroni), ``fcr`` gives each ``delta`` (e-BH combines them)."""
+    total = sum(sizes.values())
+    return {k: (delta * n / total if claim == "family" else delta) for k, n in sizes.items() if n}
+
+
 def e_bh(e_values: dict[str, float], delta: float, hypotheses: int | None = None) -> set[str]:
     """The e-BH rejections (Wang and Ramdas, 2022): the k largest e-values where k is the largest with the k-th
     largest at least ``hypotheses / (delta k)``; controls the false discovery rate at ``delta`` under any
@@ -294,24 +325,30 @@ def e_bh(e_values: dict[str, float], delta: float, hypotheses: int | None = None
 
 
 def certify_strata(audits: dict[str, StratumAudit], target: float, delta: float, claim: str = "family",
-                   budget: float | None = None) -> dict[str, Verdict]:
+                   budget: float | None = None, hypotheses: int | None = None) -> dict[str, Verdict]:
     """One round of every audited stratum of a version: the decision serving applies (and simulations call).
 
     ``family``: each stratum against its own ``1 / alpha_s`` (:func:`audit_step`). ``fcr``: e-BH over the strata's
     stopped e-values at ``delta`` (a certified stratum stops its audit, so its e-value stays); each other stratum goes
-    on, waits or is routed as :func:`audit_step` says against the threshold it would need to join them.
+    on, waits or is routed as :func:`audit_step` says against the threshold it would need to join them. A stratum's
+    e-value is its current model's stopped ``K`` times the model's ``weight`` (its share of the stratum's budget):
+    summed over the stratum's successive models, the weighted e-values have expectation at most 1 under the null of
+    whichever model is certified, which is what e-BH needs. ``hypotheses``: the number of strata of the version
+    (default: those in ``audits``; strata already decided still count).
     """
     if claim not in CLAIMS:
         raise ValueError(f"claim must be one of {CLAIMS}, got {claim!r}")
     if claim == "family":
         return {key: audit_step(a, target, budget=budget) for key, a in audits.items()}
-    ends = {key: (float(np.exp(log_evidence(a.answers, target, a.design.prior, a.design.prior_weight)[-1]))
-                  if a.answers else 1.0) for key, a in audits.items()}
-    certified = e_bh(ends, delta, len(audits))
+    ends = {key: a.design.weight * (float(np.exp(log_evidence(a.answers, target, a.design.prior,
+                                                                a.design.prior_weight)[-1])) if a.answers else 1.0)
+            for key, a in audits.items()}  # a later model's e-value counts by its share of the stratum's budget
+    certified = e_bh(ends, delta, len(audits) if hypotheses is None else hypotheses)
     out = {}
     for key, a in audits.items():
         joined = len(certified) + (key not in certified)
-        v = audit_step(a, target, threshold=len(audits) / (delta * joined), budget=budget, stopped=True)
+        need = (len(audits) if hypotheses is None else hypotheses) / (delta * joined * a.design.weight)
+        v = audit_step(a, target, threshold=need, budget=budget, stopped=True)
         if key in certified:
             v = dataclasses.replace(v, state="certified", reason=None)
         out[key] = v
@@ -320,26 +357,33 @@ def certify_strata(audits: dict[str, StratumAudit], target: float, delta: float,
 
 def plan_strata(confidences: dict[str, np.ndarray], target: float, delta: float, claim: str,
                 priors: dict[str, tuple[float, float]], reference: tuple[np.ndarray, np.ndarray] | None = None,
-                annotators: float | None = None) -> dict[str, AuditDesign | None]:
+                annotators: float | None = None, weights: dict[str, float] | None = None,
+                budgets: dict[str, float] | None = None) -> dict[str, AuditDesign | None]:
     """The audit design of every stratum of a version (None: route it at once), before any human answers.
 
     ``family``: stratum s gets ``alpha_s = delta * N_s / sum N`` over the audited strata (N: provisional labels), so
     the budgets sum to ``delta``; a stratum no level of which pays is dropped and the others share its budget.
     ``fcr``: each stratum is designed at ``delta`` (e-BH's threshold when every stratum passes). ``annotators``: the
-    annotators' majority agreement with the references' gold labels (:func:`audited_agreement`).
+    annotators' majority agreement with the references' gold labels (:func:`audited_agreement`). ``weights``: each
+    stratum's first model's share of its budget (:func:`model_weights`; default 1: no later model). ``budgets``:
+    each stratum's budget fixed in advance (:func:`stratum_budgets` over every stratum, when later models may use the
+    budget of a stratum the first model cannot certify); by default the family claim shares ``delta`` among the
+    strata the first model can certify.
     """
     keys = [k for k in confidences if len(confidences[k])]
+    share = {k: 1.0 if weights is None else float(weights.get(k, 1.0)) for k in keys}
     while True:
         total = sum(len(confidences[k]) for k in keys)
-        designs = {k: design_audit(confidences[k], target,
-                                   delta * len(confidences[k]) / total if claim == "family" else delta,
-                                   priors[k], reference, annotators=annotators) for k in keys}
+        alpha = {k: (budgets[k] if budgets is not None else delta * len(confidences[k]) / total if claim == "family"
+                     else delta) * share[k] for k in keys}
+        designs = {k: design_audit(confidences[k], target, alpha[k], priors[k], reference, annotators=annotators,
+                                   weight=share[k]) for k in keys}
         kept = [k for k in keys if designs[k] is not None]
-        if claim != "family" or kept == keys:
+        if claim != "family" or budgets is not None or kept == keys:
             return {k: designs.get(k) for k in confidences}
         keys = kept
 
 
-__all__ = ["CLAIMS", "AuditDesign", "StratumAudit", "Verdict", "audit_step", "bets", "certify_strata",
-           "audited_agreement", "design_audit", "e_bh", "expected_audit", "growth", "log_evidence",
-           "log_evidence_against", "plan_strata", "smallest_audit"]
+__all__ = ["CLAIMS", "FIRST_SHARE_BY_STATUS", "AuditDesign", "StratumAudit", "Verdict", "audit_step", "bets",
+           "certify_strata", "audited_agreement", "design_audit", "e_bh", "expected_audit", "growth", "log_evidence",
+           "log_evidence_against", "model_weights", "plan_strata", "smallest_audit", "stratum_budgets"]

@@ -102,7 +102,11 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except IsADirectoryError as err:  # named by its temp: say which file it was to replace
+            raise IsADirectoryError(err.errno, f"{err.strerror} (a folder is where the file would be written)",
+                                    str(path)) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -111,8 +115,22 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
-    """Write UTF-8 ``text`` to ``path`` atomically and durably."""
-    return write_bytes_atomic(path, text.encode("utf-8"))
+    """Write UTF-8 ``text`` to ``path`` atomically and durably; text UTF-8 cannot hold (a lone surrogate, read from a
+    file changed by hand) is a ValueError naming the file and the line, and nothing is written."""
+    return write_bytes_atomic(path, _utf8(text, path))
+
+
+def _utf8(text: str, path: str | os.PathLike) -> bytes:
+    """``text`` as UTF-8 bytes for ``path``; a lone surrogate is a ValueError naming the file, the line and the text
+    around it (escaped), never a UnicodeEncodeError that names no file."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        line = text.count("\n", 0, err.start) + 1
+        around = printable(text[max(0, err.start - 40):err.end + 20])
+        raise ValueError(f"cannot write {printable(str(path))}: its line {line} would hold text UTF-8 cannot hold (a "
+                         f"lone surrogate): ...{around}...; nothing was written (fix: the text came from a file "
+                         f"changed by hand or a value passed in: correct it)") from None
 
 
 def json_text(obj, indent: int | None = 1) -> str:

@@ -188,7 +188,8 @@ def _annotate(truths: list[dict], references: set[str], annotators: int, seed: i
         raise ValueError(f"annotators={annotators} is more than the pool of {len(pool)} annotators")
     refs = [t for t in truths if t["continuation_id"] in references]
     rest = [t for t in truths if t["continuation_id"] not in references]
-    labels = simulate_annotations(rest, annotators, seed, pool) + simulate_annotations(refs, len(pool), seed, pool)
+    labels = (simulate_annotations(rest, annotators, seed, pool) if annotators else []) + \
+        simulate_annotations(refs, len(pool), seed, pool)
     order = {t["continuation_id"]: i for i, t in enumerate(truths)}
     return sorted(labels, key=lambda a: (order[a.continuation_id], a.annotator_id))
 
@@ -259,7 +260,8 @@ def generate_suite(out: str | os.PathLike, *, world: str | World = DEFAULT_WORLD
         agents: agent names (the world's ``AGENTS``); None: its ``DEFAULT_AGENTS``.
         scenarios: number of scenarios; they cycle over the tasks.
         continuations_per_scenario: continuations (agents) recorded per scenario.
-        annotators: simulated annotators per non-reference continuation.
+        annotators: simulated annotators per non-reference continuation (0: none, a version that arrives
+            unlabelled; its references are labelled by the whole pool).
         seed: the seed; the suite does not depend on ``workers``.
         workers: processes.
         reference_share: share of continuations that become reference episodes.
@@ -289,8 +291,9 @@ def generate_suite(out: str | os.PathLike, *, world: str | World = DEFAULT_WORLD
         raise ValueError("scenarios and continuations_per_scenario must be >= 1")
     if not 0.0 <= reference_share <= 1.0:
         raise ValueError(f"reference_share must be in [0, 1], got {reference_share}")
-    if not 1 <= annotators <= len(default_pool()):
-        raise ValueError(f"annotators must be between 1 and {len(default_pool())}, got {annotators}")
+    if not 0 <= annotators <= len(default_pool()):
+        raise ValueError(f"annotators must be between 0 (a version that arrives unlabelled: only its references are "
+                         f"labelled) and {len(default_pool())}, got {annotators}")
     base = Suite.load(grow) if grow is not None else None
     first_s, first_c = _next_indices(base)
     _prepare_out(out)

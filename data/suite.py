@@ -260,6 +260,10 @@ def read_jsonl(path: Path, cls, problems: list[Problem], label: str | None = Non
             problems.append(Problem(label, number, f"invalid JSON: {err.msg} (column {err.colno})",
                                     "write one complete JSON object per line"))
             continue
+        except (ValueError, RecursionError) as err:  # an integer of over 4,300 digits; nesting deeper than Python's
+            problems.append(Problem(label, number, f"cannot be read as JSON: {str(err).split(';')[0][:120]}",
+                                    "write plain JSON values: numbers of a few digits, objects nested a few levels"))
+            continue
         record = _parse_record(cls, obj, label, number, problems)
         if record is not None:
             record.extra["_line"] = number  # where it came from, for later messages; never written

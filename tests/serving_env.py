@@ -15,7 +15,8 @@ import torch
 
 from autorater.calibration import CalibrationRecord
 from autorater.data.generate import generate_suite
-from autorater.data.suite import Suite
+from autorater.data.suite import Suite, load_truth
+from autorater.encoders import tokenize_words
 from autorater.models import PRESETS, AutoModel
 from autorater.rater import Rater
 
@@ -32,18 +33,31 @@ def torch_threads(n: int):
 
 
 def make_env(root: Path, scenarios: int = 6, per_scenario: int = 6) -> dict:
-    """``suite`` (generated, with simulator truth; every agent at least once per scenario) and ``model``
-    (calibrated)."""
+    """``suite`` (a new version, generated unlabelled: simulator truth, references labelled by the annotator pool;
+    every agent at least once per scenario) and ``model`` (calibrated)."""
     suite_dir = generate_suite(root / "suite", scenarios=scenarios, continuations_per_scenario=per_scenario, seed=7,
-                               version="v2", workers=1, image_size=64)
+                               version="v2", workers=1, image_size=64, annotators=0)
     suite = Suite.load(suite_dir)
     torch.manual_seed(0)
-    model = AutoModel.from_config(PRESETS["tiny"])
+    words = sorted({w for s in suite.scenarios for w in tokenize_words(s.instruction)})  # as training learns them
+    modes = sorted({t["failure_mode"] for t in load_truth(suite_dir) if t.get("failure_mode")})
+    model = AutoModel.from_config(PRESETS["tiny"].replace(vocab=words, failure_modes=modes))
     model_dir = model.save_pretrained(root / "model")
     p = np.array([r["p_success"] for r in Rater(model).rate_suite(suite)])
     confidence = np.maximum(p, 1 - p)
     set_calibration(model_dir, float(np.median(confidence)), [r for r in np.log(p / (1 - p))])
     return {"root": root, "suite": suite, "model": Path(model_dir)}
+
+
+def fresh_version(env: dict, where: Path) -> Suite:
+    """A copy of the env's version of its own (a test that labels, answers and certifies leaves its human labels and
+    its labelling-job ledger in the suite: the next test starts from a version nobody labelled)."""
+    import shutil
+
+    shutil.copytree(env["suite"].root, where, ignore=shutil.ignore_patterns(".lock"))
+    for leftover in ("labelling_jobs.jsonl", "annotations_history.jsonl", "annotations_history.snapshot.json"):
+        (where / leftover).unlink(missing_ok=True)
+    return Suite.load(where)
 
 
 def set_calibration(model_dir: Path, t_success: float, logits, feasible: bool = True) -> CalibrationRecord:

@@ -1,10 +1,12 @@
 """A new version certified on its own audit, stratum by stratum, round by round.
 
-The promise is simulated through the product's own decision functions (``calibration.plan_strata`` and
-``certify_strata``, as ``benchmarks/certify_sim.py`` runs them) and judged against the target itself: references at
-the margin, shifts that hide, errors flat or among the confident, several strata at once, a bad stratum among good
-ones. The test martingale is checked against an exact computation. Then the real procedure: label -> ingest ->
-certify in rounds, withdrawn certificates, forged rows, new agents.
+The promise is simulated through the product's own decision functions (``strata.plan_audit``, ``rounds.decide``, as
+``benchmarks/certify_sim.py`` runs them) and judged against the target itself: references at the margin, shifts that
+hide, errors flat or among the confident, several strata at once, a bad stratum among good ones. CI runs 200 draws a
+cell and asserts what 200 draws can hold: a failure count no binomial at the nominal 10% exceeds more than once in a
+thousand runs (:func:`at_most_nominal`); the 1,000-draw cells are the benchmark's. The test martingale is checked
+against an exact computation. Then the real procedure: label -> ingest -> certify in rounds, withdrawn certificates,
+edited files, new agents.
 """
 
 from __future__ import annotations
@@ -26,17 +28,25 @@ from autorater.data.suite import Annotation
 from autorater.rater import Rater
 from autorater.serving.analysis.leaderboard import leaderboard
 from autorater.serving.labelling.certify import certify, format_certification
-from autorater.serving.labelling.folder import LabelJobError, LabelsFolder
+from autorater.serving.labelling.folder import LabelsFolder
 from autorater.serving.labelling.ingest import ingest
 from autorater.serving.labelling.label import label_suite
 from autorater.serving.labelling.strata import input_drift, parse_strata, stratum_fields, stratum_key
 from autorater.serving.labelstudio.formats import annotations_to_export
 from autorater.signature import frame_signature, text_signature
 from benchmarks.certify_sim import Stratum, run_cell
-from serving_env import make_env, torch_threads
+from serving_env import fresh_version, make_env, torch_threads
 from tiny_suites import read_lines
 
 DRAWS = 200
+
+
+def at_most_nominal(rate: float, draws: int = DRAWS, nominal: float = 0.10) -> bool:
+    """A failure rate measured on ``draws`` draws is consistent with at most ``nominal``: its count does not exceed
+    the 99.9% quantile of Binomial(draws, nominal) (a procedure at the nominal rate fails this 1 run in 1,000)."""
+    from scipy.stats import binom
+
+    return round(rate * draws) <= binom.ppf(0.999, draws, nominal)
 
 
 def test_the_test_martingale_keeps_its_level_exactly():
@@ -62,20 +72,20 @@ def test_a_stratum_just_under_the_target_is_certified_in_at_most_ten_percent_of_
     margin = target + 0.026 if target < 0.95 else target + 0.02
     for size in (400, 2000):
         r = run_cell({"s": Stratum(size, target - 0.005, profile)}, target, 0.1, "family", margin, DRAWS, seed=size)
-        assert r["family_failure"] <= 0.10, (size, r["family_failure"])
+        assert at_most_nominal(r["family_failure"]), (size, r["family_failure"])
 
 
 def test_a_shift_that_hides_behind_optimistic_references_keeps_the_promise():
     r = run_cell({"s": Stratum(1000, 0.89)}, 0.9, 0.1, "family", 0.94, DRAWS, seed=1)
-    assert r["family_failure"] <= 0.10
+    assert at_most_nominal(r["family_failure"])
 
 
 def test_several_strata_keep_the_stated_claim_across_them():
     spread = {f"s{i}": Stratum(300, float(0.9 + d)) for i, d in enumerate(np.linspace(-0.05, 0.05, 10))}
     family = run_cell(spread, 0.9, 0.1, "family", 0.926, DRAWS, seed=2)
-    assert family["family_failure"] <= 0.10  # any certified stratum below the target, in all
+    assert at_most_nominal(family["family_failure"])  # any certified stratum below the target, in all
     fcr = run_cell(spread, 0.9, 0.1, "fcr", 0.926, DRAWS, seed=3)
-    assert fcr["false_certification_rate"] <= 0.10  # the expected share of certified strata below it
+    assert fcr["false_certification_rate"] <= 0.10  # the expected share of certified strata below it (a mean)
     assert max(s["certified"] for s in fcr["strata"].values()) >= 0.3  # and the good ones are certified
 
 
@@ -164,7 +174,7 @@ def _answer(labels: Path, out: Path, wrong_in: str = "none", every: bool = False
 def _rounds(labels: Path, tmp: Path, wrong_in: str = "none", limit: int = 8) -> dict:
     cert = {}
     for k in range(limit):
-        ingest(labels, _answer(labels, tmp / f"answers-{k}.jsonl", wrong_in))
+        ingest(labels, _answer(labels, tmp / f"answers-{k}.jsonl", wrong_in), append_to_suite=False)
         cert = certify(labels)
         if cert["state"] == "final":
             break
@@ -173,29 +183,41 @@ def _rounds(labels: Path, tmp: Path, wrong_in: str = "none", limit: int = 8) -> 
 
 def test_rounds_certify_an_agreeing_stratum_and_route_a_disagreeing_one(env, tmp_path):
     labels = tmp_path / "labels"
-    summary = label_suite(env["model"], env["suite"], labels, strata="category")
+    version = fresh_version(env, tmp_path / "v")
+    summary = label_suite(env["model"], version, labels, strata="category", adapt=0)
     rows = read_lines(labels / "labels.jsonl")
-    strata = sorted({r["stratum"] for r in rows})
-    assert summary["auto"] == 0 and summary["provisional"] == len(rows) and len(strata) >= 2
+    strata = sorted({r["stratum"] for r in rows if "stratum" in r})
+    labelled = {a.continuation_id for a in version.annotations}  # its references: the annotator pool labelled them
+    assert labelled and summary["auto"] == 0 and len(strata) >= 2
+    assert summary["provisional"] == sum(r.get("audit_rank") is not None for r in rows) > 0
+    assert not any(r.get("audit_rank") is not None for r in rows if r["continuation_id"] in labelled)
+    assert all(r["decision"] == "human" and r["reason"] == "human_labelled" and not r["audit"]
+               for r in rows if r["continuation_id"] in labelled)
     assert "provisional" in summary["certification"]["promise"]
-    assert all(any(r["audit"] for r in rows if r["stratum"] == s) for s in strata)
-    assert leaderboard(labels)["waiting"] == len(rows)  # no provisional label counts before certify
+    audited = {k for k, p in summary["certification"]["strata"].items() if p["design"]}
+    assert audited and all(any(r["audit"] for r in rows if r.get("stratum") == s) for s in audited)
+    assert leaderboard(labels)["waiting"] == len(rows) - len(labelled)  # no provisional label counts before certify
     assert certify(labels)["state"] == "waiting"  # nothing answered: nothing decided
-    assert {r["decision"] for r in read_lines(labels / "labels.jsonl")} == {"provisional"}
+    assert {r["decision"] for r in read_lines(labels / "labels.jsonl") if r.get("audit_rank") is not None} == \
+        {"provisional"}
 
     cert = _rounds(labels, tmp_path, wrong_in=strata[0])
     after = read_lines(labels / "labels.jsonl")
     assert cert["state"] == "final" and cert["claim"] == "family"
-    assert cert["strata"][strata[0]]["state"] == "routed"
-    assert all(cert["strata"][s]["state"] == "certified" for s in strata[1:])
+    assert strata[0] in audited and cert["strata"][strata[0]]["state"] == "routed"
+    assert all(cert["strata"][s]["state"] == "certified" for s in audited - {strata[0]})
     for r in after:
-        assert r["decision"] == ("human" if r["stratum"] == strata[0] else "auto")
+        if r.get("audit_rank") is not None:
+            assert r["decision"] == ("human" if r["stratum"] == strata[0] or r.get("label_source") == "human"
+                                     and r["decision"] != "auto" else "auto")
         if r["decision"] == "auto" and r.get("label_source") != "human":
             assert r["label_source"] == "model" and r["outcome"] == r["model_outcome"]  # final as certify writes it
+    summary = LabelsFolder(labels).read_summary()  # auto counts the model's labels only, never an answered audit
+    assert summary["auto"] == sum(r["decision"] == "auto" and r.get("label_source") != "human" for r in after)
     # the routed stratum's continuations not yet answered are the new round's queue
     tasks = json.loads((labels / "labelstudio" / "tasks.json").read_text())
     assert {t["data"]["continuation_id"] for t in tasks} == \
-        {r["continuation_id"] for r in after if r["stratum"] == strata[0] and r.get("label_source") != "human"}
+        {r["continuation_id"] for r in after if r["decision"] == "human" and r.get("label_source") != "human"}
     # idempotent: again, nothing changes
     before = {p.name: p.read_bytes() for p in labels.rglob("*.json*") if p.is_file()}
     assert certify(labels) == cert
@@ -217,9 +239,9 @@ def _export(labels: Path, tasks: list[dict], flip: bool, updated_at: str | None 
     return export
 
 
-def test_a_certificate_is_withdrawn_when_its_audit_answers_are_corrected(env, tmp_path):
+def test_a_certificate_is_withdrawn_when_its_audit_answers_are_corrected_and_the_withdrawal_is_kept(env, tmp_path):
     labels = tmp_path / "labels"
-    label_suite(env["model"], env["suite"], labels, strata="none")
+    label_suite(env["model"], fresh_version(env, tmp_path / "v"), labels, strata="none", adapt=0)
     tasks = json.loads((labels / "labelstudio" / "tasks.json").read_text())
     (tmp_path / "round1.json").write_text(json.dumps(_export(labels, tasks, flip=False)))
     ingest(labels, tmp_path / "round1.json")
@@ -231,24 +253,47 @@ def test_a_certificate_is_withdrawn_when_its_audit_answers_are_corrected(env, tm
     ingest(labels, tmp_path / "fix.json")
     cert = certify(labels)
     rows = read_lines(labels / "labels.jsonl")
-    assert cert["revoked"] == ["all"] and cert["strata"]["all"]["state"] == "routed"
-    assert cert["strata"]["all"]["reason"] == "revoked" and "REVOKED" in format_certification(cert)
+    assert [r["stratum"] for r in cert["revoked"]] == ["all"] and cert["revoked"][0]["at"]
+    assert cert["strata"]["all"]["state"] in ("routed", "learning")
+    assert cert["strata"]["all"]["reason"] == "revoked" and "WITHDRAWN" in format_certification(cert)
     assert not any(r["decision"] == "auto" for r in rows)
     summary = LabelsFolder(labels).read_summary()
     assert summary["auto"] == 0 and "no stratum certified" in summary["certification"]["promise"]
     queued = {t["data"]["continuation_id"] for t in json.loads((labels / "labelstudio" / "tasks.json").read_text())}
     assert queued == {r["continuation_id"] for r in rows if r.get("label_source") != "human"}
-    assert certify(labels)["strata"]["all"]["state"] == "routed"  # and it stays withdrawn
+    again = certify(labels)  # nothing new: the withdrawal stays, with its date and reason
+    assert again["strata"]["all"]["reason"] == "revoked" and again["revoked"] == cert["revoked"]
 
 
-def test_auto_rows_the_product_did_not_write_are_refused(env, tmp_path):
+def test_an_answer_that_changes_to_an_agreement_never_earns_a_certificate(env, tmp_path):
+    # every first answer disagrees; the team re-asks them and the new answers agree: the first answer stands
     labels = tmp_path / "labels"
-    label_suite(env["model"], env["suite"], labels, strata="category")
+    label_suite(env["model"], fresh_version(env, tmp_path / "v"), labels, strata="none", adapt=0)
+    tasks = json.loads((labels / "labelstudio" / "tasks.json").read_text())
+    (tmp_path / "first.json").write_text(json.dumps(_export(labels, tasks, flip=True)))
+    ingest(labels, tmp_path / "first.json")
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    (tmp_path / "again.json").write_text(json.dumps(_export(labels, tasks, flip=False, updated_at=now)))
+    ingest(labels, tmp_path / "again.json")  # re-asked before certify ever ran: the history still knows the first
+    cert = certify(labels)
+    assert cert["strata"]["all"]["state"] != "certified"
+    assert cert["strata"]["all"]["estimate"] == 0.0
+
+
+def test_labels_jsonl_and_summary_are_derived_so_editing_them_certifies_nothing(env, tmp_path):
+    labels = tmp_path / "labels"
+    label_suite(env["model"], fresh_version(env, tmp_path / "v"), labels, strata="category", adapt=0)
     rows = read_lines(labels / "labels.jsonl")
-    rows[3]["decision"] = "auto"  # forged: no run of certify certified its stratum
+    for r in rows:  # forged: every row auto, human answers that agree written in, audit ranks renumbered
+        r.update(decision="auto", label_source="human", human_outcome=r.get("model_outcome"), audit_rank=0)
     (labels / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with pytest.raises(LabelJobError, match="line 4.*no run of `autorater certify` certified"):
-        certify(labels)
+    summary = json.loads((labels / "summary.json").read_text())
+    summary["certification"]["strata"] = {k: {**v, "design": {**(v["design"] or {}), "alpha": 1}}
+                                          for k, v in summary["certification"]["strata"].items()}
+    (labels / "summary.json").write_text(json.dumps(summary))
+    cert = certify(labels)
+    assert not any(s["state"] == "certified" for s in cert["strata"].values())
+    assert not any(r["decision"] == "auto" for r in read_lines(labels / "labels.jsonl"))
 
 
 def test_a_version_of_new_agents_is_audited_as_new(env, tmp_path):
@@ -258,26 +303,31 @@ def test_a_version_of_new_agents_is_audited_as_new(env, tmp_path):
     agents = sorted({r["agent"] for r in record.input_sample})
     record.input_sample = [r for r in record.input_sample if r["agent"] == agents[0]]  # the references saw one agent
     record.to_json(model / "calibration.json")
-    summary = label_suite(model, env["suite"], tmp_path / "labels", strata="new-agent")
-    keys = set(summary["certification"]["plan"])
+    summary = label_suite(model, fresh_version(env, tmp_path / "v"), tmp_path / "labels", strata="new-agent")
+    keys = set(summary["certification"]["strata"])
     assert keys == {"all"} | {f"new-agent={a}" for a in agents[1:]}
-    assert all(summary["certification"]["plan"][f"new-agent={a}"]["status"] == "new" for a in agents[1:])
+    assert all(summary["certification"]["strata"][f"new-agent={a}"]["status"] == "new" for a in agents[1:])
+    # the new agents' strata give their first model half of their budget, the known one nine tenths: challengers
+    # may follow (adaptation is on by default)
+    assert summary["certification"]["strata"]["all"]["weights"][0] == 0.9
+    assert all(summary["certification"]["strata"][f"new-agent={a}"]["weights"][0] == 0.5 for a in agents[1:])
 
 
 def test_cli_certify_prints_the_promise_and_the_claim(env, tmp_path, capsys):
     labels = tmp_path / "labels"
-    assert cli.main(["label", "--model", str(env["model"]), "--suite", str(env["suite"].root), "--out", str(labels),
-                     "--quiet", "--strata", "none", "--claim", "fcr"]) == 0
+    version = fresh_version(env, tmp_path / "v")
+    assert cli.main(["label", "--model", str(env["model"]), "--suite", str(version.root), "--out", str(labels),
+                     "--quiet", "--strata", "none", "--claim", "fcr", "--adapt", "0"]) == 0
     assert "provisional" in capsys.readouterr().out
     for k in range(6):
-        ingest(labels, _answer(labels, tmp_path / f"a{k}.jsonl"))
+        ingest(labels, _answer(labels, tmp_path / f"a{k}.jsonl"), append_to_suite=False)
         assert cli.main(["certify", str(labels)]) == 0
         if LabelsFolder(labels).read_summary()["certification"]["state"] == "final":
             break
     out = capsys.readouterr().out
-    assert "claim fcr" in out and "false certification rate" in out and "certified at confidence" in out
+    assert "claim fcr" in out and "false certification rate" in out and "certified (" in out
     assert LabelsFolder(labels).read_summary()["provisional"] == 0
-    assert cli.main(["label", "--model", str(env["model"]), "--suite", str(env["suite"].root), "--out",
+    assert cli.main(["label", "--model", str(env["model"]), "--suite", str(version.root), "--out",
                      str(tmp_path / "ref"), "--quiet", "--certify", "references"]) == 0
     capsys.readouterr()
     assert cli.main(["certify", str(tmp_path / "ref")]) == 2

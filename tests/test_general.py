@@ -96,8 +96,8 @@ def test_the_general_model_learns_which_colour_the_words_name(tmp_path):
         config = tmp_path / "config.json"
         config.write_text(json.dumps({"model": {"outcome_size": 96, "outcome_members": 2, "outcome_blocks": 0,
                                                 "outcome_pooling": "max"},
-                                      "train": {"min_steps": 400, "outcome_steps": 400, "val_share": 0.01,
-                                                "match_warmup_epochs": 2}}))
+                                      "train": {"min_steps": 400, "val_share": 0.01, "outcome": {"steps": 400},
+                                                "stream": {"match_warmup_epochs": 2}}}))
         assert cli.main(["train", "--suite", str(suite.root), "--out", str(tmp_path / "m"), "--config", str(config),
                          "--no-tracking", "--cache-dir", str(tmp_path / "cache"), "--quiet"]) == 0
         out = tmp_path / "pred.jsonl"

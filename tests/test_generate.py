@@ -186,3 +186,49 @@ def test_references_are_whole_scenarios_and_training_never_sees_them(suite_dir, 
     both = build_examples([suite, swapped], aggregation="majority")
     shown = {suite.continuation_by_id[c].scenario_id for c in both.continuation_ids if c in suite.continuation_by_id}
     assert not shown & held  # neither under their own words nor under the swapped ones
+
+
+def test_a_bot_replanning_without_end_is_stopped_and_the_scenario_ends(monkeypatch):
+    """Issue 65: `suite generate --world babyai --scenarios 40 --continuations-per-scenario 10 --seed 7` never ended:
+    in scenario 30 the distractor agent's chores bot (carrying an object, a blocker ahead) stacked subgoals without
+    end in one replanning (2 GB after 30 minutes). That scenario alone (truths only) now ends in about a second; a
+    replanning stops at its budget, which normal play stays far below."""
+    import signal
+
+    import autorater.data.worlds.babyai.bot as bot
+    from autorater.data.worlds import ScenarioJob
+    from autorater.data.worlds.babyai import check_options, run_scenario
+
+    looks, spent = [], []
+
+    def counted(b, action_taken=None):
+        try:
+            return real(b, action_taken)
+        except bot.PlanBudgetSpent:
+            spent.append(1)
+            raise
+        finally:
+            looks.append(bot.MAX_PLAN_STEPS - b.stack.left)
+
+    real = bot.replan_within_budget
+    monkeypatch.setattr(bot, "replan_within_budget", counted)
+
+    def stop(*_):
+        raise TimeoutError("scenario 30 of seed 7 still running after 120 s: a bot replans without end")
+
+    # what the generator deals scenario 30 of that suite (40 scenarios of 10, seed 7): its eighth is the distractor
+    agents = ["noisy-0.2", "random", "expert", "noisy-0.5", "distractor", "expert", "noisy-0.5", "distractor", "random",
+              "noisy-0.2"]
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(120)
+    try:
+        result = run_scenario(ScenarioJob(30, "PutNextLocal", agents, 300, 7, None, 8.0, "v1", check_options()))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    truths = result["truths"]
+    assert [t["agent"] for t in truths] == agents and {t["outcome"] for t in truths} <= {"success", "failure"}
+    assert truths[7]["outcome"] == "failure"  # expert play toward another object: the wrong one
+    assert spent  # the endless replanning was reached, and stopped by the budget
+    normal = sorted(n for n in looks if n < bot.MAX_PLAN_STEPS)
+    assert len(normal) > 300 and normal[-1] <= bot.MAX_PLAN_STEPS // 5  # every other replanning used a few looks

@@ -11,8 +11,8 @@ import torch
 from autorater.models import PRESETS, AutoModel
 from model_suites import camera_suite, one_thread
 
-WHOLE = {"preset": "tiny-general", "model": {"outcome": {"blocks": 6}}, "train": {"epochs": 1, "match_warmup_epochs": 0,
-                                                                                 "val_share": 0.25}}
+WHOLE = {"preset": "tiny-general", "model": {"outcome": {"blocks": 6}},
+         "train": {"epochs": 1, "val_share": 0.25, "stream": {"match_warmup_epochs": 0}}}
 
 
 @pytest.fixture()

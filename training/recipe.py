@@ -15,11 +15,11 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 import numpy as np
 
-from autorater.config import AutoraterConfig, with_changes
+from autorater.config import AutoraterConfig, check_value, with_changes
 from autorater.data.suite import Suite
 from autorater.data.worlds import world_allows
 from autorater.device import DEFAULT_DEVICE
@@ -91,6 +91,14 @@ class TrainConfig:
     gate: GateRecipe = field(default_factory=GateRecipe)
     augment: Augmentations = field(default_factory=Augmentations)
 
+    # The range of every number of the top level (any other number 0..1e6; a stage's in its recipe's ``ranges``),
+    # checked where a recipe file is read (``check``): ``epochs`` 0 trained nothing and wrote an untrained model; 1e9
+    # never ends.
+    ranges: ClassVar[dict[str, tuple[float, float]]] = {
+        "epochs": (1, 10_000), "batch_size": (1, 4096), "lr": (1e-9, 10), "encoder_lr": (0, 10),
+        "weight_decay": (0, 10), "patience": (0, 10_000), "val_share": (0, 0.9), "ema": (0, 0.999999),
+        "seed": (0, 2 ** 32 - 1)}
+
     @classmethod
     def stages(cls) -> dict[str, type]:
         """The fields that hold a stage's recipe (and the batches' augmentations), by name."""
@@ -148,6 +156,19 @@ class TrainConfig:
                 changes[stage] = dataclasses.replace(getattr(self, stage), **value)
         return dataclasses.replace(self, **changes)
 
+    def check(self, where: str = "the recipe") -> "TrainConfig":
+        """``self``, each field (a stage's too) of its default's type and in its range (``ranges``, and each stage's
+        recipe's); else a ValueError naming ``where`` and the field. Returns self."""
+        if not isinstance(self.train_only, list):  # to_dict lists it: "abc" would read as three prefixes
+            raise ValueError(f"{where} field 'train_only' must be a list of strings, got {str(self.train_only)[:60]!r}")
+        check_recipe(self, where)
+        for stage in self.stages():
+            check_recipe(getattr(self, stage), f"{where} field {stage!r}:")
+        if self.aggregation not in ("dawid_skene", "majority"):
+            raise ValueError(f"{where} field 'aggregation' must be dawid_skene or majority, got "
+                             f"{str(self.aggregation)[:60]!r}")
+        return self
+
     def schedule(self) -> Schedule:
         """How the whole model trains in one step (``training/loop.py``): this recipe's epochs, step, patience and
         average."""
@@ -164,6 +185,23 @@ class TrainConfig:
         scale = self.min_steps / max(1, planned)
         return self.replace(epochs=int(np.ceil(self.epochs * scale)), patience=int(np.ceil(self.patience * scale)),
                             stream={"match_warmup_epochs": int(np.ceil(self.stream.match_warmup_epochs * scale))})
+
+
+def check_recipe(recipe, where: str) -> None:
+    """Each field of the dataclass ``recipe`` (a recipe) of its default's type and in its range (its class's
+    ``ranges``, else 0..1e6), a nested recipe left to its own check; else a ValueError naming ``where`` and the
+    field."""
+    defaults = type(recipe)()
+    for f in dataclasses.fields(recipe):
+        value, default = getattr(recipe, f.name), getattr(defaults, f.name)
+        if dataclasses.is_dataclass(default) or isinstance(default, list):
+            continue
+        want = type(default)
+        ok = isinstance(value, want) and (want is bool or not isinstance(value, bool))
+        ok = ok or (want is float and isinstance(value, int) and not isinstance(value, bool))
+        if not ok:
+            raise ValueError(f"{where} field {f.name!r} must be {want.__name__}, got {str(value)[:60]!r}")
+        check_value(type(recipe), where, f.name, value)
 
 
 def recipe_for(model_config: AutoraterConfig, **changes) -> TrainConfig:
@@ -214,18 +252,26 @@ def load_config_file(path: str | Path | None) -> tuple[AutoraterConfig, TrainCon
         d = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
         raise ValueError(f"cannot read config file {path}: {err}") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"{path}: a recipe file is a JSON object with keys preset, model, train; got "
+                         f"{type(d).__name__}")
     unknown = set(d) - {"preset", "model", "train"}
     if unknown:
         raise ValueError(f"{path}: unknown top-level key(s) {sorted(unknown)}; use preset, model, train")
     preset = d.get("preset", DEFAULT_PRESET)
-    if preset not in PRESETS:
-        raise ValueError(f"{path}: unknown preset {preset!r}; known: {sorted(PRESETS)}")
+    if not isinstance(preset, str) or preset not in PRESETS:
+        raise ValueError(f"{path}: unknown preset {str(preset)[:60]!r}; known: {sorted(PRESETS)}")
     changes, start = d.get("model", {}), PRESETS[preset]
+    if not isinstance(changes, dict):
+        raise ValueError(f"{path}: \"model\" must be a JSON object of config fields, got {str(changes)[:60]!r}")
     if changes.get("architecture", start.architecture) != start.architecture:
         model = AutoConfig.from_dict(changes)  # another architecture than the preset's: its own defaults
     else:
         model = AutoConfig.from_dict(with_changes(start.to_dict(), changes, type(start)))
-    return model, recipe_for(model).replace(**TrainConfig.changes_of(d.get("train", {})))
+    train = d.get("train", {})
+    if not isinstance(train, dict):
+        raise ValueError(f"{path}: \"train\" must be a JSON object of recipe fields, got {str(train)[:60]!r}")
+    return model, recipe_for(model).replace(**TrainConfig.changes_of(train)).check(f"{path}: train")
 
 
 __all__ = ["LEGACY_NAMES", "Augmentations", "GateRecipe", "OutcomeRecipe", "StreamRecipe", "TrainConfig", "load_config",

@@ -63,6 +63,8 @@ def train(source: Sequence[Suite] | "Pack", model_config: AutoraterConfig, tc: T
     start = time.time()
     with seeded(tc.seed):
         model, data = inputs(source, model_config, tc, prepared, progress)
+        if init_state is not None:
+            check_fine_tuning((prepared[0] if prepared is not None else model).config, model_config)
         encoded = time.time()
         stages = plan(model, tc, init_state)
         train_rows, val_rows = split_groups(data.groups or data.ex.scenario_keys, tc.val_share, tc.seed)
@@ -76,7 +78,26 @@ def train(source: Sequence[Suite] | "Pack", model_config: AutoraterConfig, tc: T
     result.wall_s = time.time() - start
     if out is not None:
         write_model(result, out, tc, data.suite_names)
+        record_suites(out, source)
     return result
+
+
+def record_suites(out: str | Path, source: Sequence[Suite] | "Pack") -> None:
+    """Where the training suites are, in the folder's ``metadata.json`` (a version challenger replays them)."""
+    if isinstance(source, Sequence) and (Path(out) / "metadata.json").is_file():
+        from autorater.rater import update_metadata
+
+        update_metadata(out, train_suite_paths=sorted({str(Path(s.root).resolve()) for s in source}))
+
+
+def check_fine_tuning(learned: AutoraterConfig, model_config: AutoraterConfig) -> None:
+    """A fine-tuning start keeps its architecture: ValueError when the data would change ``model_config`` (the
+    config the prepared model ``learned`` differs: a model saved before it learned its words or failure modes)."""
+    if learned != model_config:
+        changed = sorted(k for k, v in model_config.to_dict().items() if learned.to_dict().get(k) != v)
+        raise ValueError(f"fine-tuning keeps the starting model's architecture, but these data would change its "
+                         f"{', '.join(changed)} (a model saved before it learned them); fix: start from a model "
+                         f"trained on suites, or retrain")
 
 
 def inputs(source: Sequence[Suite] | "Pack", model_config: AutoraterConfig, tc: TrainConfig,
@@ -108,4 +129,5 @@ def run_epoch(model: Autorater, data: TrainingData, rows: np.ndarray, tc: TrainC
     return loop.run_epoch(part, rows, tc.schedule(), opt, sched, rng, average)
 
 
-__all__ = ["TrainConfig", "TrainResult", "inputs", "joint_batch", "run_epoch", "train"]
+__all__ = ["TrainConfig", "TrainResult", "check_fine_tuning", "inputs", "joint_batch", "record_suites", "run_epoch",
+           "train"]

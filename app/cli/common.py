@@ -20,20 +20,48 @@ def csv(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
-def _in_range(convert, what: str, low, high):
-    """An argparse ``type``: ``convert(text)``, finite, from ``low`` to ``high`` (else argparse prints the fix)."""
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose errors are one line: the command, what is wrong (a flag's value: the flag, the allowed
+    range and the fix) and, where the message has no fix, where the help is. Exit status 2, as argparse's."""
+
+    def error(self, message: str):
+        from autorater.data.paths import printable
+
+        text = printable(" ".join(str(message).split()))
+        text = text if len(text) <= 1000 else f"{text[:600]} ... {text[-300:]}"
+        fix = "" if "fix:" in text else f" (fix: see `{self.prog} --help`)"
+        self.exit(2, f"{self.prog}: error: {text}{fix}\n")
+
+
+MAX_SEED = 2 ** 32 - 1  # every --seed: what numpy's seeds take, and what the folders written with it read back
+MAX_BATCH = 1024  # --batch-size: continuations rated at once (each a clip of frames in memory)
+MAX_EPOCHS = 10_000  # --epochs: at least one (no untrained model is written), and a run that ends
+
+
+def _shown(value) -> str:
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
+def _in_range(convert, what: str, low, high, above: bool = False, below: bool = False):
+    """An argparse ``type``: ``convert(text)``, finite, from ``low`` to ``high`` (``above``: greater than ``low``;
+    ``below``: less than ``high``); else argparse prints the flag, the range and the fix, before the command does any
+    work. The bounds are kept on the function (``low``, ``high``, ``above``, ``below``) for the test that walks every
+    flag of the CLI."""
+    span = (f"{'greater than' if above else 'from'} {_shown(low)} {'and less than' if below else 'to'} "
+            f"{_shown(high)}")
+
     def parse(text: str):
         try:
             value = convert(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not {what} (fix: pass a number from {low:g} to "
-                                             f"{high:g})") from None
-        if (isinstance(value, float) and not math.isfinite(value)) or not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{text[:40]} is out of range (fix: pass a number from {low:g} to "
-                                             f"{high:g})")
+        except ValueError:  # not a number, or an integer of over 4,300 digits
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not {what} (fix: pass {what} {span})") from None
+        inside = (low < value if above else low <= value) and (value < high if below else value <= high)
+        if (isinstance(value, float) and not math.isfinite(value)) or not inside:
+            raise argparse.ArgumentTypeError(f"{text[:40]} is out of range (fix: pass {what} {span})")
         return value
 
     parse.__name__ = "integer" if convert is int else "number"
+    parse.low, parse.high, parse.above, parse.below = low, high, above, below
     return parse
 
 
@@ -42,9 +70,15 @@ def int_in(low: int, high: int):
     return _in_range(int, "an integer", low, high)
 
 
-def float_in(low: float, high: float):
-    """An argparse ``type``: a finite number from ``low`` to ``high`` (``--frame-rate -1`` is refused, so is nan)."""
-    return _in_range(float, "a number", low, high)
+def float_in(low: float, high: float, above: bool = False, below: bool = False):
+    """An argparse ``type``: a finite number from ``low`` to ``high`` (``above``: greater than ``low``; ``below``:
+    less than ``high``); ``--frame-rate -1`` is refused, so is nan."""
+    return _in_range(float, "a number", low, high, above, below)
+
+
+def seed_arg(p, help: str = "the seed") -> None:
+    """``--seed``, an integer from 0 to ``MAX_SEED`` (default 0)."""
+    p.add_argument("--seed", type=int_in(0, MAX_SEED), default=0, help=f"{help} (0 to {MAX_SEED})")
 
 
 def threads() -> None:
@@ -100,6 +134,6 @@ def model_and_suite(p, model_help="model folder, or models:/autorater@champion",
     p.add_argument("--suite", required=True, help=suite_help)
 
 
-__all__ = ["csv", "device_arg", "float_in", "int_in",
+__all__ = ["MAX_BATCH", "MAX_EPOCHS", "MAX_SEED", "Parser", "csv", "device_arg", "float_in", "int_in", "seed_arg",
            "loading_args", "model_and_suite", "model_args", "model_folder", "rater",
            "set_offline_env", "threads", "unverified_arg"]

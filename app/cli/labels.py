@@ -22,7 +22,9 @@ def cmd_label(args) -> int:
                           on_drift=args.on_drift, video_url_prefix=args.video_url_prefix, backend=args.backend,
                           ray_address=args.address, progress=not args.quiet, device=args.device,
                           allow_unverified=args.allow_unverified, certify=args.certify, strata=args.strata,
-                          claim=args.claim, audit_budget=args.audit_budget)
+                          claim=args.claim, audit_budget=args.audit_budget, adapt=args.adapt,
+                          adapt_after=args.adapt_after, replay=args.replay, cache_dir=args.cache_dir,
+                          adapt_epochs=args.adapt_epochs)
     print(format_summary(summary))
     print(f"written: {args.out}/labels.jsonl, errors.jsonl, summary.json, labelstudio/config.xml and tasks.json "
           f"({summary['human_tasks']} tasks for the annotators)")
@@ -33,7 +35,8 @@ def cmd_certify(args) -> int:
     from autorater.serving.labelling.certify import certify, format_certification
     from autorater.serving.labelling.folder import LabelsFolder
 
-    cert = certify(args.labels, video_url_prefix=args.video_url_prefix)
+    cert = certify(args.labels, video_url_prefix=args.video_url_prefix, adapt=not args.no_adapt, device=args.device,
+                   tracking_uri=args.tracking_uri, progress=not args.quiet)
     print(format_certification(cert))
     folder = LabelsFolder(args.labels)
     summary = folder.read_summary()
@@ -187,15 +190,31 @@ def _labelling_commands(sub) -> None:
     common.model_and_suite(p, suite_help="the new suite version")
     p.add_argument("--out", required=True, help="labels folder (labels.jsonl, summary.json, labelstudio/ ...)")
     p.add_argument("--resume", action="store_true", help="finish an interrupted job in --out")
-    p.add_argument("--workers", type=int, default=2, help="decoding threads (local) or rating actors (ray)")
+    p.add_argument("--workers", type=common.int_in(1, 256), default=2,
+                   help="decoding threads (local) or rating actors (ray)")
     p.add_argument("--backend", choices=["local", "ray"], default="local",
                    help="where batches are rated: this process, or Ray Data (pip install '.[ray]')")
     p.add_argument("--address", help="Ray cluster address for --backend ray (default: a local Ray)")
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--audit-share", type=float, default=0.2,
+    p.add_argument("--batch-size", type=common.int_in(1, common.MAX_BATCH), default=16)
+    p.add_argument("--audit-share", type=common.float_in(0, 1), default=0.2,
                    help="with --certify references: the share of the auto-labels audited by humans at random (for "
                         "unbiased rates); with --certify audit each stratum's audit is sequential and this is unused")
-    p.add_argument("--seed", type=int, default=0, help="seed of the audit draw")
+    p.add_argument("--seed", type=common.int_in(0, common.MAX_SEED), default=None,
+                   help="seed of the audit order (default: drawn afresh for each job and kept in job.json: no two "
+                        "jobs share an audit order; give one only to reproduce a job)")
+    p.add_argument("--adapt", type=common.int_in(0, 8), default=2, metavar="N",
+                   help="version challengers that may follow each stratum's model (default 2; 0: none): a stratum the "
+                        "model fails asks a few labels per category, a challenger learns from the version's labels and "
+                        "is audited on the rest; each stratum's error budget is split across its models in advance")
+    p.add_argument("--adapt-after", type=common.int_in(1, 10_000), default=10, metavar="K",
+                   help="human labels per category of a stratum before a challenger learns from them (default 10)")
+    p.add_argument("--replay", action="append", default=None, metavar="SUITE",
+                   help="a training suite a challenger replays beside the version's labels (repeatable; default: the "
+                        "ones the model's metadata.json records); its videos are kept out of the audit")
+    p.add_argument("--cache-dir", default=None, help="the feature cache challengers train and rate from "
+                                                     "(default runs/cache)")
+    p.add_argument("--adapt-epochs", type=common.int_in(1, 1000), default=None,
+                   help="a challenger's epochs (default: the fine-tuning recipe's)")
     p.add_argument("--on-drift", choices=["warn", "route"], default="warn",
                    help="a stratum whose inputs moved from the references' (or a new one): audit it without the "
                         "references' prior (warn), or route it to humans whole (route)")
@@ -211,7 +230,7 @@ def _labelling_commands(sub) -> None:
                    help="the promise across strata: family (default: every certified stratum at once, with the "
                         "calibration's confidence) or fcr (the expected share of certified strata below target is at "
                         "most 1 - confidence; cheaper when most strata are good)")
-    p.add_argument("--audit-budget", type=float, default=None, metavar="SHARE",
+    p.add_argument("--audit-budget", type=common.float_in(0, 1, above=True), default=None, metavar="SHARE",
                    help="the largest share of a stratum's provisional labels its audit may take before the stratum "
                         "goes to humans (default: as long as the test can still pass)")
     p.add_argument("--video-url-prefix", help="how Label Studio reaches the videos (default: its local-files "
@@ -235,6 +254,12 @@ def _labelling_commands(sub) -> None:
                                    "run it again after each ingest (docs/calibration.md).")
     p.add_argument("labels", help="labels folder written by `autorater label` (after `autorater ingest`)")
     p.add_argument("--video-url-prefix", help="how Label Studio reaches the videos of the new round (as for label)")
+    p.add_argument("--no-adapt", action="store_true", help="train no version challenger this run (strata whose "
+                                                           "learning labels are in wait for the next run)")
+    p.add_argument("--device", default="cpu", help="where a challenger trains and rates: cpu (default), cuda, auto")
+    p.add_argument("--tracking-uri", default=None, help="the MLflow store a challenger is registered in (default: "
+                                                        "none)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_certify)
 
     p = sub.add_parser("leaderboard", help="per-agent success rates with 95%% intervals (PPI), JSON and HTML; across "
@@ -253,7 +278,7 @@ def _labelling_commands(sub) -> None:
     p.add_argument("--out", help="HTML report (default: LABELS/leaderboard.html, or leaderboard-versions.html across "
                                  "versions; the JSON goes next to it)")
     p.add_argument("--truth", action="store_true", help="compare with the simulator truth (synthetic suites)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    common.seed_arg(p, "bootstrap seed")
     p.set_defaults(func=cmd_leaderboard)
 
 
@@ -279,8 +304,8 @@ def _labelstudio_commands(sub) -> None:
                                                    "annotators (synthetic suites): a Label Studio export")
     p.add_argument("--labels", required=True)
     p.add_argument("--out", required=True, help="export .json to write")
-    p.add_argument("--annotators", type=int, default=3, help="annotators per task")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--annotators", type=common.int_in(1, 1000), default=3, help="annotators per task")
+    common.seed_arg(p)
     p.set_defaults(func=cmd_simulate_annotators)
 
 
@@ -292,13 +317,13 @@ def _active_commands(sub) -> None:
     common.loading_args(p)
     p.add_argument("--model", required=True, help="model folder, or models:/autorater@champion")
     p.add_argument("--pool", required=True, help="pool suite (its unannotated, non-reference continuations)")
-    p.add_argument("--budget", type=int, required=True, help="how many to choose")
+    p.add_argument("--budget", type=common.int_in(1, 10 ** 6), required=True, help="how many to choose")
     p.add_argument("--out", required=True, help="folder for selection.jsonl and labelstudio/")
     p.add_argument("--strategy", choices=["uncertainty", "margin", "entropy", "random", "balanced"],
                    default="uncertainty", help="balanced: uncertainty with a quota per predicted class that moves the "
                                                "labelled set towards half successes, half failures")
     p.add_argument("--no-diversity", action="store_true", help="pure ranking (no spread over scenarios/categories)")
-    p.add_argument("--seed", type=int, default=0)
+    common.seed_arg(p)
     p.add_argument("--video-url-prefix")
     common.model_args(p)
     p.set_defaults(func=cmd_active_select)
@@ -312,14 +337,15 @@ def _active_commands(sub) -> None:
     p.add_argument("--tasks", help="the tasks.json they answered (from `active select`)")
     p.add_argument("--references", help="suite whose references judge both models (default: the pool's)")
     p.add_argument("--retrain", action="store_true", help="train from scratch instead of fine-tuning the champion")
-    p.add_argument("--level", type=float, default=0.95,
+    p.add_argument("--level", type=common.float_in(0, 1, above=True, below=True), default=0.95,
                    help="level of the paired interval of the gain in balanced accuracy (promote when above --margin)")
-    p.add_argument("--margin", type=float, default=0.0, help="the gain the interval's lower end must exceed")
+    p.add_argument("--margin", type=common.float_in(-1, 1), default=0.0,
+                   help="the gain the interval's lower end must exceed")
     p.add_argument("--config", help='the training recipe: a preset name or a JSON file as for train (only its '
                                     '"train" part is used: the architecture is the champion\'s)')
-    p.add_argument("--epochs", type=int)
+    p.add_argument("--epochs", type=common.int_in(1, common.MAX_EPOCHS))
     p.add_argument("--cache-dir", default="runs/cache")
-    p.add_argument("--seed", type=int, default=0)
+    common.seed_arg(p)
     common.model_args(p)
     p.set_defaults(func=cmd_active_round)
 
@@ -330,29 +356,31 @@ def _serve_command(sub) -> None:
     p.add_argument("--model", required=True, help="model folder, or models:/autorater@champion")
     p.add_argument("--media-root", required=True, help="folder that video paths in requests are relative to")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
-    p.add_argument("--port", type=int, default=9090)
+    p.add_argument("--port", type=common.int_in(0, 65535), default=9090, help="0: any free port")
     p.add_argument("--suite", help="pool suite whose annotations.jsonl the /webhook appends to")
     p.add_argument("--token", help="bearer token required on every request (or set AUTORATER_TOKEN)")
     p.add_argument("--allow-unauthenticated", action="store_true",
                    help="bind beyond loopback without a token (only behind an authenticating proxy)")
-    p.add_argument("--timeout-s", type=float, default=90.0,
+    p.add_argument("--timeout-s", type=common.float_in(0, 86400, above=True), default=90.0,
                    help="one deadline per request, in seconds (Label Studio waits 100 s for /predict)")
-    p.add_argument("--max-upload-mb", type=float, default=64.0)
-    p.add_argument("--max-decodes", type=int, default=2, help="ratings at once; more are answered 503")
-    p.add_argument("--header-timeout-s", type=float, default=10.0,
+    p.add_argument("--max-upload-mb", type=common.float_in(0.001, 65536), default=64.0)
+    p.add_argument("--max-decodes", type=common.int_in(1, 256), default=2,
+                   help="ratings at once; more are answered 503")
+    p.add_argument("--header-timeout-s", type=common.float_in(0, 3600, above=True), default=10.0,
                    help="a connection whose request head has not arrived in this time is closed")
-    p.add_argument("--body-timeout-s", type=float, default=60.0,
+    p.add_argument("--body-timeout-s", type=common.float_in(0, 86400, above=True), default=60.0,
                    help="a request's whole body must arrive within this time (408 otherwise)")
-    p.add_argument("--max-connections", type=int, default=64, help="open connections at once; more are answered 503")
-    p.add_argument("--max-idle-connections", type=int, default=None,
+    p.add_argument("--max-connections", type=common.int_in(1, 100_000), default=64,
+                   help="open connections at once; more are answered 503")
+    p.add_argument("--max-idle-connections", type=common.int_in(1, 100_000), default=None,
                    help="connections waiting for a request head at once (default: half of --max-connections); one "
                         "more closes the longest-waiting")
     p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                    help="a web page (https://host:port) allowed to send POST requests besides the service's own "
                         "loopback address; repeatable (requests from programs send no Origin and need none)")
-    p.add_argument("--max-frame-pixels", type=int, default=4096 * 2304,
+    p.add_argument("--max-frame-pixels", type=common.int_in(1, 4096 * 4096), default=4096 * 2304,
                    help="pixels of one video frame (the container's claim and every decoded frame)")
-    p.add_argument("--max-decoded-pixels", type=int, default=1 << 34,
+    p.add_argument("--max-decoded-pixels", type=common.int_in(1, 1 << 40), default=1 << 34,
                    help="pixels decoded for one video, every frame counted (a running budget)")
     common.model_args(p)
     p.set_defaults(func=cmd_serve)

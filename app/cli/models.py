@@ -245,8 +245,8 @@ def _recipe_args(p) -> None:
                                     'file {"preset": "general", "model": {...}, "train": {...}}; default: the preset '
                                     "the suites' world asks for (BabyAI's first-person view: babyai-grid; camera "
                                     "video, your own suites or mixed worlds: general), printed with why")
-    p.add_argument("--epochs", type=int, help="override the recipe's epochs")
-    p.add_argument("--seed", type=int, help="override the recipe's seed")
+    p.add_argument("--epochs", type=common.int_in(1, common.MAX_EPOCHS), help="override the recipe's epochs")
+    p.add_argument("--seed", type=common.int_in(0, common.MAX_SEED), help="override the recipe's seed")
     p.add_argument("--cache-dir", default="runs/cache", help="feature cache folder")
 
 
@@ -281,7 +281,7 @@ def _rating_commands(sub) -> None:
     common.loading_args(p)
     common.model_and_suite(p)
     p.add_argument("--out", required=True, help="predictions .jsonl")
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--batch-size", type=common.int_in(1, common.MAX_BATCH), default=16)
     common.model_args(p)
     p.set_defaults(func=cmd_predict)
 
@@ -298,9 +298,9 @@ def _rating_commands(sub) -> None:
     common.loading_args(p)
     common.model_and_suite(p, "local model folder (calibration.json is written into it)",
                     "suite with references.jsonl (and annotations for the comparison)")
-    p.add_argument("--target-agreement", type=float, default=0.95)
-    p.add_argument("--confidence", type=float, default=0.9)
-    p.add_argument("--max-marker-uncertainty-s", type=float, default=None,
+    p.add_argument("--target-agreement", type=common.float_in(0, 1, above=True, below=True), default=0.95)
+    p.add_argument("--confidence", type=common.float_in(0, 1, above=True, below=True), default=0.9)
+    p.add_argument("--max-marker-uncertainty-s", type=common.float_in(0, 3600, above=True), default=None,
                    help="send continuations whose predicted marker is more uncertain than this to humans")
     p.add_argument("--report", help="report folder (default: MODEL/calibration-report)")
     common.model_args(p)
@@ -313,12 +313,13 @@ def _tracking_commands(sub) -> None:
     common.device_arg(p)
     p.add_argument("--suite", action="append", required=True)
     p.add_argument("--config", help="the base recipe: a preset name or a JSON file (as for train)")
-    p.add_argument("--trials", type=int, default=20, help="trials to add to the study")
+    p.add_argument("--trials", type=common.int_in(1, 10_000), default=20, help="trials to add to the study")
     p.add_argument("--study-name", default="autorater")
     p.add_argument("--storage", help="Optuna storage URL (default: sqlite under --workdir)")
-    p.add_argument("--epochs", type=int, help="epochs per trial")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--timeout-s", type=float)
+    p.add_argument("--epochs", type=common.int_in(1, common.MAX_EPOCHS), help="epochs per trial")
+    common.seed_arg(p)
+    p.add_argument("--timeout-s", type=common.float_in(0, 30 * 86400, above=True), help="stop adding trials after this "
+                                                                                       "many seconds")
     p.add_argument("--best-config", help="where to write the best trial's config JSON")
     p.add_argument("--cache-dir", default="runs/cache")
     common.model_args(p)
@@ -329,14 +330,14 @@ def _tracking_commands(sub) -> None:
     p.add_argument("--kind", choices=["train", "trial", "study", "evaluation"])
     p.add_argument("--metric", action="append", help="metric name or pattern (repeatable)")
     p.add_argument("--order-by", help="sort by this metric, highest first")
-    p.add_argument("--max-runs", type=int, default=20)
+    p.add_argument("--max-runs", type=common.int_in(1, 100_000), default=20)
     p.add_argument("--json", action="store_true")
     common.model_args(p)
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("promote", help="set the registry alias 'champion' on a model version")
     p.add_argument("--name", default="autorater")
-    p.add_argument("--version", type=int, help="default: the latest version")
+    p.add_argument("--version", type=common.int_in(1, 10 ** 9), help="default: the latest version")
     p.add_argument("--alias", default="champion")
     common.model_args(p)
     p.set_defaults(func=cmd_promote)

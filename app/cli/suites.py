@@ -116,15 +116,16 @@ def _print_agent_rule(suite_dir) -> None:
 
 
 def cmd_suite_validate(args) -> int:
+    from autorater.data.paths import printable
     from autorater.data.suite import validate_suite
 
     problems = validate_suite(args.dir, check_videos=not args.no_videos, progress=not args.quiet)
     for p in problems:
-        print(p, file=sys.stderr)
+        print(printable(str(p)), file=sys.stderr)  # a path or a value from a file never drives the terminal
     if problems:
-        print(f"INVALID: {len(problems)} problem(s) in {args.dir}", file=sys.stderr)
+        print(f"INVALID: {len(problems)} problem(s) in {printable(args.dir)}", file=sys.stderr)
         return 1
-    print(f"OK: {args.dir} is a valid suite (format v1)")
+    print(f"OK: {printable(args.dir)} is a valid suite (format v1)")
     return 0
 
 
@@ -219,7 +220,7 @@ def _generate_commands(suite) -> None:
     p.add_argument("--scenarios", type=common.int_in(1, 1_000_000), default=40)
     p.add_argument("--continuations-per-scenario", type=common.int_in(1, 10_000), default=2)
     p.add_argument("--annotators", type=common.int_in(0, 1000), default=3, help="simulated annotators per continuation")
-    p.add_argument("--seed", type=common.int_in(0, 2 ** 32 - 1), default=0)
+    common.seed_arg(p)
     p.add_argument("--workers", type=common.int_in(1, 256), default=2, help="processes")
     p.add_argument("--version", default="v1", help="suite version written to suite.json (and the tag version:V of "
                                                    "each new scenario)")
@@ -245,7 +246,7 @@ def _generate_commands(suite) -> None:
                    help="drop swapped failures at random until successes are at least this share (a held-out "
                         "test that 'always failure' cannot pass)")
     add_world_options(p, swap=True)
-    p.add_argument("--seed", type=common.int_in(0, 2 ** 32 - 1), default=0)
+    common.seed_arg(p)
     p.add_argument("--workers", type=common.int_in(1, 256), default=1, help="processes")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_suite_swap)
@@ -269,7 +270,7 @@ def _file_commands(suite) -> None:
     p.add_argument("--videos", help="the folder the table's video paths are relative to")
     p.add_argument("--table", help="CSV / TSV, JSON Lines (.jsonl) or Parquet: one row per continuation or per label")
     p.add_argument("--from-labelstudio", metavar="EXPORT", help="a Label Studio JSON export of a video project")
-    p.add_argument("--from-labelstudio-project", metavar="ID", type=int,
+    p.add_argument("--from-labelstudio-project", metavar="ID", type=common.int_in(1, 10 ** 12),
                    help="a Label Studio project, fetched through its API (its JSON export of every task)")
     p.add_argument("--url", default="http://localhost:8080", help="with --from-labelstudio-project: Label Studio's "
                                                                   "address")

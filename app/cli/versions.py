@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from autorater.app.cli import common
+
 
 def cmd_suite_diff(args) -> int:
     """Exit 0: the suites are the same; 1: they differ; 2 (from ``main``): an error."""
@@ -107,7 +109,7 @@ def add_suite_commands(suite) -> None:
                                      "agents apart best (middle difficulty), balanced over categories.")
     p.add_argument("--pool", required=True, help="suite of candidate scenarios with pilot continuations")
     p.add_argument("--labels", nargs="+", required=True, help="the current versions' labels folders (or suites)")
-    p.add_argument("--n", type=int, required=True, help="how many scenarios to propose")
+    p.add_argument("--n", type=common.int_in(1, 10 ** 6), required=True, help="how many scenarios to propose")
     p.add_argument("--out", required=True, help="the draft version's suite folder")
     p.add_argument("--predictions", help="autorater predict's output on the pool (default: the pool's annotations)")
     p.add_argument("--version", help="the draft's version (default: the one after the current ones)")

@@ -77,6 +77,9 @@ def spec_of(config: AutoraterConfig | str) -> ArchitectureSpec:
 
 
 def config_class(architecture: str) -> type[AutoraterConfig]:
+    if not isinstance(architecture, str):  # from a file: config.json, a recipe file's "model"
+        raise ValueError(f"field 'architecture' must be a string (one of {', '.join(ARCHITECTURES)}), got "
+                         f"{str(architecture)[:60]!r}")
     return spec_of(architecture).config_class
 
 

@@ -284,14 +284,20 @@ def _take_labels(pool_dir, export, tasks_file, result: dict) -> Suite:
 
 def _train_challenger(champion, pool: Suite, challenger_dir: Path, tracking_uri: str, finetune: bool, train_config,
                       epochs: int | None, cache_dir: str, seed: int, device: str, progress: bool):
-    """The challenger trained on the pool's labels (fine-tuned from the champion's weights, or from scratch), tracked
-    and registered: (its ``TrainResult``, the run, the registered version)."""
-    from autorater.training.recipe import TrainConfig, recipe_for
+    """The challenger trained on the pool's labels (fine-tuned from the champion's weights by the fine-tuning a version
+    challenger gets, ``serving.labelling.adapt.fine_tune``; or from scratch), tracked and registered: (its
+    ``TrainResult``, the run, the registered version)."""
+    from autorater.serving.labelling.adapt import fine_tune, finetune_recipe
+    from autorater.training.recipe import recipe_for
     from autorater.training.tracking import track_training
     from autorater.training.train import train
 
+    if finetune and train_config is None:
+        tc = finetune_recipe(champion.config, epochs=epochs, cache_dir=cache_dir, seed=seed, device=device)
+        return fine_tune(champion, [pool], challenger_dir, tc, tracking_uri=tracking_uri, experiment="autorater-active",
+                         run_name="challenger (fine-tuned)", progress=progress)
     if train_config is None:
-        train_config = TrainConfig(lr=3e-4, warmup_steps=10, epochs=10) if finetune else recipe_for(champion.config)
+        train_config = recipe_for(champion.config)
     tc = dataclasses.replace(train_config, cache_dir=cache_dir, seed=seed, epochs=epochs or train_config.epochs,
                              device=device)
     init = champion.model.trainable_state_dict() if finetune else None

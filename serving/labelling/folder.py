@@ -8,7 +8,15 @@ the benchmarks read. :class:`LabelsFolder` is its one owner: every reader and wr
       labels.jsonl                     every continuation exactly once (:class:`LabelRow`); written last: it marks
                                        the job finished; ``ingest`` rewrites it with the human labels merged in
       errors.jsonl                     the videos that could not be decoded (they went to humans)
-      summary.json                     counts, coverage, the operating point, the drift check
+      summary.json                     counts, coverage, the operating point, the drift check, the certification
+                                       (derived: rewritten from the plan, the rounds and the human labels)
+      plan.json                        the label-time audit plan (strata, designs, budgets, model shares, audit
+                                       orders), sealed: a SHA-256 over it and job.json (``certify`` also
+                                       recomputes it from the part files and the model's calibration)
+      rounds.jsonl                     ``certify``'s journal: one line per round that changed anything (first
+                                       answers, states, withdrawn certificates) or committed a challenger
+      models/challenger-K/             version challengers (config + safetensors + metadata, ``ratings.jsonl``,
+                                       ``lineage.json``: its parent and the labels it learned from)
       labelstudio/config.xml           the Label Studio labelling config (serving.labelstudio.formats)
       labelstudio/tasks.json           the human queue, to import into Label Studio
       human_annotations.jsonl          the human labels taken back by ``ingest``, one per annotation
@@ -56,18 +64,21 @@ JOB_FILE, LABELS_FILE, ERRORS_FILE, SUMMARY_FILE, PARTS_DIR = (
     "job.json", "labels.jsonl", "errors.jsonl", "summary.json", "parts")
 HUMAN_FILE, HUMAN_HISTORY_FILE, PROBLEMS_FILE = (
     "human_annotations.jsonl", "human_annotations_history.jsonl", "ingest-problems.jsonl")
+PLAN_FILE, JOURNAL_FILE, MODELS_DIR = "plan.json", "rounds.jsonl", "models"
+PLAN_FORMAT = "autorater-audit-plan/2"
 LABELSTUDIO_DIR, LEADERBOARD_FILE = "labelstudio", "leaderboard.html"
 PART_NAME = re.compile(r"part-(\d{5})\.jsonl")
 JOB_KEYS = ("suite", "suite_name", "suite_version", "continuations", "ids_sha1", "model", "model_name",
             "weights_sha1", "calibration_sha1", "batch_size", "audit_share", "seed", "on_drift", "audit_hash",
-            "certify", "strata", "claim", "audit_budget")
+            "certify", "strata", "claim", "audit_budget", "adapt", "adapt_after", "replay", "cache_dir", "adapt_epochs")
 
 
 DECISIONS = ("provisional", "auto", "human")  # the values of ``decision`` the product writes
 OUTCOMES = ("success", "failure")
 # the files of the folder its locked writers own: the temps of these a crashed writer left are removed
-_OWNED = re.compile(r"job\.json|labels\.jsonl|errors\.jsonl|summary\.json|human_annotations[\w.-]*|"
-                    r"ingest-problems\.jsonl|part-\d{5}\.jsonl|config\.xml|tasks(?:-round-\d+)?\.json")
+_OWNED = re.compile(r"job\.json|labels\.jsonl|errors\.jsonl|summary\.json|plan\.json|rounds\.jsonl|"
+                    r"human_annotations[\w.-]*|ingest-problems\.jsonl|part-\d{5}\.jsonl|config\.xml|"
+                    r"tasks(?:-round-\d+)?\.json")
 
 
 class LabelJobError(ValueError):
@@ -130,6 +141,12 @@ JOB_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "strata": ("a list of strings", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
     "claim": ("family or fcr", _one_of(("family", "fcr"))),
     "audit_budget": ("a number in (0, 1] or null", lambda v: v is None or (_number(0, 1)(v) and v > 0)),
+    "adapt": ("a whole number from 0 to 8", _whole(0, 8)), "adapt_after": ("a whole number from 1 to 10000",
+                                                                             _whole(1, 10_000)),
+    "replay": ("a list of strings", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
+    "cache_dir": ("a string or null", _text(null=True)),
+    "adapt_epochs": ("a whole number from 1 to 1000, or null", lambda v: v is None or _whole(1, 1000)(v)),
+    "job_id": ("a string of 1 to 64 characters", lambda v: isinstance(v, str) and 0 < len(v) <= 64),
 }
 JOB_REQUIRED = ("suite", "continuations", "ids_sha1")
 SUMMARY_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
@@ -276,6 +293,12 @@ def _label_row_check() -> Callable[[Any, int], str | None]:
     return check
 
 
+def seal(plan: dict, job: dict) -> str:
+    """The SHA-256 of a plan and its job (canonical JSON): what ``plan.json`` carries."""
+    text = json.dumps({"job": job, "plan": plan}, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def write_jsonl_rows(path: Path, rows: list[dict]) -> None:
     """Write ``rows`` as JSON Lines, whole or not at all (NaN refused: the old file stays)."""
     write_text_atomic(path, jsonl_text(rows))
@@ -292,6 +315,7 @@ class LabelsFolder:
             self.root / name for name in (HUMAN_FILE, HUMAN_HISTORY_FILE, PROBLEMS_FILE))
         self.labelstudio = self.root / LABELSTUDIO_DIR
         self.leaderboard = self.root / LEADERBOARD_FILE
+        self.plan, self.journal = self.root / PLAN_FILE, self.root / JOURNAL_FILE
 
     def __repr__(self) -> str:
         return f"LabelsFolder({str(self.root)!r})"
@@ -383,6 +407,57 @@ class LabelsFolder:
     def write_summary(self, summary: dict, default=None) -> None:
         write_text_atomic(self.summary, json.dumps(summary, indent=1, default=default) + "\n")
 
+    # -- the sealed plan and certify's journal ------------------------------------------------
+    def write_plan(self, plan: dict, job: dict) -> dict:
+        """Write ``plan.json`` once, sealed: its SHA-256 over the plan and ``job.json``; returns what was written."""
+        sealed = {**plan, "format": PLAN_FORMAT, "sha256": seal(plan, job)}
+        write_text_atomic(self.plan, json.dumps(sealed, indent=1) + "\n")
+        return sealed
+
+    def read_plan(self, job: dict) -> dict:
+        """``plan.json``, checked against its seal (a plan edited after ``autorater label`` wrote it is refused)."""
+        if not self.plan.is_file():
+            raise LabelJobError(f"{self.root} has no {PLAN_FILE}: it was labelled by an autorater before sealed audit "
+                                f"plans (fix: label the version again with `autorater label --out NEW`)")
+        plan = _load_json(self.plan, _read_text(self.plan))
+        if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
+            raise LabelsFileError(self.plan, None, f"is not an audit plan of format {PLAN_FORMAT}")
+        body = {k: v for k, v in plan.items() if k not in ("format", "sha256")}
+        if plan.get("sha256") != seal(body, job):
+            raise LabelsFileError(self.plan, None, "does not match its seal (the plan or job.json was edited after "
+                                                   "`autorater label` wrote them)")
+        return body
+
+    def read_journal(self) -> list[dict]:
+        """``rounds.jsonl``: certify's records, in order (a torn last line, never acknowledged, is left out)."""
+        if not self.journal.is_file():
+            return []
+        text = _read_text(self.journal)
+        lines = text.split("\n")
+        if not text.endswith("\n"):  # a record cut by a crash mid-append was never acted on
+            lines = lines[:-1]
+        records = []
+        for number, line in enumerate(lines, 1):
+            if line.strip():
+                record = _load_json(self.journal, line, number)
+                if not isinstance(record, dict) or record.get("kind") not in ("round", "commit"):
+                    raise LabelsFileError(self.journal, number, "is not a record certify writes (kind round or "
+                                                                "commit)")
+                records.append(record)
+        return records
+
+    def append_journal(self, record: dict) -> None:
+        """Append one record to ``rounds.jsonl`` (fsynced; a torn earlier line is cut off first)."""
+        if self.journal.is_file():
+            data = self.journal.read_bytes()
+            if data and not data.endswith(b"\n"):
+                write_text_atomic(self.journal, data[:data.rfind(b"\n") + 1].decode("utf-8"))
+        append_line_durably(self.journal, json.dumps(record, sort_keys=True))
+
+    def challenger_dir(self, k: int) -> Path:
+        """The K-th version challenger's model folder."""
+        return self.root / MODELS_DIR / f"challenger-{k}"
+
     def human_labels(self) -> LabelHistory:
         """The human labels taken back by ``ingest`` and their history (serving.labelling.history)."""
         return LabelHistory(self.human, self.human_history)
@@ -460,8 +535,8 @@ class LabelsFolder:
                 spec["audit_hash"] = old["audit_hash"] = "crc32"
             if "certify" not in old:  # written before certification: it carried the references' promise
                 spec["certify"], spec["strata"] = old["certify"], old["strata"] = "references", spec["strata"]
-            for key in ("claim", "audit_budget"):  # written before sequential audits: its own certify refuses it
-                old.setdefault(key, spec.get(key))
+            for key in ("claim", "audit_budget", "adapt", "adapt_after", "replay", "cache_dir", "adapt_epochs"):
+                old.setdefault(key, spec.get(key))  # written before these existed: its own certify says so
             changed = [k for k in JOB_KEYS if old.get(k) != spec.get(k)]
             if changed:
                 raise LabelJobError(f"{self.root} holds another labelling job (different {', '.join(changed)}); "
@@ -478,6 +553,7 @@ class LabelsFolder:
 
 
 __all__ = ["DECISIONS", "ERRORS_FILE", "HUMAN_FILE", "HUMAN_HISTORY_FILE", "JOB_FILE", "JOB_KEYS", "JOB_RULES",
-           "LABELSTUDIO_DIR", "LABELS_FILE", "LEADERBOARD_FILE", "PARTS_DIR", "PROBLEMS_FILE", "ROW_RULES",
+           "JOURNAL_FILE", "LABELSTUDIO_DIR", "LABELS_FILE", "LEADERBOARD_FILE", "MODELS_DIR", "PARTS_DIR",
+           "PLAN_FILE", "PLAN_FORMAT", "PROBLEMS_FILE", "ROW_RULES", "seal",
            "SUMMARY_FILE", "SUMMARY_RULES", "LabelJobError", "LabelRow", "LabelsFileError", "LabelsFolder",
            "check_fields", "folder_lock", "read_jsonl_rows", "uncertified_as_waiting", "write_jsonl_rows"]

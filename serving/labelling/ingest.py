@@ -33,40 +33,79 @@ from pathlib import Path
 from autorater.data.labels import label_table, majority_vote
 from autorater.data.suite import Annotation, Problem, Suite, annotation_problems, read_jsonl, record_to_dict
 from autorater.data.video import VideoError, video_info
-from autorater.serving.fields import MAX_ID_CHARS, bounded_id, shown, utc_now
+from autorater.serving.fields import MAX_ID_CHARS, bounded_id, number_in, shown, utc_now
 from autorater.serving.labelling.folder import PROBLEMS_FILE, LabelsFolder, folder_lock
 from autorater.serving.labelling.history import Applied, Incoming, arriving, stored_version, suite_history
-from autorater.serving.labelstudio.formats import ExportProblem, parse_export, read_tasks
+from autorater.serving.labelstudio.formats import (
+    ExportProblem,
+    checked_fps,
+    checked_frames,
+    parse_export,
+    read_tasks,
+)
 
 
 class _VideoLookup(dict):
-    """continuation id -> {"fps", "frames"}: from the task file, else read from the video when first asked."""
+    """continuation id -> {"fps", "frames", "duration_s", "note"}: the video's own, read from it when first asked.
 
-    def __init__(self, suite: Suite, known: dict[str, dict]):
-        super().__init__(known)
-        self.suite = suite
+    The video's frame rate and frame count convert and bound the markers; ``tasks.json`` (``tasks``, what
+    ``autorater label`` wrote) is used only where the video cannot be read, and a ``tasks.json`` that disagrees with
+    the video is named in the note (its values are not used).
+    """
+
+    def __init__(self, suite: Suite, tasks: dict[str, dict]):
+        super().__init__()
+        self.suite, self.tasks = suite, tasks
 
     def __contains__(self, cid) -> bool:
         return cid in self.suite.continuation_by_id
 
     def __missing__(self, cid: str) -> dict:
+        task = self.tasks.get(cid, {})
         try:
             info = video_info(self.suite.video_path(cid))
-            self[cid] = {"fps": info.fps, "frames": info.num_frames}
-        except VideoError:
-            self[cid] = {"fps": None, "frames": None}
+        except VideoError as err:
+            fps, frames = checked_fps(task.get("fps")), checked_frames(task.get("frames"))
+            note = f"the video cannot be read ({str(err)[:120]}); tasks.json's fps {fps:g} is used" if fps else ""
+            self[cid] = {"fps": fps, "frames": frames, "note": note, "source": "tasks.json",
+                         "duration_s": frames / fps if fps and frames else None}
+            return self[cid]
+        said = [f"{name} {shown(task.get(name), 20)}" for name, own in (("fps", info.fps), ("frames", info.num_frames))
+                if task.get(name) is not None and not _agrees(task.get(name), own, exact=name == "frames")]
+        note = (f"tasks.json says {' and '.join(said)}, the video {info.fps:g} fps and {info.num_frames} frames; the "
+                f"video's are used") if said else ""
+        self[cid] = {"fps": info.fps, "frames": info.num_frames, "duration_s": info.duration_s, "note": note}
         return self[cid]
 
+    def duration_s(self, cid: str) -> float | None:
+        """The video's duration (s), None when it cannot be read and tasks.json does not say."""
+        return self[cid]["duration_s"] if cid in self else None
 
-def _read_suite_annotations(path: Path, suite: Suite, durations: dict) -> tuple[list[Annotation], list[ExportProblem]]:
+
+def _agrees(given, own: float, exact: bool = False) -> bool:
+    """Whether a value of tasks.json is the video's own (a frame rate within 0.1%, a frame count ``exact``); never
+    raises."""
+    value = number_in(given, 0, 1e300)
+    return value is not None and (value == own if exact else abs(value - own) <= 1e-3 * own)
+
+
+def _read_suite_annotations(path: Path, suite: Suite, video: _VideoLookup,
+                            durations: dict) -> tuple[list[Annotation], list[ExportProblem]]:
     problems: list[Problem] = []
     records = read_jsonl(path, Annotation, problems)
     out = [ExportProblem("error", f"{p.file}:{p.line}", p.message, p.fix) for p in problems]
+    broken = {p.line for p in problems}  # a line with a problem (text UTF-8 cannot hold, ...) is not taken
     accepted = []
     for a in records:
-        where = f"{path.name}:{a.extra.pop('_line', '?')}"
+        line = a.extra.pop("_line", None)
+        where = f"{path.name}:{line if line is not None else '?'}"
+        if line in broken:
+            continue
         ls_id = a.extra.get("ls_annotation_id")
-        if a.continuation_id not in suite.continuation_by_id:
+        known = a.continuation_id in suite.continuation_by_id
+        duration = video.duration_s(a.continuation_id) if known else None
+        duration = durations.get(a.continuation_id) if duration is None and known else duration
+        if not known:
             out.append(ExportProblem("error", where, f"unknown continuation_id {a.continuation_id[:80]!r}",
                                      f"labels must name continuations of suite {suite.root}"))
         elif ls_id is not None and bounded_id(ls_id) is None:
@@ -74,10 +113,12 @@ def _read_suite_annotations(path: Path, suite: Suite, durations: dict) -> tuple[
                                                      f"a string of up to {MAX_ID_CHARS} characters)"))
         elif a.outcome not in ("success", "failure"):
             out.append(ExportProblem("error", where, f"outcome {a.outcome!r} is not success or failure"))
-        elif a.marker_s is not None and not 0 <= a.marker_s <= durations.get(a.continuation_id, float("inf")) + 1e-6:
+        elif a.marker_s is not None and not 0 <= a.marker_s <= (duration if duration is not None else 1e300) + 1e-6:
             out.append(ExportProblem("error", where, f"marker_s {a.marker_s} is outside the video "
-                                                     f"(0..{durations[a.continuation_id]:.3f} s)",
-                                     "markers are seconds from the first frame"))
+                                                     f"(0..{duration:.3f} s)", "markers are seconds from the first "
+                                                                               "frame of the video"))
+        elif found := annotation_problems(_row(a), path.name, line):  # what the suite would refuse (NaN anywhere)
+            out += [ExportProblem("error", where, p.message, p.fix) for p in found]
         else:
             accepted.append(a)
     return accepted, out
@@ -87,21 +128,26 @@ def read_labels(export: str | os.PathLike, suite: Suite, tasks_file: str | os.Pa
                 durations: dict[str, float] | None = None) -> tuple[list[Annotation], list[ExportProblem], int]:
     """Checked human labels for ``suite`` from a Label Studio JSON export or a SUITE_FORMAT ``annotations.jsonl``.
 
+    Markers are converted and bounded by each video's own frame rate and frame count (read from the video); the
+    ``tasks.json`` the annotators answered, and the fps an export's task carries, are used only where the video
+    cannot be read, and a warning names either when it disagrees with the video.
+
     Args:
         export: the file; ``.jsonl`` is read as SUITE_FORMAT annotations, anything else as a Label Studio export.
         suite: the suite the labels are for.
-        tasks_file: the ``tasks.json`` the annotators answered (its fps and frame counts check the markers;
-            for other continuations they are read from the video).
-        durations: continuation id -> video duration (s), to check SUITE_FORMAT markers.
+        tasks_file: the ``tasks.json`` the annotators answered (its fps and frame counts, where a video cannot be
+            read).
+        durations: continuation id -> video duration (s), for SUITE_FORMAT markers whose video cannot be read.
 
     Returns:
         (accepted annotations, problems, cancelled count).
     """
     export = Path(export)
+    tasks = _task_timing(read_tasks(tasks_file)) if tasks_file is not None and Path(tasks_file).is_file() else {}
+    video = _VideoLookup(suite, tasks)
     if export.suffix == ".jsonl":
-        return (*_read_suite_annotations(export, suite, durations or {}), 0)
-    known = _task_timing(read_tasks(tasks_file)) if tasks_file is not None and Path(tasks_file).is_file() else {}
-    parsed = parse_export(export, _VideoLookup(suite, known))
+        return (*_read_suite_annotations(export, suite, video, durations or {}), 0)
+    parsed = parse_export(export, video)
     return parsed.annotations, parsed.problems, parsed.cancelled
 
 
@@ -184,7 +230,9 @@ def ingest(labels_dir: str | os.PathLike, export: str | os.PathLike, append_to_s
 
 def _ingest_locked(folder: LabelsFolder, export: Path, append_to_suite: bool) -> dict:
     if not export.is_file():
-        raise FileNotFoundError(f"export {export} does not exist (fix: export the Label Studio project as JSON)")
+        what = "is not a regular file" if export.exists() or export.is_symlink() else "does not exist"
+        raise FileNotFoundError(f"export {export} {what} (fix: export the Label Studio project as JSON, and pass the "
+                                f"file)")
     job, labels = folder.read_finished()
     suite = Suite.load(job["suite"])
     durations = {r["continuation_id"]: r["duration_s"] for r in labels if r.get("duration_s") is not None}

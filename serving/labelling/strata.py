@@ -29,7 +29,16 @@ from typing import Sequence
 
 import numpy as np
 
-from autorater.calibration import CLAIMS, audited_agreement, mmd_test, plan_strata
+from autorater.calibration import (
+    CLAIMS,
+    FIRST_SHARE_BY_STATUS,
+    audited_agreement,
+    mmd_test,
+    model_weights,
+    plan_strata,
+    stratum_budgets,
+)
+from autorater.data.paths import encodable
 from autorater.data.suite import Suite
 
 STRATA = ("category", "camera", "new-agent")  # the default cut of a version into strata
@@ -68,7 +77,11 @@ def stratum_fields(suite: Suite, continuation_id: str) -> dict:
 
 
 def _escape(value: str) -> str:
-    return str(value).replace("\\", "\\\\").replace("|", "\\|").replace("=", "\\=")
+    """A stratum value in a key: ``\\``, ``|`` and ``=`` escaped with a backslash, and a lone surrogate (text UTF-8
+    cannot hold) written as its escape ``\\udXXX``: a key is always writable, and since a backslash of the value is
+    itself escaped, two different values never share a key."""
+    text = str(value).replace("\\", "\\\\").replace("|", "\\|").replace("=", "\\=")
+    return text if encodable(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def stratum_key(fields: dict, by: Sequence[str], known_agents: set[str] | None = None) -> str:
@@ -142,22 +155,27 @@ def _reference_profile(record) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def plan_audit(rows: list[dict], fields: dict[str, dict], record, *, strata: Sequence[str], draw,
-               on_drift: str = "warn", claim: str = "family", seed: int = 0) -> tuple[dict[str, dict], dict]:
+               on_drift: str = "warn", claim: str = "family", seed: int = 0,
+               adaptations: int = 0) -> tuple[dict[str, dict], dict]:
     """Strata, input check, audit designs and round-1 audits of a version's rated rows (the module docstring).
 
     Args:
-        rows: the rated rows (``continuation_id``, ``provisional``: the reference policy would auto-label it,
-            ``confidence``: ``max(p, 1 - p)``, ``inputs``).
+        rows: the rated rows (``continuation_id``, ``provisional``: the reference policy would auto-label it and no
+            human label or training label of it exists, ``confidence``: ``max(p, 1 - p)``, ``inputs``).
         fields: continuation id -> :func:`stratum_fields`.
         record: the model's ``CalibrationRecord`` (operating point, references' inputs and confidence profile).
-        strata: the fields that cut the version (``STRATA``).
+        strata: the fields that cut the version into strata (``STRATA``).
         draw: continuation id -> a uniform number in [0, 1) fixed by the job's seed (the audit order).
         on_drift: ``"route"`` sends a new or drifted stratum to humans whole instead of auditing it.
         claim: the claim across strata (``calibration.CLAIMS``): how the error budget is shared.
         seed: the permutation tests' seed.
+        adaptations: how many version challengers may follow each stratum's first model: each stratum's budget is then
+            fixed over all strata (by their sizes) and split across its models (``calibration.model_weights``, the
+            first model's share by the input check's status).
 
     Returns:
-        (continuation id -> ``{"stratum", "audit", "audit_rank", "routed"}``, stratum key -> its plan).
+        (continuation id -> ``{"stratum", "audit", "audit_rank", "routed"}``, stratum key -> its plan: counts, status,
+        drift, ``routed``, ``design``, ``budget`` and ``weights``).
     """
     if claim not in CLAIMS:
         raise ValueError(f"claim must be one of {CLAIMS}, got {claim!r}")
@@ -177,7 +195,13 @@ def plan_audit(rows: list[dict], fields: dict[str, dict], record, *, strata: Seq
     audited = {key: np.array([r["confidence"] for r in mine if r["provisional"]]) for key, mine in by_stratum.items()
                if not (on_drift == "route" and status[key][0] in ("new", "drifted"))}
     priors = {key: (agreement, PRIOR_WEIGHT[status[key][0]]) for key in audited}
-    designs = plan_strata(audited, target, delta, claim, priors, _reference_profile(record), annotators)
+    weights = {key: model_weights(adaptations, FIRST_SHARE_BY_STATUS[status[key][0]]) for key in by_stratum}
+    budgets = None
+    if adaptations:  # every stratum keeps a budget: a challenger may certify where the first model cannot
+        budgets = stratum_budgets({key: sum(not r.get("excluded") for r in mine) for key, mine in by_stratum.items()},
+                                  delta, claim)
+    designs = plan_strata(audited, target, delta, claim, priors, _reference_profile(record), annotators,
+                          weights={k: w[0] for k, w in weights.items()}, budgets=budgets)
     decided, plan = {}, {}
     for key, mine in sorted(by_stratum.items()):
         design = designs.get(key)
@@ -194,9 +218,13 @@ def plan_audit(rows: list[dict], fields: dict[str, dict], record, *, strata: Seq
                             "audit": rank.get(cid, len(order)) < (design.first_batch if design else 0),
                             "routed": (routed or ("below_stratum_level" if below else None)) if r["provisional"]
                             else None}
+        budget = None if design is None else design.alpha / design.weight
+        if budgets is not None:
+            budget = budgets.get(key)
         plan[key] = {"continuations": len(mine), "provisional": len(provisional), "status": status[key][0],
                      "drift": status[key][1], "routed": routed,
-                     "design": None if design is None else design.to_dict()}
+                     "design": None if design is None else design.to_dict(), "budget": budget,
+                     "weights": list(weights[key])}
     return decided, plan
 
 

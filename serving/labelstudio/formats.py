@@ -34,7 +34,7 @@ from pathlib import Path
 from autorater.data.files import json_text, write_text_atomic
 from autorater.data.suite import Annotation, Suite
 from autorater.data.video import DEFAULT_LIMITS, VideoError, video_info
-from autorater.serving.fields import MAX_ID_CHARS, bounded_id, integer_in, number_in, safe_text
+from autorater.serving.fields import MAX_ID_CHARS, bounded_id, has_surrogates, integer_in, number_in, safe_text
 
 FROM_NAME, TO_NAME, TEXT_NAME = "outcome", "video", "instruction"
 OUTCOMES = ("success", "failure")
@@ -252,6 +252,9 @@ def parse_export(path: str | os.PathLike, known: dict[str, dict]) -> ParsedExpor
             parsed.problems.append(ExportProblem("error", where, "the task has no usable fps or annotations list",
                                                  "export the project as JSON from Label Studio, unedited"))
             continue
+        if known[cid].get("note"):  # what the product wrote (tasks.json) no longer matches the video
+            parsed.problems.append(ExportProblem("warning", where, known[cid]["note"], "the video was replaced or "
+                                                 "tasks.json edited since `autorater label`: label the version again"))
         if note:
             parsed.problems.append(ExportProblem("warning", where, note,
                                                  "re-import the tasks written by `autorater label`"))
@@ -319,17 +322,19 @@ def checked_frames(value) -> int | None:
 
 
 def task_timing(data: dict, known: dict) -> tuple[float | None, int | None, str]:
-    """(fps, frames, a note) of a task: what the product knows of the video (``tasks.json`` or the video itself)
-    wins over what the export or webhook says, which is used only when nothing else is known; the note says
-    when the two differ."""
+    """(fps, frames, a note) of a task: what the product knows of the video (``known``: the video's own, read from
+    it; ``known["source"]`` names another source, e.g. ``tasks.json`` where the video cannot be read) wins over what
+    the export or webhook says, which is used only when nothing else is known; the note says when the two differ,
+    each value named by its source."""
     known_fps, known_frames = checked_fps(known.get("fps")), checked_frames(known.get("frames"))
     given_fps, given_frames = checked_fps(data.get("fps")), checked_frames(data.get("frames"))
+    source = known.get("source", "the video")
     note = ""
     if known_fps is not None and data.get("fps") is not None and (given_fps is None or abs(given_fps - known_fps) >
                                                                   1e-3 * known_fps):
-        note = f"the task says fps {_short(data.get('fps'))}, the video {known_fps:g}; the video's is used"
+        note = f"the task says fps {_short(data.get('fps'))}, {source} {known_fps:g}; {source}'s is used"
     elif known_frames is not None and data.get("frames") is not None and given_frames != known_frames:
-        note = f"the task says {_short(data.get('frames'))} frames, the video {known_frames}; the video's is used"
+        note = f"the task says {_short(data.get('frames'))} frames, {source} {known_frames}; {source}'s is used"
     if known_fps is not None:
         return known_fps, known_frames or given_frames, note
     return given_fps, known_frames or given_frames, note
@@ -388,6 +393,13 @@ def annotation_from_result(ann: dict, cid: str, fps: float, frames: int | None, 
     if ann_id is not None and bounded_id(ann_id) is None:
         problems.append(ExportProblem("error", where, f"annotation id {_short(ann_id)} is not an id (an integer, or a "
                                                       f"string of up to {MAX_ID_CHARS} characters)",
+                                      "export the project from Label Studio, unedited"))
+        return None
+    unwritable = next(((name, value) for name, value in (("created_at", created), ("updated_at", updated))
+                       if isinstance(value, str) and has_surrogates(value)), None)
+    if unwritable is not None:
+        problems.append(ExportProblem("error", where, f"{unwritable[0]} {_short(unwritable[1])} holds text UTF-8 "
+                                                      f"cannot hold (a lone surrogate)",
                                       "export the project from Label Studio, unedited"))
         return None
     extra = {"ls_annotation_id": ann_id}

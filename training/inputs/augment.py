@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -33,6 +34,8 @@ class Augmentations:
     """The training augmentations (``TrainConfig.augment``), each applied only where the architecture (its spec's
     ``augmentations``) and the suites' worlds allow it (the joint step notes the others, switched off:
     ``training/stages/joint.py``)."""
+
+    ranges: ClassVar[dict[str, tuple[float, float]]] = {"relax": (0, 1), "crop": (0, 1)}  # TrainConfig.check
 
     rotate: bool = True  # random 90-degree rotations of the top-down view, applied only when every training
     #                      suite's world allows it (``top_down``): a first-person frame has one orientation (the

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from autorater.data.files import content_sha1
+from autorater.data.paths import encodable, printable
 from autorater.data.video import VideoError, read_video
 from autorater.model import Autorater
 
@@ -64,6 +65,9 @@ class FeatureCache:
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
+        if not encodable(str(self.root)):  # safetensors takes UTF-8 paths only
+            raise ValueError(f"cache folder {printable(str(self.root))} is not a UTF-8 path (fix: pass --cache-dir a "
+                             f"folder whose name is UTF-8 text)")
         self.hits = 0
         self.misses = 0
 

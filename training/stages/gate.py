@@ -15,7 +15,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 import numpy as np
 import torch
@@ -32,6 +32,8 @@ GATES = (*np.round(np.linspace(0.0, 2.0, 21), 2).tolist(), 3.0, 4.0, 6.0, 8.0, 1
 @dataclass
 class GateRecipe:
     """The join's recipe (``TrainConfig.gate``)."""
+
+    ranges: ClassVar[dict[str, tuple[float, float]]] = {}
 
     fit: bool = True  # fit the gate on held-out rows (kept only where it pays); False: 0
 

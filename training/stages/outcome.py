@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, ClassVar, Sequence
 
 import numpy as np
 import torch
@@ -43,6 +43,9 @@ ALONE = {"alone": True}  # an option of the heads trained alone (a joint step no
 class OutcomeRecipe:
     """The outcome path's recipe (``TrainConfig.outcome``): its loss and, when the parts train apart, its heads'
     budget, step and options (the fields marked ``ALONE``)."""
+
+    ranges: ClassVar[dict[str, tuple[float, float]]] = {  # a recipe file's numbers are checked (TrainConfig.check)
+        "steps": (1, 10 ** 7), "patience": (0, 10_000), "lr": (1e-9, 10), "paraphrases": (0, 1), "rewind": (0, 1)}
 
     weight: float = 1.0  # the outcome path's loss (models with one: autorater/models/parts/outcome.py)
     negatives: float = 0.0  # weight of the rows pairing a success video with another task's words as an assumed

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -32,6 +33,10 @@ from autorater.training.stages.base import PartStage, Run
 class StreamRecipe:
     """The event stream's recipe (``TrainConfig.stream``): its batches' instruction pairs, its losses and its match
     warm-up."""
+
+    ranges: ClassVar[dict[str, tuple[float, float]]] = {  # a recipe file's numbers are checked (TrainConfig.check)
+        "negative_label": (0, 1), "match_warmup_epochs": (0, 10_000), "match_warmup_lr": (1e-9, 10),
+        "match_warmup_batch_size": (1, 4096)}
 
     mismatch_share: float = 0.5  # extra rows per batch pairing a video with another scenario's instruction
     success_negatives: bool = True  # also train P(success) on the mismatch rows: the events model's "counterfactual"
