@@ -1,9 +1,9 @@
 """The synthetic STS-style suite generator over worlds (BabyAI, Meta-World, the toy world), and instruction swaps.
 
-A world (``autorater.data.worlds``: a package registered in ``WORLDS``, with its options dataclass) plans scenarios
-and plays their continuations; this module does what every world shares: scenarios cycle over the chosen tasks;
-agents are dealt to continuations from shuffled decks (each gets about the same number); references are the truth
-of a seeded subset of whole scenarios (15% by default), stratified by category, and every annotator of the pool
+A world (``autorater.data.worlds``: a ``World`` class registered by an entry point, with its options dataclass) plans
+scenarios and plays their continuations; this module does what every world shares: scenarios cycle over the chosen
+tasks; agents are dealt to continuations from shuffled decks (each gets about the same number); references are the
+truth of a seeded subset of whole scenarios (15% by default), stratified by category, and every annotator of the pool
 labels every reference episode (gold questions are served to everyone, which is what lets them measure the
 annotators); other continuations get ``annotators`` labels each from simulated annotators
 (``autorater.data.annotators``). The suite does not depend on the number of worker processes.
@@ -253,7 +253,7 @@ def generate_suite(out: str | os.PathLike, *, world: str | World = DEFAULT_WORLD
 
     Args:
         out: a new (or empty) folder for the suite.
-        world: a world's name (``WORLDS``: ``"babyai"``, ``"metaworld"``, ``"toy"``) or the world itself.
+        world: a world's name (``WORLDS``: ``"babyai"``, ``"metaworld"``, ``"toy"``, any registered) or the world.
         options: the world's options (its ``OPTIONS`` dataclass, or a dict of its fields); None: its defaults.
         tasks: the world's tasks (BabyAI levels; Meta-World environment names such as ``drawer-open-v3``);
             None: its ``DEFAULT_TASKS``.

@@ -196,8 +196,9 @@ def test_a_bot_replanning_without_end_is_stopped_and_the_scenario_ends(monkeypat
     import signal
 
     import autorater.data.worlds.babyai.bot as bot
-    from autorater.data.worlds import ScenarioJob
-    from autorater.data.worlds.babyai import check_options, run_scenario
+    from autorater.data.worlds import ScenarioJob, load_world
+
+    check_options, run_scenario = load_world("babyai").check_options, load_world("babyai").run_scenario
 
     looks, spent = [], []
 

@@ -1,6 +1,5 @@
-"""Worlds plug in: the toy world is one package and one line in ``WORLDS``, and it makes real suites (H.264 videos,
-truth, swaps) through the generator and the CLI like the big worlds; options are checked by the world they belong
-to."""
+"""The toy world: one registered class (its entry point), and it makes real suites (H.264 videos, truth, swaps)
+through the generator and the CLI like the big worlds; options are checked by the world they belong to."""
 
 import dataclasses
 from collections import Counter
@@ -25,8 +24,8 @@ def suite_dir(tmp_path_factory):
     return generate_suite(tmp_path_factory.mktemp("toy") / "s", workers=1, **SMALL)
 
 
-def test_a_world_is_its_package_and_one_registration_line():
-    assert WORLDS["toy"] == "autorater.data.worlds.toy"
+def test_a_world_is_one_class_registered_by_its_entry_point():
+    assert WORLDS["toy"] == "autorater.data.worlds.toy:Toy"
     world = load_world("toy")
     assert all(hasattr(world, name) for name in INTERFACE) and world.NAME == "toy"
     assert set(world.DEFAULT_AGENTS) <= set(world.AGENTS) and world.resolve_tasks(world.DEFAULT_TASKS)

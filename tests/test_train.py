@@ -362,6 +362,7 @@ def test_a_recoloured_batch_renames_its_colours_in_its_words_and_its_partners(tm
     tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c")).replace(
         augment={"rotate": False, "mirror": False, "recolour": True})
     model, data = prepare([suite], PRESETS["tiny"], tc)
+    data.sources = [{"world": "babyai"}]  # the palette recoloured is the suites' world's: BabyAI's (red: the agent's)
     rows = np.arange(len(data.ex))
     inputs, tg = joint_batch(model, data, rows, tc, np.random.default_rng(0))
     n, feats = len(rows), inputs["features"][inputs["clip_index"]]
@@ -390,11 +391,13 @@ def test_encoders_whose_features_a_mirror_does_not_map_skip_it(tmp_path):
 
 
 def test_relaxed_rows_keep_a_success_and_add_negatives_of_another_object_or_colour(tmp_path):
-    from autorater.training.inputs.augment import RENDER_COLOURS, contradicts
+    from autorater.data.worlds.babyai import PALETTE
+    from autorater.training.inputs.augment import contradicts
     suite = colour_suite(tmp_path / "suite", n_scenarios=8, per_scenario=2)
     tc = TrainConfig(aggregation="majority", cache_dir=str(tmp_path / "c")).replace(
         augment={"rotate": False, "mirror": False, "relax": 1.0})
     model, data = prepare([suite], PRESETS["tiny"], tc)
+    data.sources = [{"world": "babyai"}]  # its colour and object words: BabyAI's palette
     objects = ("ball", "key", "box")
     data.ex.instructions = [f"pick up the {t} {objects[i % 3]}" for i, t in enumerate(data.ex.instructions)]
     rows = np.arange(len(data.ex))
@@ -414,11 +417,11 @@ def test_relaxed_rows_keep_a_success_and_add_negatives_of_another_object_or_colo
         assert words[pos] == words[neg] == own.replace(colour + " ", "")
         assert tg.match[pos] == 1 and data.ex.p_success[i] > 0.5 and tg.success[pos] > 0.5  # asks for less: a success
         assert tg.match[neg] == 0 and data.ex.p_success[k] > 0.5 and tg.success[neg] == tc.stream.negative_label
-        assert contradicts(words[neg], data.ex.instructions[k])  # the other video shows another object
+        assert contradicts(words[neg], data.ex.instructions[k], PALETTE)  # the other video shows another object
         assert torch.equal(feats[changed], feats[i]) and tg.match[changed] == 0
         assert tg.success[changed] == tc.stream.negative_label
         new = words[changed].split()[3]
-        assert new != colour and new in RENDER_COLOURS and words[changed] == own.replace(colour, new)
+        assert new != colour and new in PALETTE.colours and words[changed] == own.replace(colour, new)
     out = model(**inputs, targets=tg)
     assert torch.isfinite(out.loss)
 

@@ -80,26 +80,23 @@ def test_a_world_says_which_training_augmentations_need_its_renderer():
     assert not world_allows([None], "relax") and not world_allows([], "relax")  # a suite from elsewhere: none
 
 
-def test_a_new_world_is_its_package_and_one_line(tmp_path, monkeypatch):
-    """A copy of the toy world under another name, registered by its one line, generates suites that name it and
-    trains with what it allows; a package folder under data/worlds/ is found by the packaging (setup.py) unlisted."""
+def test_a_world_package_under_data_worlds_is_found_by_the_packaging_unlisted(tmp_path):
+    """A world shipped inside this repository is a package folder under data/worlds/ (setup.py finds it) and one
+    entry-point line; one of one's own needs neither (tests/test_world_plugin.py)."""
     import runpy
 
-    from autorater.data.suite import Suite
-    from autorater.data.worlds import demo_worlds, world_allows
-
-    source = Path(load_world("toy").__file__).read_text(encoding="utf-8").replace('NAME = "toy"', 'NAME = "toy2"')
-    (tmp_path / "toy2").mkdir()
-    (tmp_path / "toy2" / "__init__.py").write_text(source, encoding="utf-8")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(WORLDS, "toy2", "toy2")  # the one line
-    suite = Suite.load(generate_suite(tmp_path / "s", world="toy2", scenarios=2, continuations_per_scenario=1,
-                                      workers=1, progress=False))
-    assert world_of(suite.info.source) == "toy2" and not world_allows([suite.info.source], "rotate")
-    assert "toy2" not in demo_worlds()  # its DEMO is None
     repo = tmp_path / "repo"
     for folder in ("autorater", "data", "data/worlds", "data/worlds/toy2", "training", "calibration", "serving", "app"):
         (repo / folder).mkdir(parents=True)
         (repo / folder / "__init__.py").write_text('"""a package"""\n')
     setup = runpy.run_path(str(Path(__file__).resolve().parent.parent / "setup.py"), run_name="setup_py")
     assert "autorater.data.worlds.toy2" in setup["packages"](repo)
+
+
+def test_every_world_is_a_world_class_registered_under_its_name():
+    from autorater.data.worlds import GROUP, World
+
+    assert GROUP == "autorater.worlds" and set(WORLDS) >= {"babyai", "metaworld", "toy"}
+    for name, value in WORLDS.items():
+        world = load_world(name)
+        assert isinstance(world, World) and world.NAME == name and value.endswith(":" + type(world).__name__)

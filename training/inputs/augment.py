@@ -4,11 +4,13 @@ A mirror (left <-> right) and a permutation of the objects' colours change the p
 instruction's words together, so the outcome, the marker and the failure mode stay what the
 annotators said. Both act on decoded frames (b, t, H, W, 3) or on "pixels" cells (b, t, 3 k^2, G, G:
 each cell's mean colours on a k x k sub-grid, channel ``c k^2 + i k + j``); ImageNet features of a
-changed frame are not a function of the cached ones, so other encoders skip both (``autorater.training.train``).
+changed frame are not a function of the cached ones, so other encoders skip both (``stages/joint.py``). The
+colours are the palette of the world that made the suites (its ``PALETTE``: BabyAI's, MiniGrid's colours as they show
+on screen): a world without one allows no recolour.
 
 Words alone: a weaker instruction (one colour word dropped, ``relax_words``) still holds in a success
 video, and a changed colour word (``recolour_one_word``) or a weaker instruction that ``contradicts`` another
-video's does not: the rows ``autorater.training.train`` adds for ``TrainConfig.relax``.
+video's does not: the rows ``make_batch`` adds for ``TrainConfig.augment.relax``.
 
 Example:
     >>> mirror_words("open the door on your left")
@@ -19,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import ClassVar
@@ -26,6 +29,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
+from autorater.data.worlds import Palette
 from autorater.models.events.mirror import mirror, mirror_words, same_case  # noqa: F401  (mirror: also used at test time)
 
 
@@ -64,40 +68,38 @@ class Augmentations:
         return cls(rotate=False, mirror=False, recolour=False, relax=0.0, crop=0.0, pixels=False)
 
 
-# The generator's renderer (MiniGrid) draws objects in six colours. Inside the agent's view every tile is
-# lightened 30% towards white, so on screen an object of colour c is c + 0.3 (255 - c) on a (76, 76, 76)
-# floor (measured in the cached cells: floor 76, red 242 76 76, purple 153 102 204 after compression).
-RENDER_COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255), "purple": (112, 39, 195),
-                  "yellow": (255, 255, 0), "grey": (100, 100, 100)}
-# Red is also the agent's triangle and grey the walls: those two stay; the other four are permuted.
-PERMUTED = ("green", "blue", "purple", "yellow")
-_NAMES = list(RENDER_COLOURS)
-_FLOOR = torch.full((3,), 0.3)
-_OFFSETS = torch.tensor([[c + 0.3 * (255 - c) for c in rgb] for rgb in RENDER_COLOURS.values()]) / 255 - _FLOOR
-_COLOUR_WORDS = re.compile(r"\b(" + "|".join(PERMUTED) + r")\b", re.IGNORECASE)
+@functools.lru_cache(maxsize=8)
+def _colours(palette: Palette) -> tuple[list[str], torch.Tensor, torch.Tensor, re.Pattern]:
+    """A palette's colour names, its floor (3,), each colour as the renderer shows it less the floor (colours, 3), in
+    [0, 1], and a pattern of its colour words with the space before them."""
+    names = list(palette.colours)
+    floor = torch.full((3,), palette.floor)
+    offsets = torch.tensor([[c + palette.tint * (255 - c) for c in rgb] for rgb in palette.colours.values()]) / 255
+    return names, floor, offsets - floor, re.compile(r"\s*\b(" + "|".join(names) + r")\b", re.IGNORECASE)
 
 
-def random_permutation(rng: np.random.Generator) -> dict[str, str]:
-    """A random permutation of ``PERMUTED`` (possibly the identity), as {old: new}."""
-    return dict(zip(PERMUTED, (PERMUTED[i] for i in rng.permutation(len(PERMUTED)))))
+def random_permutation(rng: np.random.Generator, palette: Palette) -> dict[str, str]:
+    """A random permutation of the palette's ``permuted`` colours (possibly the identity), as {old: new}."""
+    permuted = palette.permuted
+    return dict(zip(permuted, (permuted[i] for i in rng.permutation(len(permuted)))))
 
 
 def recolour_words(text: str, permutation: dict[str, str]) -> str:
     """The instruction of the recoloured episode: every permuted colour word renamed."""
-    return _COLOUR_WORDS.sub(lambda m: same_case(permutation.get(m.group(1).lower(), m.group(1).lower()),
-                                                  m.group(1)), text)
+    words = re.compile(r"\b(" + "|".join(permutation) + r")\b", re.IGNORECASE)
+    return words.sub(lambda m: same_case(permutation.get(m.group(1).lower(), m.group(1).lower()), m.group(1)), text)
 
 
-def _targets(permutations: list[dict[str, str]]) -> torch.Tensor:
-    """(n, 6): for each permutation, the index of each rendered colour's new colour."""
-    table = torch.arange(len(_NAMES)).repeat(len(permutations), 1)
+def _targets(permutations: list[dict[str, str]], names: list[str]) -> torch.Tensor:
+    """(n, colours): for each permutation, the index of each rendered colour's new colour."""
+    table = torch.arange(len(names)).repeat(len(permutations), 1)
     for row, permutation in enumerate(permutations):
         for old, new in permutation.items():
-            table[row, _NAMES.index(old)] = _NAMES.index(new)
+            table[row, names.index(old)] = names.index(new)
     return table
 
 
-def recolour_rgb(rgb: torch.Tensor, permutations: list[dict[str, str]]) -> torch.Tensor:
+def recolour_rgb(rgb: torch.Tensor, permutations: list[dict[str, str]], palette: Palette) -> torch.Tensor:
     """(n, ..., 3) colours in [0, 1], one permutation per row -> the same with the permuted colours swapped.
 
     Each colour is read as the floor plus a share ``a`` of one on-screen object colour (the one that
@@ -105,27 +107,30 @@ def recolour_rgb(rgb: torch.Tensor, permutations: list[dict[str, str]]) -> torch
     ``a`` times the difference between its new colour and its old one. Floor, walls, the agent, black
     (unseen) and everything else stay as they are.
     """
-    d = rgb.float() - _FLOOR
-    share = (d @ _OFFSETS.T / (_OFFSETS ** 2).sum(-1)).clamp(0, 1)  # (n, ..., 6)
-    residual = ((d[..., None, :] - share[..., None] * _OFFSETS) ** 2).sum(-1)
+    names, floor, offsets, _ = _colours(palette)
+    d = rgb.float() - floor
+    share = (d @ offsets.T / (offsets ** 2).sum(-1)).clamp(0, 1)  # (n, ..., colours)
+    residual = ((d[..., None, :] - share[..., None] * offsets) ** 2).sum(-1)
     best = residual.argmin(-1)
     a = share.gather(-1, best[..., None])
-    target = _targets(permutations).gather(1, best.flatten(1)).view_as(best)
-    return rgb.float() + a * (_OFFSETS[target] - _OFFSETS[best])
+    target = _targets(permutations, names).gather(1, best.flatten(1)).view_as(best)
+    return rgb.float() + a * (offsets[target] - offsets[best])
 
 
-def recolour(x: torch.Tensor, permutations: list[dict[str, str] | None], pixel_cells: int) -> torch.Tensor:
-    """Recolour each clip of a batch by its own permutation (None: unchanged); frames or cells as ``mirror``."""
+def recolour(x: torch.Tensor, permutations: list[dict[str, str] | None], pixel_cells: int,
+             palette: Palette | None) -> torch.Tensor:
+    """Recolour each clip of a batch by its own permutation (None: unchanged) of ``palette``'s colours; frames or
+    cells as ``mirror``."""
     rows = [i for i, p in enumerate(permutations) if p and any(k != v for k, v in p.items())]
     if not rows:
         return x
     out, clips, chosen = x.clone(), x[rows], [permutations[i] for i in rows]
     if not pixel_cells:  # (r, t, H, W, 3) uint8
-        out[rows] = (recolour_rgb(clips.float() / 255, chosen) * 255).round().clamp(0, 255).to(x.dtype)
+        out[rows] = (recolour_rgb(clips.float() / 255, chosen, palette) * 255).round().clamp(0, 255).to(x.dtype)
         return out
     r, t, c, g, _ = clips.shape  # (r, t, 3 k^2, G, G): channel c k^2 + s
     rgb = clips.view(r, t, 3, c // 3, g, g).movedim(2, -1)
-    out[rows] = recolour_rgb(rgb, chosen).clamp(0, 1).movedim(-1, 2).reshape(r, t, c, g, g).to(x.dtype)
+    out[rows] = recolour_rgb(rgb, chosen, palette).clamp(0, 1).movedim(-1, 2).reshape(r, t, c, g, g).to(x.dtype)
     return out
 
 
@@ -133,51 +138,50 @@ def recolour(x: torch.Tensor, permutations: list[dict[str, str] | None], pixel_c
 # success stays a success, at the same moment, where acting on a wrong object is a decisive failure (the first
 # decisive event of a success is the success). Object and colour words decide whether a weaker instruction can
 # hold in another success video.
-_ANY_COLOUR = re.compile(r"\s*\b(" + "|".join(RENDER_COLOURS) + r")\b", re.IGNORECASE)
-OBJECT_WORDS = frozenset(RENDER_COLOURS) | {"ball", "box", "key", "door"}
 
 
-def relax_words(text: str, rng: np.random.Generator) -> str | None:
+def relax_words(text: str, rng: np.random.Generator, palette: Palette) -> str | None:
     """The instruction with one of its colour words (picked at random) dropped; None when it has none."""
-    found = list(_ANY_COLOUR.finditer(text))
+    found = list(_colours(palette)[3].finditer(text))
     if not found:
         return None
     m = found[rng.integers(len(found))]
     return text[:m.start()] + text[m.end():]
 
 
-def recolour_one_word(text: str, rng: np.random.Generator) -> str | None:
+def recolour_one_word(text: str, rng: np.random.Generator, palette: Palette) -> str | None:
     """The instruction with one of its colour words (picked at random) changed to another colour; None when it
     has none. In a video that succeeded at ``text`` the agent acted on the other colour's object first: a failure
     of the changed instruction wherever a wrong object ends the episode."""
-    found = list(_ANY_COLOUR.finditer(text))
+    names, _, _, pattern = _colours(palette)
+    found = list(pattern.finditer(text))
     if not found:
         return None
     m = found[rng.integers(len(found))]
     old = m.group(1).lower()
-    new = [c for c in RENDER_COLOURS if c != old][rng.integers(len(RENDER_COLOURS) - 1)]
+    new = [c for c in names if c != old][rng.integers(len(names) - 1)]
     return text[:m.start(1)] + same_case(new, m.group(1)) + text[m.end(1):]
 
 
-def weaker_variants(text: str) -> list[str]:
+def weaker_variants(text: str, palette: Palette) -> list[str]:
     """Every instruction ``relax_words`` and ``recolour_one_word`` can make of ``text`` (each colour word dropped, or
     changed to each other colour): the words a relaxed batch may ask of a frozen sentence encoder."""
+    names, _, _, pattern = _colours(palette)
     out = []
-    for m in _ANY_COLOUR.finditer(text):
+    for m in pattern.finditer(text):
         out.append(text[:m.start()] + text[m.end():])
         old = m.group(1).lower()
-        out += [text[:m.start(1)] + same_case(new, m.group(1)) + text[m.end(1):]
-                for new in RENDER_COLOURS if new != old]
+        out += [text[:m.start(1)] + same_case(new, m.group(1)) + text[m.end(1):] for new in names if new != old]
     return out
 
 
-def contradicts(weaker: str, done: str) -> bool:
-    """Whether the ``weaker`` instruction names an object or colour word that the instruction ``done`` (which
-    the video succeeded at) lacks: the video then shows the wrong object for it (a failure), not a success."""
-    have = set(done.lower().split())
-    return any(w in OBJECT_WORDS and w not in have for w in weaker.lower().split())
+def contradicts(weaker: str, done: str, palette: Palette) -> bool:
+    """Whether the ``weaker`` instruction names an object or colour word of the palette's that the instruction
+    ``done`` (which the video succeeded at) lacks: the video then shows the wrong object for it (a failure), not a
+    success."""
+    have, named = set(done.lower().split()), set(palette.colours) | set(palette.objects)
+    return any(w in named and w not in have for w in weaker.lower().split())
 
 
-__all__ = ["Augmentations", "OBJECT_WORDS", "PERMUTED", "RENDER_COLOURS", "contradicts", "mirror", "mirror_words",
-           "random_permutation", "recolour", "recolour_one_word", "recolour_rgb", "recolour_words", "relax_words",
-           "weaker_variants"]
+__all__ = ["Augmentations", "contradicts", "mirror", "mirror_words", "random_permutation", "recolour",
+           "recolour_one_word", "recolour_rgb", "recolour_words", "relax_words", "weaker_variants"]

@@ -18,6 +18,7 @@ import torch
 from autorater.architecture import Processor
 from autorater.config import AutoraterConfig
 from autorater.data.suite import Suite
+from autorater.data.worlds import Palette, palette_of
 from autorater.encoders import tokenize_words
 from autorater.model import Autorater
 from autorater.models import AutoModel, spec_of
@@ -189,11 +190,12 @@ def _relaxed_rows(data: TrainingData, clip, instructions: list[str], match, idx,
         row = int(idx[i])
         if ex.p_success[row] <= 0.5 or ex.categories[row] not in data.decisive or rng.random() >= share:
             continue
-        weaker, changed = relax_words(instructions[i], rng), recolour_one_word(instructions[i], rng)
+        palette = suites_palette(data)  # its colour and object words (asked only of a row it relaxes)
+        weaker, changed = relax_words(instructions[i], rng, palette), recolour_one_word(instructions[i], rng, palette)
         if weaker is None:
             continue
         others = [j for j in range(n_own) if ex.p_success[int(idx[j])] > 0.5 and
-                  ex.categories[int(idx[j])] == ex.categories[row] and contradicts(weaker, instructions[j])]
+                  ex.categories[int(idx[j])] == ex.categories[row] and contradicts(weaker, instructions[j], palette)]
         if not others:
             continue
         add_rows += [i, others[rng.integers(len(others))], i]
@@ -215,6 +217,17 @@ class Batch:
     frames: int  # frames of the batch once its padding is cut: "end of video" is bin ``frames``
 
 
+def suites_palette(data: TrainingData) -> Palette:
+    """The palette of the world that made the training suites (``palette_of``: what a recolour permutes and a relaxed
+    instruction names); ValueError when they have none."""
+    palette = palette_of(data.sources)
+    if palette is None:
+        raise ValueError("recolour and relax need the palette of the suites' world (BabyAI's); these suites' worlds "
+                         "have none (fix: switch augment.recolour and augment.relax off, or train on suites of a world "
+                         "with a palette)")
+    return palette
+
+
 def make_batch(data: TrainingData, rows: np.ndarray, rng: np.random.Generator | None = None, *,
                augment: Augmentations | None = None, mismatch_share: float = 0.0,
                successes_only: bool = False) -> tuple[dict, Batch]:
@@ -225,6 +238,7 @@ def make_batch(data: TrainingData, rows: np.ndarray, rng: np.random.Generator | 
     clip each row rates (with ``rng`` only)."""
     ex, clips = data.ex, data.clips
     aug = augment if augment is not None and rng is not None else Augmentations.none()
+    palette = suites_palette(data) if aug.recolour else None
     feats = clips.features[rows]
     instructions = [ex.instructions[r] for r in rows]
     match = torch.ones(len(rows))
@@ -236,8 +250,8 @@ def make_batch(data: TrainingData, rows: np.ndarray, rng: np.random.Generator | 
             feats = _rotate(feats, torch.from_numpy(rng.integers(0, 4, len(rows))), dims)
         flip = rng.random(len(rows)) < 0.5 if aug.mirror else np.zeros(len(rows), dtype=bool)
         feats = mirror(feats, torch.from_numpy(flip), data.pixel_cells)
-        colours = [random_permutation(rng) if aug.recolour and rng.random() < 0.5 else None for _ in rows]
-        feats = recolour(feats, colours, data.pixel_cells)
+        colours = [random_permutation(rng, palette) if aug.recolour and rng.random() < 0.5 else None for _ in rows]
+        feats = recolour(feats, colours, data.pixel_cells, palette)
         if aug.crop and not clips.is_frames:
             feats = crop_maps(feats, aug.crop, rng)
         chosen, partners = _mismatch_partners(rows, data, mismatch_share, rng, successes_only)

@@ -117,14 +117,14 @@ def _read_clips(path: Path, is_frames: bool, errors: dict | None = None) -> tupl
 def training_texts(data: TrainingData, tc: TrainConfig) -> list[str]:
     """Every instruction the training can ask the sentence vectors of: the rows' own, their mirror (inputs that a
     mirror maps), and the weaker and changed wordings the relaxed rows add (worlds whose colour words allow it)."""
-    from autorater.data.worlds import world_allows
+    from autorater.data.worlds import palette_of, world_allows
     from autorater.training.inputs.augment import mirror_words, weaker_variants
 
     texts = set(data.ex.instructions)
     if tc.augment.mirror and mirrorable(data):
         texts |= {mirror_words(t) for t in texts}
     if tc.augment.relax and world_allows(data.sources, "relax"):
-        texts |= {v for t in texts for v in weaker_variants(t)}
+        texts |= {v for t in texts for v in weaker_variants(t, palette_of(data.sources))}
     return sorted(texts)
 
 

@@ -32,11 +32,11 @@ import numpy as np
 
 from autorater.data.annotators import trait_scores
 from autorater.data.video import write_video
-from autorater.data.worlds import ScenarioJob, SwapJob
 from autorater.data.worlds.babyai.agents import AgentContext, make_policy
 from autorater.data.worlds.babyai.judge import Judge, expert_solution, replay
 from autorater.data.worlds.babyai.levels import alternative_specs, describe, instr_to_spec, make_env, resolve_level
 from autorater.data.worlds.babyai.render import RenderConfig, render_frame
+from autorater.data.worlds.base import ScenarioJob, SwapJob
 
 __all__ = ["run_scenario", "swap_scenario", "render_config", "seeded_rng"]
 

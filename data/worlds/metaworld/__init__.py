@@ -11,7 +11,8 @@ enters), ``image_size`` (even pixels, 128 by default); swap options (``MetaWorld
 steps (2.5 s) after the takeover.
 
 Rendering needs an OpenGL back-end without a display: OSMesa (Debian package ``libosmesa6``); the
-generator sets ``MUJOCO_GL=osmesa`` and ``PYOPENGL_PLATFORM=osmesa`` unless they are set.
+generator sets ``MUJOCO_GL=osmesa`` and ``PYOPENGL_PLATFORM=osmesa`` unless they are set. The world is
+:class:`MetaWorld`, registered by an entry point.
 """
 
 from __future__ import annotations
@@ -19,18 +20,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from autorater.data.worlds import DemoPlan, WorldOptions, option, options_of
+from autorater.data.worlds.base import DemoPlan, World
 from autorater.data.worlds.metaworld.cameras import HOLD_OUT_DEGREES, IN_VIEW, RANDOM, RANGE
 from autorater.data.worlds.metaworld.tasks import HELD_OUT, MT10
 from autorater.data.worlds.metaworld.tasks import TASKS as _TASK_TABLE
+from autorater.data.worlds.options import WorldOptions, option
 
-__all__ = ["NAME", "TASKS", "AGENTS", "DEFAULT_TASKS", "DEFAULT_AGENTS", "FAILURE_MODES", "CAMERAS", "MT10", "HELD_OUT",
-           "OPTIONS", "SWAP_OPTIONS", "FPS", "AUGMENTATIONS", "DEMO", "MetaWorldOptions", "MetaWorldSwapOptions",
-           "resolve_tasks", "check_agents", "check_options", "run_scenario", "swap_scenario", "describe",
-           "augmentations", "default_preset"]
+__all__ = ["AGENTS", "CAMERAS", "HELD_OUT", "MT10", "MetaWorld", "MetaWorldOptions", "MetaWorldSwapOptions",
+           "resolve_tasks"]
 
-NAME = "metaworld"
-TASKS: dict[str, str] = {name: task.wordings[0] for name, task in _TASK_TABLE.items()}
 AGENTS: dict[str, str] = {
     "expert": "Meta-World's scripted policy for the task",
     "noisy-0.5": "the expert with Gaussian noise (sd 0.5) on every action component, clipped to [-1, 1]",
@@ -48,29 +46,7 @@ AGENTS: dict[str, str] = {
     "overshoot": "the expert's moves at 1-2x their size with momentum: swings past its targets and back",
     "success-then-undo": "the expert until its first success, then it undoes it (object back, other task, retrace)",
 }
-DEFAULT_TASKS = MT10
-DEFAULT_AGENTS = ("expert", "noisy-0.5", "noisy-1.0", "wrong-target", "random")
-FAILURE_MODES = {"timeout": "the task was not done by the end of the video",
-                 "knocked_off": "an object fell off the table",
-                 "dropped": "the carried object fell from the gripper before the task was done"}
 CAMERAS = ("corner", "corner2", "corner3", "topview", "behindGripper", "gripperPOV")
-FPS = 8.0  # a frame every 10 control steps
-AUGMENTATIONS = frozenset()  # none needs its renderer
-# The demo trains the default recipe (the general model) on one-camera robot video.
-DEMO = DemoPlan(preset="general", sizes=((200, 5), (120, 5), (20, 10)), quick=((24, 5), (12, 5), (4, 10)),
-                out="demo-out-metaworld")
-
-
-def augmentations(source: dict) -> frozenset:
-    """None needs this world's renderer or words."""
-    return AUGMENTATIONS
-
-
-def default_preset(source: dict) -> tuple[str, str]:
-    """Camera video: the general model."""
-    return "general", "camera video: the general model (any camera, any wording)"
-
-
 CONTROL_STEP_S = 0.0125  # 5 MuJoCo steps of 2.5 ms
 CONTINUATION_S = 2.5  # 200 control steps after the takeover
 
@@ -84,14 +60,6 @@ def resolve_tasks(names: Sequence[str]) -> list[str]:
             raise ValueError(f"unknown Meta-World task {name!r}; known: {', '.join(_TASK_TABLE)}")
         out.append(full)
     return out
-
-
-def check_agents(names: Sequence[str]) -> list[str]:
-    unknown = [a for a in names if a not in AGENTS]
-    if unknown or not names:
-        raise ValueError(f"unknown Meta-World agent(s) {', '.join(unknown) or '(none given)'}; "
-                         f"known: {', '.join(AGENTS)}")
-    return list(names)
 
 
 @dataclass(frozen=True)
@@ -142,7 +110,6 @@ class MetaWorldOptions(WorldOptions):
             raise ValueError(f"image_size must be an even number of pixels >= 16, got {self.image_size}")
 
 
-OPTIONS = MetaWorldOptions
 
 
 @dataclass(frozen=True)
@@ -160,13 +127,53 @@ class MetaWorldSwapOptions(WorldOptions):
         object.__setattr__(self, "keep_out", tuple(resolve_tasks(self.keep_out)))
 
 
-SWAP_OPTIONS = MetaWorldSwapOptions
+class MetaWorld(World):
+    """Meta-World (module docstring): a Sawyer arm on a table, its tasks Meta-World's environments."""
+
+    NAME = "metaworld"
+    TITLE = "Meta-World"
+    TASKS: dict[str, str] = {name: task.wordings[0] for name, task in _TASK_TABLE.items()}
+    AGENTS = AGENTS
+    DEFAULT_TASKS = MT10
+    DEFAULT_AGENTS = ("expert", "noisy-0.5", "noisy-1.0", "wrong-target", "random")
+    FAILURE_MODES = {"timeout": "the task was not done by the end of the video",
+                     "knocked_off": "an object fell off the table",
+                     "dropped": "the carried object fell from the gripper before the task was done"}
+    OPTIONS = MetaWorldOptions
+    SWAP_OPTIONS = MetaWorldSwapOptions
+    FPS = 8.0  # a frame every 10 control steps
+    # The demo trains the default recipe (the general model) on one-camera robot video.
+    DEMO = DemoPlan(preset="general", sizes=((200, 5), (120, 5), (20, 10)), quick=((24, 5), (12, 5), (4, 10)),
+                    out="demo-out-metaworld")
+
+    def resolve_tasks(self, names: Sequence[str]) -> list[str]:
+        return resolve_tasks(names)
+
+    def check_options(self, fps: float | None = None, **options) -> dict:
+        return check_options(self.FPS if fps is None else fps, **options)
+
+    def run_scenario(self, job) -> dict:
+        from autorater.data.worlds.metaworld.scenes import run_scenario as run
+
+        return run(job)
+
+    def swap_scenario(self, job) -> dict:
+        from autorater.data.worlds.metaworld.scenes import swap_scenario as swap
+
+        return swap(job)
+
+    def describe(self, tasks: Sequence[str], agents: Sequence[str], options: dict, common: dict) -> tuple[str, dict]:
+        return describe(tasks, agents, options, common)
+
+    def default_preset(self, source: dict) -> tuple[str, str]:
+        """Camera video: the general model."""
+        return "general", "camera video: the general model (any camera, any wording)"
 
 
-def check_options(fps: float = FPS, **options) -> dict:
+def check_options(fps: float = 8.0, **options) -> dict:
     """``MetaWorldOptions`` checked, and the steps per frame: the dict every scenario job carries (``cameras``,
     ``image_size``, ``steps_per_frame``, ``horizon_steps``, ``hold_out_cameras``, ``hold_out_degrees``)."""
-    checked = options_of(NAME, options)
+    checked = MetaWorld().options(**options)
     steps_per_frame = 1.0 / (fps * CONTROL_STEP_S)
     horizon = CONTINUATION_S / CONTROL_STEP_S
     if abs(steps_per_frame - round(steps_per_frame)) > 1e-9 or horizon % round(steps_per_frame):
@@ -178,24 +185,12 @@ def check_options(fps: float = FPS, **options) -> dict:
             **({"twin_camera": checked.twin_camera} if checked.twin_camera else {})}
 
 
-def run_scenario(job):
-    from autorater.data.worlds.metaworld.scenes import run_scenario as run
-
-    return run(job)
-
-
-def swap_scenario(job):
-    from autorater.data.worlds.metaworld.scenes import swap_scenario as swap
-
-    return swap(job)
-
-
 def describe(tasks: Sequence[str], agents: Sequence[str], options: dict, common: dict) -> tuple[str, dict]:
     """suite.json's description and ``source``."""
     from importlib.metadata import version
 
     text = f"Synthetic STS-style suite on Meta-World ({', '.join(tasks)})"
-    source = {"generator": common["generator"], "world": NAME, "tasks": list(tasks), "agents": list(agents),
+    source = {"generator": common["generator"], "world": "metaworld", "tasks": list(tasks), "agents": list(agents),
               **{k: v for k, v in common.items() if k != "generator"}, "cameras": options["cameras"],
               "image_size": options["image_size"], "steps_per_frame": options["steps_per_frame"],
               "continuation_steps": options["horizon_steps"], "metaworld": version("metaworld"),

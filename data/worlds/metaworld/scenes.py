@@ -34,7 +34,7 @@ import numpy as np
 
 from autorater.data.annotators import trait_scores
 from autorater.data.video import write_video
-from autorater.data.worlds import ScenarioJob, SwapJob
+from autorater.data.worlds.base import ScenarioJob, SwapJob
 from autorater.data.worlds.metaworld.cameras import (
     HOLD_OUT_DEGREES,
     RANDOM,

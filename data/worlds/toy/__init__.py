@@ -1,12 +1,12 @@
 """The toy world: a white square walks a small board to the coloured square it is told to reach.
 
-The smallest world behind the interface (``autorater.data.worlds.World``), in one file with numpy only: the
-example of docs/worlds.md, "Adding a world", and a world that makes a real suite (H.264 videos included) in a
-fraction of a second, for tests. A *scenario* is a board of ``grid_size`` x ``grid_size`` cells, two or four
-coloured squares on it (``TASKS``), a start cell and the colour to reach; the expert walks the shortest way there
-(an L, around the other squares) and plays 20-50% of it as context; each agent then moves alone for
-``2 x remaining + 4`` steps, the same for every continuation of the scenario, and keeps moving after it reached a
-square. Frame 0 is the start, then one frame per step (8 a second by default).
+The smallest world behind the interface (:class:`Toy`, a ``autorater.data.worlds.World`` registered by an entry
+point), in one file with numpy only: the example of docs/worlds.md, "Adding a world", and a world that makes a real
+suite (H.264 videos included) in a fraction of a second, for tests. A *scenario* is a board of ``grid_size`` x
+``grid_size`` cells, two or four coloured squares on it (``TASKS``), a start cell and the colour to reach; the expert
+walks the shortest way there (an L, around the other squares) and plays 20-50% of it as context; each agent then moves
+alone for ``2 x remaining + 4`` steps, the same for every continuation of the scenario, and keeps moving after it
+reached a square. Frame 0 is the start, then one frame per step (8 a second by default).
 
 Truth: the first frame that shows the agent on the named square is a success; on another square first, the
 failure ``wrong_square``; neither by the end, ``timeout`` (marked at the end). Truth lines
@@ -16,51 +16,25 @@ instruction, as ``swap_scenario`` does) and ``traits`` (``off_expert_share``: sh
 that do not get closer; ``near_miss`` / ``near_miss_frame``: a failure that came next to the named square).
 
 Example:
-    >>> job = ScenarioJob(0, "reach", ["expert", "random"], 0, seed=1, out=None, fps=FPS, version="v1",
-    ...                   options=check_options())
-    >>> [t["outcome"] for t in run_scenario(job)["truths"]][0]
+    >>> toy = Toy()
+    >>> job = ScenarioJob(0, "reach", ["expert", "random"], 0, seed=1, out=None, fps=toy.FPS, version="v1",
+    ...                   options=toy.check_options())
+    >>> [t["outcome"] for t in toy.run_scenario(job)["truths"]][0]
     'success'
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from autorater.data.annotators import trait_scores
-from autorater.data.worlds import NoOptions, ScenarioJob, SwapJob, WorldOptions, option, options_of
+from autorater.data.worlds.base import ScenarioJob, SwapJob, World
+from autorater.data.worlds.options import WorldOptions, option
 
-__all__ = ["NAME", "TASKS", "AGENTS", "DEFAULT_TASKS", "DEFAULT_AGENTS", "FAILURE_MODES", "OPTIONS", "SWAP_OPTIONS",
-           "FPS", "AUGMENTATIONS", "DEMO", "ToyOptions", "resolve_tasks", "check_agents", "check_options",
-           "run_scenario", "swap_scenario", "describe", "augmentations", "default_preset"]
-
-NAME = "toy"
-TASKS = {"reach": "reach the named one of two coloured squares",
-         "reach-crowded": "reach the named one of four coloured squares"}
-AGENTS = {"expert": "the shortest way to the named square, then stays on it",
-          "noisy": "the expert's next move, but a random one 30% of the time",
-          "wrong-target": "the shortest way to another square: right-looking, wrong square",
-          "random": "a random move (or none) every step"}
-DEFAULT_TASKS = tuple(TASKS)
-DEFAULT_AGENTS = tuple(AGENTS)
-FAILURE_MODES = {"wrong_square": "stepped onto a square the instruction does not name first",
-                 "timeout": "on no square by the end of the video"}
-FPS = 8.0  # one frame per step
-AUGMENTATIONS = frozenset()
-DEMO = None  # a test's world: no demo
-
-
-def augmentations(source: dict) -> frozenset:
-    """None needs this world's renderer or words."""
-    return AUGMENTATIONS
-
-
-def default_preset(source: dict) -> tuple[str, str]:
-    """Drawn squares: the general model (no world-specific preset)."""
-    return "general", "no preset of its own: the general model"
+__all__ = ["Toy", "ToyOptions", "render"]
 
 
 COLOURS = {"red": (220, 50, 50), "green": (40, 180, 70), "blue": (60, 90, 235), "yellow": (235, 205, 40)}
@@ -84,36 +58,6 @@ class ToyOptions(WorldOptions):
         if self.image_size % 2 or self.image_size < 2 * self.grid_size:
             raise ValueError(f"option image_size (--image-size) must be even and at least 2 pixels a cell "
                              f"({2 * self.grid_size} for grid_size {self.grid_size}), got {self.image_size}")
-
-
-OPTIONS = ToyOptions
-SWAP_OPTIONS = NoOptions
-
-
-def resolve_tasks(names: Sequence[str]) -> list[str]:
-    unknown = [n for n in names if n not in TASKS]
-    if unknown:
-        raise ValueError(f"unknown toy task(s) {', '.join(unknown)}; known: {', '.join(TASKS)}")
-    return list(names)
-
-
-def check_agents(names: Sequence[str]) -> list[str]:
-    unknown = [a for a in names if a not in AGENTS]
-    if unknown or not names:
-        raise ValueError(f"unknown toy agent(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(AGENTS)}")
-    return list(names)
-
-
-def check_options(fps: float = FPS, **options) -> dict:
-    """``ToyOptions`` checked, as the dict every scenario job carries."""
-    return asdict(options_of(NAME, options))
-
-
-def describe(tasks: Sequence[str], agents: Sequence[str], options: dict, common: dict) -> tuple[str, dict]:
-    """suite.json's description and ``source`` (naming the world, so that ``world_of`` finds it)."""
-    source = {"generator": common["generator"], "world": NAME, "tasks": list(tasks), "agents": list(agents),
-              **{k: v for k, v in common.items() if k != "generator"}, **options}
-    return f"Synthetic STS-style suite in the toy world ({', '.join(tasks)})", source
 
 
 # ----------------------------------------------------------------------------------------------
@@ -227,7 +171,7 @@ def _truth(cid: str, plan: dict, agent: str, positions: list, fps: float) -> dic
     return {"continuation_id": cid, "scenario_id": plan["scenario_id"], "agent": agent, "task": plan["task"],
             "instruction": f"go to the {plan['goal']} square", "category": "reach", "goal": plan["goal"],
             "outcome": judged["outcome"], "marker_s": round(marker / fps, 6), "failure_mode": judged["failure_mode"],
-            "failure_modes": list(FAILURE_MODES), "event_frame": judged["event_frame"], "num_frames": n, "fps": fps,
+            "failure_modes": list(Toy.FAILURE_MODES), "event_frame": judged["event_frame"], "num_frames": n, "fps": fps,
             "duration_s": round(n / fps, 6), "takeover_frame": takeover, "takeover_s": round(takeover / fps, 6),
             "targets": {k: list(c) for k, c in plan["squares"].items()}, "positions": [list(c) for c in positions],
             "traits": judged["traits"]}
@@ -246,7 +190,7 @@ def render(positions: list, squares: dict, grid_size: int, image_size: int) -> n
     return np.pad(board, ((0, 0), (pad // 2, pad - pad // 2), (pad // 2, pad - pad // 2), (0, 0)))
 
 
-def run_scenario(job: ScenarioJob) -> dict:
+def _run_scenario(job: ScenarioJob) -> dict:
     """Plan one scenario and record its continuations (videos written unless ``job.out`` is None)."""
     size = job.options["grid_size"]
     plan = _plan(job.index, job.task, job.seed, size)
@@ -270,7 +214,7 @@ def run_scenario(job: ScenarioJob) -> dict:
     return {"index": job.index, "scenario": scenario, "continuations": continuations, "truths": truths}
 
 
-def swap_scenario(job: SwapJob) -> dict:
+def _swap_scenario(job: SwapJob) -> dict:
     """Another square of the board to reach; every continuation judged again from its recorded cells."""
     targets = job.scenario["metadata"]["targets"]
     goal = job.scenario["metadata"]["instruction_spec"]["goal"]
@@ -286,3 +230,28 @@ def swap_scenario(job: SwapJob) -> dict:
                        "original_instruction": t["instruction"], "original_outcome": t["outcome"]})
     return {"index": job.index, "spec": {"goal": new}, "instruction": instruction, "category": "reach",
             "truths": truths}
+
+
+class Toy(World):
+    """The toy world (module docstring): a white square walks a small board to the coloured square it is told to
+    reach. The rest of the interface is the defaults (``World``)."""
+
+    NAME = "toy"
+    TASKS = {"reach": "reach the named one of two coloured squares",
+             "reach-crowded": "reach the named one of four coloured squares"}
+    AGENTS = {"expert": "the shortest way to the named square, then stays on it",
+              "noisy": "the expert's next move, but a random one 30% of the time",
+              "wrong-target": "the shortest way to another square: right-looking, wrong square",
+              "random": "a random move (or none) every step"}
+    FAILURE_MODES = {"wrong_square": "stepped onto a square the instruction does not name first",
+                     "timeout": "on no square by the end of the video"}
+    OPTIONS = ToyOptions
+    FPS = 8.0  # one frame per step
+
+    def run_scenario(self, job: ScenarioJob) -> dict:
+        """Plan one scenario and record its continuations (videos written unless ``job.out`` is None)."""
+        return _run_scenario(job)
+
+    def swap_scenario(self, job: SwapJob) -> dict:
+        """Another square of the board to reach; every continuation judged again from its recorded cells."""
+        return _swap_scenario(job)
