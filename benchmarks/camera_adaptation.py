@@ -183,3 +183,28 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# The benchmark built small, run by tests/test_benchmark_modules.py (a benchmark that drifts from the product fails
+# there, not on the day someone runs it).
+
+
+def tiny(tmp_path=None):
+    """Whole scenarios drawn until they hold k labels; each route fitted on them, the head frozen (``none``: as is)."""
+    import torch
+
+    from autorater.models.parts.outcome import OutcomeHead
+
+    scenarios, labels = np.repeat(np.arange(6), 2), np.array([1.0, 0.0] * 6)
+    rows = draw_scenarios(scenarios, labels, 5, np.random.default_rng(0))
+    assert len(rows) == 5 and len(set(scenarios[rows])) == 3
+    head = OutcomeHead(channels=4, dim=8, queries=1, layers=1, heads=1, pooling="max").eval()
+    for p in head.parameters():
+        p.requires_grad_(False)
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(12, 4, 4, 2, 2, generator=g), torch.rand(12, 4), torch.rand(12, 4),
+         torch.randn(12, head.text_dim, generator=g))
+    plain = fit_route(head, x, rows, labels, "none")(np.arange(12))
+    shifted = fit_route(head, x, rows, labels, "threshold", steps=20)(np.arange(12))
+    assert torch.allclose((shifted - plain), (shifted - plain)[0].expand(12), atol=1e-5)  # one offset for all
+    return fit_route(head, x, rows, labels, "affine", steps=5)(np.arange(12))

@@ -514,3 +514,12 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# The benchmark built small, run by tests/test_benchmark_modules.py (a benchmark that drifts from the product fails
+# there, not on the day someone runs it).
+
+
+def tiny(tmp_path=None):
+    """The decision it simulates, on one small stratum for a few draws (its cells run in tests/test_certify.py)."""
+    return run_cell({"s": Stratum(200, 0.97)}, 0.9, 0.1, "family", 0.95, draws=3, seed=0)["humans_per_provisional"]

@@ -196,3 +196,22 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# The benchmark built small, run by tests/test_benchmark_modules.py (a benchmark that drifts from the product fails
+# there, not on the day someone runs it).
+
+
+def tiny(tmp_path=None):
+    """An arm's recipe read and checked, and the seeds' heads averaged into one probability (its logit beside it)."""
+    import torch
+
+    assert parse_arm("rewind=0.5+reached=1") == ("rewind_0.5+reached_1", {"rewind": 0.5, "reached": 1.0})
+    try:
+        parse_arm("rewound=1")
+        raise AssertionError("an unknown option was taken")
+    except SystemExit as refused:
+        assert "not an outcome recipe field" in str(refused)
+    rows = mean_rows([{"s": [{"continuation_id": "c", "p_success": p, "outcome": "x"}]} for p in (0.2, 0.9)])["s"]
+    assert abs(rows[0]["p_success"] - 0.55) < 1e-9 and rows[0]["outcome"] == "success"
+    return torch.tensor([rows[0]["logit"]])

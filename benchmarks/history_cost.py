@@ -170,3 +170,14 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# The benchmark built small, run by tests/test_benchmark_modules.py (a benchmark that drifts from the product fails
+# there, not on the day someone runs it).
+
+
+def tiny(tmp_path):
+    """The model folder its service loads."""
+    from autorater.models import PRESETS, AutoModel
+
+    return AutoModel.from_config(PRESETS["tiny"]).save_pretrained(Path(tmp_path) / "model")

@@ -574,3 +574,16 @@ def _summary(result: dict) -> str:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# The benchmark built small, run by tests/test_benchmark_modules.py (a benchmark that drifts from the product fails
+# there, not on the day someone runs it).
+
+
+def tiny(tmp_path=None):
+    """The general model with a variant's changes (``--set``), built and run on two clips."""
+    from autorater.models import PRESETS
+    from benchmarks import rate_tiny
+
+    config = PRESETS["tiny-general"]
+    return rate_tiny(config.replace(**parse_overrides(["outcome.members=1", "queries=3"], type(config))))

@@ -150,3 +150,6 @@ def selective_on(rows: list[dict], suite, calibration: dict) -> dict:
 
 __all__ = ["by_relatives", "pooled_failure_modes", "pooled_outcome", "reference_calibration", "selective_on",
            "swap_pairs"]
+
+
+tiny = None  # it trains or builds nothing of its own (its command line is checked: tests/test_benchmark_modules.py)

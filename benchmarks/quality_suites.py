@@ -153,3 +153,6 @@ def first_scenarios(suite, n: int | None, scenario_ids: set[str] | None = None):
 
 __all__ = ["HELD_OUT_SWAPS", "HeldOut", "MW_AGENTS", "MW_HELD_OUT_CAMERA", "MW_ONE_CAMERA", "MW_UNSEEN_AGENTS",
            "SWAPS_FOR_TRAINING", "UNSEEN_TASKS", "first_scenarios", "generate", "plans"]
+
+
+tiny = None  # it trains or builds nothing of its own (its command line is checked: tests/test_benchmark_modules.py)

@@ -121,3 +121,15 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# The benchmark built small, run by tests/test_benchmark_modules.py (a benchmark that drifts from the product fails
+# there, not on the day someone runs it).
+
+
+def tiny(tmp_path=None):
+    """A tile's colours decoded from its pixel blocks, on random frames."""
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (12, 28, 28, 3)).astype(np.uint8)
+    x = np.stack([tile_features(f, cells=7, block=2)[5, 3] for f in frames])
+    return decode_accuracy(x, np.arange(12) % 2, [str(i) for i in range(12)], seed=0)

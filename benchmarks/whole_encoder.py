@@ -148,3 +148,18 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# The benchmark built small, run by tests/test_benchmark_modules.py (a benchmark that drifts from the product fails
+# there, not on the day someone runs it).
+
+
+def tiny(tmp_path=None):
+    """Its arms' configs, each reading other inputs (their models trained and scored end to end, from packs, by
+    tests/test_gpu_path.py)."""
+    from autorater.models import PRESETS, processor_for
+    from benchmarks import rate_tiny
+
+    keys = {processor_for(arm_config(PRESETS["tiny-general"], blocks)).cache_key(True) for blocks in ARMS.values()}
+    assert len(keys) == len(ARMS)
+    return rate_tiny(arm_config(PRESETS["tiny-general"], ARMS["block4"]))

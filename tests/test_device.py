@@ -1,28 +1,10 @@
-"""The device policy lives in one module (``autorater.device``) and reaches every command that runs a model."""
+"""The device policy lives in one module (``autorater.device``) and reaches every command that runs a model (each
+command that builds a model is checked by the conformance suite: tests/test_conformance.py)."""
 
 import pytest
 import torch
 
-from autorater.app.cli import build_parser
 from autorater.device import DEFAULT_DEVICE, ray_gpus, resolve_device
-
-MODEL_COMMANDS = [["train"], ["predict"], ["evaluate"], ["calibrate"], ["label"], ["serve"], ["tune"], ["demo"],
-                  ["active", "select"], ["active", "round"]]
-
-
-def _subparser(parser, path):
-    for name in path:
-        action = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
-        parser = action.choices[name]
-    return parser
-
-
-@pytest.mark.parametrize("command", MODEL_COMMANDS, ids=" ".join)
-def test_every_command_that_runs_a_model_takes_device_with_the_one_default(command):
-    p = _subparser(build_parser(), command)
-    device = next((a for a in p._actions if "--device" in a.option_strings), None)
-    assert device is not None, f"autorater {' '.join(command)} has no --device"
-    assert device.default == DEFAULT_DEVICE == "auto"
 
 
 def test_the_library_entry_points_default_to_the_same_policy():

@@ -185,6 +185,8 @@ def add_commands(sub) -> None:
 
 def _labelling_commands(sub) -> None:
     """label, ingest, certify, leaderboard."""
+    from autorater.serving.labelling.strata import STRATA, strata_help
+
     p = sub.add_parser("label", help="auto-label a new suite version; route the uncertain continuations to humans")
     common.loading_args(p)
     common.model_and_suite(p, suite_help="the new suite version")
@@ -222,10 +224,7 @@ def _labelling_commands(sub) -> None:
                    help="audit (default): auto-labels stay provisional until this version's own audit certifies them "
                         "(`autorater certify`, round by round); references: carry the calibration references' "
                         "promise unchecked")
-    p.add_argument("--strata", default="category,camera,new-agent",
-                   help="what cuts the version into strata, each certified on its own: comma-separated category, "
-                        "camera, agent, new-agent (the agents the references never saw, each apart), tag:NAME; or "
-                        "none (one stratum). Default: category,camera,new-agent")
+    p.add_argument("--strata", default=",".join(STRATA), help=strata_help())
     p.add_argument("--claim", choices=["family", "fcr"], default="family",
                    help="the promise across strata: family (default: every certified stratum at once, with the "
                         "calibration's confidence) or fcr (the expected share of certified strata below target is at "
@@ -395,4 +394,4 @@ def _demo_command(sub) -> None:
                    help="working folder (suites, models, MLflow store); default demo-out (demo-out-metaworld)")
     p.add_argument("--world", choices=demo_worlds(), default=DEFAULT_WORLD, help="the world of the suites")
     p.add_argument("--quick", action="store_true", help="a smaller, faster run")
-    p.set_defaults(func=cmd_demo)
+    p.set_defaults(func=cmd_demo, builds_model=True)  # it trains one (the conformance suite checks its --device)

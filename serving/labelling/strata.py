@@ -42,7 +42,11 @@ from autorater.data.paths import encodable
 from autorater.data.suite import Suite
 
 STRATA = ("category", "camera", "new-agent")  # the default cut of a version into strata
-STRATUM_FIELDS = ("category", "camera", "agent", "new-agent")  # and "tag:NAME": the value of the scenario's tag NAME
+# What can cut a version into strata (``--strata``), each with what it is (the flag's help is made of these), and
+# ``tag:NAME``: the value of the scenario's tag ``NAME:value``. A new key: a line here and its value in stratum_fields.
+STRATUM_FIELDS = {"category": "the scenario's category", "camera": "the camera it was filmed from",
+                  "agent": "every agent apart", "new-agent": "the agents the references never saw, each apart"}
+TAG_FIELD = ("tag:NAME", "the value of the scenario's tag NAME:value")
 DRIFT_ALPHA = 0.01  # a stratum whose inputs differ from the references' at this level counts as drifted
 MIN_SAME_STRATUM_REFERENCES = 5  # fewer reference scenarios of a stratum: its inputs are not tested
 PRIOR_WEIGHT = {"known": 100.0, "unchecked": 30.0, "new": 10.0, "drifted": 10.0}  # answers the references' prior counts
@@ -57,9 +61,16 @@ def parse_strata(text: str | Sequence[str]) -> tuple[str, ...]:
     bad = [n for n in names if n not in STRATUM_FIELDS and not (n.startswith("tag:") and len(n) > 4)]
     if bad or not names:
         raise ValueError(f"--strata {','.join(names) or '(empty)'}: unknown {bad}; use a comma-separated list of "
-                         f"{', '.join(STRATUM_FIELDS)} and tag:NAME (the scenario tag NAME:value), e.g. "
-                         f"category,camera,new-agent; or none (one stratum)")
+                         f"{', '.join(STRATUM_FIELDS)} and {TAG_FIELD[0]} ({TAG_FIELD[1]}), e.g. "
+                         f"{','.join(STRATA)}; or none (one stratum)")
     return names
+
+
+def strata_help() -> str:
+    """``--strata``'s help, made of :data:`STRATUM_FIELDS` (each key and what it cuts by)."""
+    keys = "; ".join(f"{name} ({what})" for name, what in (*STRATUM_FIELDS.items(), TAG_FIELD))
+    return (f"what cuts the version into strata, each certified on its own: comma-separated {keys}; or none (one "
+            f"stratum). Default: {','.join(STRATA)}")
 
 
 def stratum_fields(suite: Suite, continuation_id: str) -> dict:
@@ -228,4 +239,5 @@ def plan_audit(rows: list[dict], fields: dict[str, dict], record, *, strata: Seq
     return decided, plan
 
 
-__all__ = ["STRATA", "STRATUM_FIELDS", "input_drift", "parse_strata", "plan_audit", "stratum_fields", "stratum_key"]
+__all__ = ["STRATA", "STRATUM_FIELDS", "TAG_FIELD", "input_drift", "parse_strata", "plan_audit", "strata_help",
+           "stratum_fields", "stratum_key"]
