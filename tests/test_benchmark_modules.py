@@ -1,5 +1,5 @@
-"""Every ``benchmarks/`` module imports, and what it trains or measures is built on a tiny input (its ``tiny``): a benchmark that
-drifts from the product (a removed class, a renamed field) fails here, not on the day someone runs it."""
+"""Every ``benchmarks/`` module imports, and what it trains or measures is built on a tiny input (its ``tiny``): a
+benchmark that drifts from the product (a removed class, a renamed field) fails here, not on the day someone runs it."""
 
 import importlib
 import pkgutil
