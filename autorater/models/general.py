@@ -7,10 +7,11 @@ Inputs that know nothing of the world that made the video:
   frozen and cached: spatial feature maps (stride 8 at stage 2: 16 x 16 positions at 128 px), beside each
   position's mean colour (``pixel_cells``: ImageNet features are built to ignore colour, instructions are not);
 - the instruction as frozen MiniLM sentence vectors of the whole sentence and of each half of its words
-  (``autorater.models.events.head.SentenceText``): no vocabulary, unseen wordings land near their meaning.
+  (``autorater.models.parts.text.SentenceText``): no vocabulary, unseen wordings land near their meaning.
 
-The event head of the grid recipe (``autorater/models/events/head.py``: per-frame events, competing risks over frames,
-supervision in a window around the annotators' markers), with every grid assumption taken out::
+Its event stream is the grid recipe's (``autorater/models/parts/stream.py``: per-frame events chained by competing
+risks over frames, ``parts/risks.py``, supervised in a window around the annotators' markers) with a head of its own
+(:class:`GeneralHead`), every grid assumption taken out::
 
     positions of frame t and their change since t-1 --per-position MLP--> embeddings e_p
     instruction --linear--> k "look for" vectors and k "should be there" vectors

@@ -50,6 +50,7 @@ def write_pack(suites: Sequence[Suite], model_config: AutoraterConfig, tc: Train
 
     from autorater.data.files import write_text_atomic
     from autorater.encoders import export_weights
+    from autorater.models.parts.text import sentence_vectors
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -126,21 +127,6 @@ def training_texts(data: TrainingData, tc: TrainConfig) -> list[str]:
     if tc.augment.relax and world_allows(data.sources, "relax"):
         texts |= {v for t in texts for v in weaker_variants(t, palette_of(data.sources))}
     return sorted(texts)
-
-
-def sentence_vectors(model: Autorater, texts: list[str]) -> dict[str, torch.Tensor]:
-    """The frozen sentence vectors every ``SentenceText`` of ``model`` reads of ``texts`` (by its token budget):
-    ``"<max_tokens>|<text>"`` -> (3 x 384,) float32."""
-    from autorater.models.parts.text import SentenceText
-
-    budgets = sorted({m.max_tokens for m in model.modules() if isinstance(m, SentenceText)})
-    out = {}
-    for budget in budgets:
-        words = SentenceText(budget)
-        for i in range(0, len(texts), 256):
-            part = texts[i:i + 256]
-            out.update({f"{budget}|{t}": v.float().contiguous() for t, v in zip(part, words(part))})
-    return out
 
 
 class Pack:
@@ -229,4 +215,4 @@ class Pack:
         return dict(zip(held["ids"], held["scenarios"]))
 
 
-__all__ = ["FORMAT", "PACK_FILE", "Pack", "sentence_vectors", "training_texts", "write_pack"]
+__all__ = ["FORMAT", "PACK_FILE", "Pack", "training_texts", "write_pack"]

@@ -39,9 +39,9 @@ class StreamRecipe:
         "match_warmup_batch_size": (1, 4096)}
 
     mismatch_share: float = 0.5  # extra rows per batch pairing a video with another scenario's instruction
-    success_negatives: bool = True  # also train P(success) on the mismatch rows: the events model's "counterfactual"
-    # loss. (On the transformer, measured on 2,000 continuations, it stalled training at chance: its success loss could
-    # not drop before it grounded the instruction, which it never did.)
+    success_negatives: bool = True  # also train P(success) on the mismatch rows (``stream_targets``: a success video
+    #                                 under another task's instruction is labelled ``negative_label``): the stream's
+    #                                 counterfactual loss, weighed by ``counterfactual_weight``
     match_on_successes: bool = True  # the instruction-match task on success videos only, every one paired with
     #                                  another instruction of its category (the grounding probe's task): a failed
     #                                  video shows nothing that tells its own instruction from another

@@ -24,6 +24,19 @@ def give_vectors(max_tokens: int, vectors: dict[str, torch.Tensor]) -> None:
     _GIVEN.setdefault(max_tokens, {}).update(vectors)
 
 
+def sentence_vectors(model: nn.Module, texts: list[str]) -> dict[str, torch.Tensor]:
+    """The frozen sentence vectors every :class:`SentenceText` of ``model`` reads of ``texts`` (by its token budget):
+    ``"<max_tokens>|<text>"`` -> (3 x 384,) float32 (what a pack carries: ``give_vectors`` reads them back)."""
+    budgets = sorted({m.max_tokens for m in model.modules() if isinstance(m, SentenceText)})
+    out = {}
+    for budget in budgets:
+        words = SentenceText(budget)
+        for i in range(0, len(texts), 256):
+            part = texts[i:i + 256]
+            out.update({f"{budget}|{t}": v.float().contiguous() for t, v in zip(part, words(part))})
+    return out
+
+
 class SentenceText(nn.Module):
     """Instruction -> frozen MiniLM sentence vectors (the mean of its token embeddings, unit length) of the whole
     instruction and of each half of its words, side by side (b, 3 x 384).
@@ -117,4 +130,4 @@ def _pad(seqs: list[torch.Tensor]):
     return out, mask
 
 
-__all__ = ["SentenceText", "give_vectors"]
+__all__ = ["SentenceText", "give_vectors", "sentence_vectors"]
