@@ -23,8 +23,8 @@ import torch
 from autorater.config import AutoraterConfig
 from autorater.encoders import frame_encoder_spec
 
-# The training augmentations (``TrainConfig`` fields) an architecture may support; the data decides the rest
-# (``training/train.py``: a rotation needs top-down suites, a recolour MiniGrid's palette, ...).
+# The training augmentations (``TrainConfig.augment`` fields) an architecture may support; the data decides the rest
+# (``training/stages/joint.py``: a rotation needs top-down suites, a recolour the world's palette, ...).
 AUGMENTATIONS = ("rotate", "mirror", "recolour", "relax", "crop", "pixels")
 
 
@@ -49,16 +49,17 @@ class ArchitectureSpec:
         name: ``config.json``'s ``architecture``.
         config_class, model_class: its config dataclass and its ``Autorater`` subclass.
         presets: named configs (``--config NAME``).
-        recipe: the ``TrainConfig`` fields where its training recipe differs from the defaults.
+        recipe: the ``TrainConfig`` fields where its training recipe differs from the defaults (as a recipe file's
+            ``train``: a stage's fields under its name).
         recipe_changes: how a config's recipe differs from the architecture's, by what the config says.
         search_space: what ``autorater tune`` draws beside the optimiser: (model config changes, recipe changes).
         lr_range: the peak learning rates ``autorater tune`` tries.
         learns_words: whether a config of it reads the training set's words (``vocab`` filled at training).
         init_keys: the config fields a starting model (``init_from``) must share with the run it starts.
         augmentations: which of :data:`AUGMENTATIONS` its inputs allow (the data may rule more out).
-        match_warmup: its event heads' instruction match trains alone first (``warm_up_match``).
-        has_parts: whether a config of it has parts that may train apart (``TrainConfig.parts_apart``,
-            ``training/stages/outcome.py``).
+
+    How a model of it trains is not here: its parts say (``Autorater.parts``, each naming its stage:
+    ``training/plan.py``).
     """
 
     name: str
@@ -72,8 +73,6 @@ class ArchitectureSpec:
     learns_words: Callable[[AutoraterConfig], bool] = never
     init_keys: tuple[str, ...] = ()
     augmentations: frozenset = frozenset()
-    match_warmup: bool = False
-    has_parts: Callable[[AutoraterConfig], bool] = never
 
     def processor(self, config: AutoraterConfig) -> "Processor":
         """The processor of a config of this architecture (its model class's ``processor_class``)."""

@@ -49,8 +49,8 @@ def test_suggest_samples_inside_the_documented_events_space_and_replays():
         trial = study.ask()
         m, t = suggest(trial, base_m, base_t)
         assert 5e-4 <= t.lr <= 5e-3 and 1e-3 <= t.weight_decay <= 1e-1 and 2 <= m.places <= 8
-        assert 0.3 <= t.match_weight <= 3.0 and 0.1 <= t.counterfactual_weight <= 1.0
-        assert t.match_warmup_epochs in (0, 5, 10, 15, 20)
+        assert 0.3 <= t.stream.match_weight <= 3.0 and 0.1 <= t.stream.counterfactual_weight <= 1.0
+        assert t.stream.match_warmup_epochs in (0, 5, 10, 15, 20)
         assert (m.encoder, m.image_size, m.clip_frames, t.epochs) == ("pixels", 32, 8, 2)  # cache inputs untouched
         study.tell(trial, 0.0)
         assert suggest(optuna.trial.FixedTrial(trial.params), base_m, base_t) == (m, t)

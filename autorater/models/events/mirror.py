@@ -1,6 +1,6 @@
 """Left-right mirror of first-person clips and their instructions: the same episode in a mirrored world.
 
-Training mirrors half the clips (``autorater.training.augment``); a model with ``mirror_tta`` also rates every clip
+Training mirrors half the clips (``training/inputs/augment.py``); a model with ``mirror_tta`` also rates every clip
 mirrored and averages the two (test-time augmentation). The mirror is exact on decoded frames
 (b, t, H, W, 3) and on "pixels" cells (b, t, 3 k^2, G, G: each cell's mean colours on a k x k sub-grid,
 channel ``c k^2 + i k + j``).

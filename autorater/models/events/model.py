@@ -69,10 +69,11 @@ def events_search_space(trial) -> tuple[dict, dict]:
 
 
 def event_loss_space(trial) -> dict:
-    """The event models' loss weights and match warm-up, as ``autorater tune`` draws them."""
-    return {"match_weight": trial.suggest_float("match_weight", 0.3, 3.0, log=True),
-            "counterfactual_weight": trial.suggest_float("counterfactual_weight", 0.1, 1.0, log=True),
-            "match_warmup_epochs": trial.suggest_int("match_warmup_epochs", 0, 20, step=5)}
+    """The event stream's loss weights and match warm-up (its stage's recipe, ``TrainConfig.stream``), as ``autorater
+    tune`` draws them."""
+    return {"stream": {"match_weight": trial.suggest_float("match_weight", 0.3, 3.0, log=True),
+                       "counterfactual_weight": trial.suggest_float("counterfactual_weight", 0.1, 1.0, log=True),
+                       "match_warmup_epochs": trial.suggest_int("match_warmup_epochs", 0, 20, step=5)}}
 
 
 class EventsModel(Autorater):
@@ -174,7 +175,7 @@ SPEC = ArchitectureSpec(
     presets={"babyai-grid": EventsConfig(pose=True, front_places=True),  # BabyAI only: its grid, its words
              "base": EventsConfig(pose=True, front_places=True),  # the grid preset's name before the general model
              "tiny": EventsConfig(image_size=32, grid_size=4, pixel_cells=2, clip_frames=8, places=2)},  # tests
-    search_space=events_search_space, learns_words=learns_words, match_warmup=True,
+    search_space=events_search_space, learns_words=learns_words,
     init_keys=("encoder", "encoder_stage", "pixel_cells", "grid_size", "image_size", "clip_frames", "text_encoder",
                "vocab", "places", "place_inputs", "members", "failure_modes"),
     augmentations=frozenset({"rotate", "mirror", "recolour", "relax"}))
