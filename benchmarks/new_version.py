@@ -59,33 +59,15 @@ def unlabelled_copy(src: Path, dest: Path) -> Path:
     return dest
 
 
-def _label(model: Path, suite, folder: Path, seed: int, base: Path | None, options: dict) -> dict:
-    """``autorater label`` for one audit order; from the second on the ratings are the first folder's (resume)."""
-    from autorater.serving.labelling.label import label_suite
-    from autorater.serving.labelling.ledger import LEDGER_FILE
-
-    (Path(suite.root) / LEDGER_FILE).unlink(missing_ok=True)  # an independent team per order
-    shutil.rmtree(folder, ignore_errors=True)
-    if base is not None:
-        (folder / "parts").mkdir(parents=True)
-        for part in (base / "parts").glob("part-*.jsonl"):
-            shutil.copy2(part, folder / "parts" / part.name)
-        job = json.loads((base / "job.json").read_text())
-        job.update(seed=seed, job_id=f"order-{seed}-{job['job_id']}"[:64], **{k: options[k] for k in (
-            "adapt", "adapt_after", "adapt_epochs")})
-        (folder / "job.json").write_text(json.dumps(job, indent=1) + "\n")
-    return label_suite(model, suite, folder, seed=seed, resume=base is not None, workers=2, progress=base is None,
-                       **options)
-
-
 def one_order(model: Path, suite, folder: Path, seed: int, base: Path | None, options: dict, truth: dict,
               target: float, device: str = "cpu", max_rounds: int = 16) -> dict:
     """One audit order of one arm: the real rounds until final; what it cost and what it certified."""
     from autorater.serving.labelling.certify import certify
     from autorater.serving.labelling.ingest import ingest
     from autorater.serving.labelling.simulate import simulate_queue_export
+    from benchmarks.certify import label_order
 
-    summary = _label(model, suite, folder, seed, base, options)
+    summary = label_order(model, suite, folder, seed, base, options)
     cert, rounds, curve = summary["certification"], 0, [_progress(folder)]
     while rounds < max_rounds and cert.get("state") not in ("final", "none", "carried"):
         rounds += 1
@@ -177,7 +159,7 @@ def run(model: Path, references: Path | None, versions: dict[str, Path], targets
     ``calibration.json`` as it is, at its own target (``targets`` unused)."""
     from autorater.data.suite import Suite, load_truth
     from autorater.rater import read_record
-    from benchmarks.certify import _calibrated_copy
+    from benchmarks.certify import calibrated_copy
 
     out.mkdir(parents=True, exist_ok=True)
     refs = Suite.load(references) if references is not None else None
@@ -187,7 +169,7 @@ def run(model: Path, references: Path | None, versions: dict[str, Path], targets
                "device": device, "versions": {}}
     print(HEADER, flush=True)
     for target in targets:
-        calibrated = _calibrated_copy(model, refs, out, target) if refs is not None else model
+        calibrated = calibrated_copy(model, refs, out, target) if refs is not None else model
         for name, path in versions.items():
             suite = Suite.load(unlabelled_copy(path, out / "versions" / name))
             truth = {t["continuation_id"]: t["outcome"] for t in load_truth(path)}
