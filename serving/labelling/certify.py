@@ -45,6 +45,7 @@ from autorater.serving.labelling.version import (
     VersionState,
     chained,
     check_chain,
+    counts,
     derive_rows,
     human_majority,
     rules_of,
@@ -213,20 +214,6 @@ def _write_outputs(folder: LabelsFolder, suite: Suite, state: VersionState, base
     folder.write_labels(rows)
     folder.write_summary(summary)
     return cert
-
-
-def counts(rows: list[dict]) -> dict:
-    """The summary's counts of a labels folder's rows: ``auto`` and ``coverage`` count the model's labels only (an
-    audit item a human answered is a human label), ``provisional``, ``human`` (every other row), the audit asked,
-    the reasons."""
-    n = max(len(rows), 1)
-    auto = sum(r["decision"] == "auto" and r.get("label_source") != "human" for r in rows)
-    provisional = sum(r["decision"] == "provisional" and r.get("label_source") != "human" for r in rows)
-    return {"auto": auto, "provisional": provisional, "human": len(rows) - auto - provisional,
-            "coverage": auto / n, "audit": sum(bool(r.get("audit")) for r in rows),
-            "human_labelled": sum(r.get("label_source") == "human" for r in rows),
-            "reasons": {k: sum(r.get("reason") == k for r in rows if r["decision"] == "human")
-                        for k in sorted({r["reason"] for r in rows if r["decision"] == "human" and "reason" in r})}}
 
 
 def promise_line(claim: str, target: float, confidence: float, certified: int, strata: int) -> str:
