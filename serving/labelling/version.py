@@ -196,7 +196,7 @@ def derive_rows(base: Sequence[dict], state: VersionState, ratings: Mapping[str,
                        audit=False, reason="video_error", error=b["error"])
         else:
             st, plan = state.states.get(key), current.get(key)
-            rated = b if plan is None or plan.index == 0 else ratings.get(plan.name, {}).get(cid, b)
+            rated = b if plan is None or plan.index == 0 else {**b, **ratings.get(plan.name, {}).get(cid, {})}
             row.update(model=rated.get("model", b.get("model")), p_success=rated["p_success"])
             if cid in excluded:
                 decision, reason = "human", excluded[cid]
