@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 
-def _calibrated_copy(model: Path, references, out: Path, target: float) -> Path:
+def calibrated_copy(model: Path, references, out: Path, target: float) -> Path:
     from autorater.rater import CALIBRATION_FILE
     from autorater.serving.labelling.model_calibration import calibrate_model
 
@@ -40,20 +40,25 @@ def _calibrated_copy(model: Path, references, out: Path, target: float) -> Path:
     return copy
 
 
-def _labelled(model: Path, suite, folder: Path, seed: int, base: Path | None, strata: str, claim: str) -> dict:
-    """``autorater label`` for one audit seed; from seed 1 on the ratings are the seed-0 folder's (resume)."""
+def label_order(model: Path, suite, folder: Path, seed: int, base: Path | None, options: dict) -> dict:
+    """``autorater label`` for one audit order; from the second on the ratings are the first folder's (resume). Each
+    order is an independent team: the version's labelling-job ledger is reset before it (a team labelling its own
+    version again would be refused: ``serving.labelling.ledger``)."""
     from autorater.serving.labelling.label import label_suite
+    from autorater.serving.labelling.ledger import LEDGER_FILE
 
-    if folder.exists():
-        shutil.rmtree(folder)
+    (Path(suite.root) / LEDGER_FILE).unlink(missing_ok=True)
+    shutil.rmtree(folder, ignore_errors=True)
     if base is not None:
         (folder / "parts").mkdir(parents=True)
         for part in (base / "parts").glob("part-*.jsonl"):
             shutil.copy2(part, folder / "parts" / part.name)
         job = json.loads((base / "job.json").read_text())
-        (folder / "job.json").write_text(json.dumps({**job, "seed": seed}, indent=1) + "\n")
+        job.update(seed=seed, job_id=f"order-{seed}-{job['job_id']}"[:64],
+                   **{k: options[k] for k in ("adapt", "adapt_after", "adapt_epochs") if k in options})
+        (folder / "job.json").write_text(json.dumps(job, indent=1) + "\n")
     return label_suite(model, suite, folder, seed=seed, resume=base is not None, workers=2, progress=base is None,
-                       strata=strata, claim=claim)
+                       **options)
 
 
 def _one_draw(model: Path, suite, folder: Path, seed: int, base: Path | None, strata: str, claim: str,
@@ -62,7 +67,7 @@ def _one_draw(model: Path, suite, folder: Path, seed: int, base: Path | None, st
     from autorater.serving.labelling.ingest import ingest
     from autorater.serving.labelling.simulate import simulate_queue_export
 
-    summary = _labelled(model, suite, folder, seed, base, strata, claim)
+    summary = label_order(model, suite, folder, seed, base, {"strata": strata, "claim": claim, "adapt": 0})
     provisional = summary["provisional"]
     cert, rounds = summary["certification"], 0
     while rounds < max_rounds and cert.get("state") not in ("final", "none", "carried"):
@@ -120,7 +125,7 @@ def run(model: Path, references: Path, versions: dict[str, Path], targets: list[
     results = {"model": str(model), "references": str(references), "seeds": seeds, "strata": strata, "claim": claim,
                "versions": {}}
     for target in targets:
-        calibrated = _calibrated_copy(model, refs, out, target)
+        calibrated = calibrated_copy(model, refs, out, target)
         for name, path in versions.items():
             suite = Suite.load(path)
             truth = {t["continuation_id"]: t["outcome"] for t in load_truth(path)}

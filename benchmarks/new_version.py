@@ -59,33 +59,15 @@ def unlabelled_copy(src: Path, dest: Path) -> Path:
     return dest
 
 
-def _label(model: Path, suite, folder: Path, seed: int, base: Path | None, options: dict) -> dict:
-    """``autorater label`` for one audit order; from the second on the ratings are the first folder's (resume)."""
-    from autorater.serving.labelling.label import label_suite
-    from autorater.serving.labelling.ledger import LEDGER_FILE
-
-    (Path(suite.root) / LEDGER_FILE).unlink(missing_ok=True)  # an independent team per order
-    shutil.rmtree(folder, ignore_errors=True)
-    if base is not None:
-        (folder / "parts").mkdir(parents=True)
-        for part in (base / "parts").glob("part-*.jsonl"):
-            shutil.copy2(part, folder / "parts" / part.name)
-        job = json.loads((base / "job.json").read_text())
-        job.update(seed=seed, job_id=f"order-{seed}-{job['job_id']}"[:64], **{k: options[k] for k in (
-            "adapt", "adapt_after", "adapt_epochs")})
-        (folder / "job.json").write_text(json.dumps(job, indent=1) + "\n")
-    return label_suite(model, suite, folder, seed=seed, resume=base is not None, workers=2, progress=base is None,
-                       **options)
-
-
 def one_order(model: Path, suite, folder: Path, seed: int, base: Path | None, options: dict, truth: dict,
               target: float, device: str = "cpu", max_rounds: int = 16) -> dict:
     """One audit order of one arm: the real rounds until final; what it cost and what it certified."""
     from autorater.serving.labelling.certify import certify
     from autorater.serving.labelling.ingest import ingest
     from autorater.serving.labelling.simulate import simulate_queue_export
+    from benchmarks.certify import label_order
 
-    summary = _label(model, suite, folder, seed, base, options)
+    summary = label_order(model, suite, folder, seed, base, options)
     cert, rounds, curve = summary["certification"], 0, [_progress(folder)]
     while rounds < max_rounds and cert.get("state") not in ("final", "none", "carried"):
         rounds += 1
@@ -177,7 +159,7 @@ def run(model: Path, references: Path | None, versions: dict[str, Path], targets
     ``calibration.json`` as it is, at its own target (``targets`` unused)."""
     from autorater.data.suite import Suite, load_truth
     from autorater.rater import read_record
-    from benchmarks.certify import _calibrated_copy
+    from benchmarks.certify import calibrated_copy
 
     out.mkdir(parents=True, exist_ok=True)
     refs = Suite.load(references) if references is not None else None
@@ -187,7 +169,7 @@ def run(model: Path, references: Path | None, versions: dict[str, Path], targets
                "device": device, "versions": {}}
     print(HEADER, flush=True)
     for target in targets:
-        calibrated = _calibrated_copy(model, refs, out, target) if refs is not None else model
+        calibrated = calibrated_copy(model, refs, out, target) if refs is not None else model
         for name, path in versions.items():
             suite = Suite.load(unlabelled_copy(path, out / "versions" / name))
             truth = {t["continuation_id"]: t["outcome"] for t in load_truth(path)}
@@ -205,6 +187,71 @@ def run(model: Path, references: Path | None, versions: dict[str, Path], targets
                 (out / "new-version.json").write_text(json.dumps(results, indent=1) + "\n")
     plot(results, out / "new-version.png")
     return results
+
+
+def probe(model: Path, version: Path, replay: list[str], per_category: list[int], seeds: int, cache_dir: str,
+          device: str = "cpu", epochs: int | None = None) -> list[dict]:
+    """How well a version challenger learns from k human labels per category (the product's fine-tuning, the
+    training suites replayed), scored on the version's other continuations against the simulator truth: AUROC, BA
+    at its per-stratum threshold (fitted on the held-out design share, as the product does), the share it could
+    auto-label at 0.95 agreement (by its confidence), and the CPU seconds. Each k and seed draws its own labels."""
+    from autorater.calibration import auroc, outcome_metrics
+    from autorater.data.suite import Suite, load_truth
+    from autorater.rater import Rater
+    from autorater.serving.labelling.adapt import (
+        REPLAY_PER_LABEL,
+        fine_tune,
+        finetune_recipe,
+        platt,
+        replay_suites,
+        version_suite,
+    )
+    from autorater.serving.labelling.rounds import design_split, learning_batch
+    from autorater.training.baselines import predict_cached
+
+    suite, parent = Suite.load(version), Rater.load(model)
+    truth = {t["continuation_id"]: t["outcome"] for t in load_truth(version)}
+    category = {c.continuation_id: suite.scenario_by_id[c.scenario_id].category for c in suite.continuations}
+    scenario = {c.continuation_id: c.scenario_id for c in suite.continuations}
+    rows, ids = [], suite.continuation_ids()
+    for k in per_category:
+        for seed in range(seeds):
+            asked = learning_batch(ids, category, set(), k, seed)
+            learned, design = design_split(asked, scenario, seed)
+            labels = {c: [{"continuation_id": c, "annotator_id": "truth", "outcome": truth[c]}] for c in asked}
+            started = time.time()
+            tc = finetune_recipe(parent.config, epochs=epochs, cache_dir=cache_dir, seed=seed, device=device)
+            training = [version_suite(suite, labels, learned)] + replay_suites(replay, REPLAY_PER_LABEL * len(learned),
+                                                                               seed)
+            out = Path(cache_dir).parent / "probe-models" / f"k{k}-s{seed}"
+            fine_tune(parent, training, out, tc)
+            rest = [c for c in ids if c not in set(asked)]
+            scored = {}
+            sub = Suite(suite.root, suite.info, suite.scenarios, [suite.get(c) for c in [*rest, *design]], [], [])
+            for name, rater in (("parent", parent), ("challenger", Rater.load(out))):
+                got = {r["continuation_id"]: r["logit"] for r in predict_cached(rater.model, sub, cache_dir)
+                       if "error" not in r}
+                t, b = platt(np.array([got[c] for c in design]), np.array([truth[c] == "success" for c in design]))
+                scored[name] = {c: 1 / (1 + np.exp(-(got[c] / t + b))) for c in rest if c in got}
+            wall = time.time() - started
+            for name, p in scored.items():
+                y = np.array([truth[c] == "success" for c in p])
+                q = np.array(list(p.values()))
+                rows.append({"k": k, "seed": seed, "model": name, "labels": len(asked), "auroc": auroc(y, q),
+                             "ba": outcome_metrics(y.astype(int), (q >= 0.5).astype(int))["balanced_accuracy"],
+                             "coverage_at_095": _coverage_at(y, q, 0.95), "wall_s": round(wall, 1)})
+                print(f"probe k={k} seed={seed} {name:<10} labels {len(asked):>4} AUROC {rows[-1]['auroc']:.3f} "
+                      f"BA {rows[-1]['ba']:.3f} coverage@0.95 {rows[-1]['coverage_at_095']:.2f} ({wall:.0f} s)",
+                      flush=True)
+    return rows
+
+
+def _coverage_at(y: np.ndarray, p: np.ndarray, agreement: float) -> float:
+    """The largest share of the most confident predictions whose agreement with ``y`` is at least ``agreement``."""
+    order = np.argsort(-np.maximum(p, 1 - p))
+    right = np.cumsum((p[order] >= 0.5) == y[order]) / np.arange(1, len(order) + 1)
+    ok = np.flatnonzero(right >= agreement)
+    return float((ok.max() + 1) / len(order)) if ok.size else 0.0
 
 
 def main(argv=None) -> int:
@@ -225,7 +272,17 @@ def main(argv=None) -> int:
     p.add_argument("--cache-dir", default="runs/cache", help="the feature cache challengers train and rate from")
     p.add_argument("--device", default="cpu", help="where challengers train: cpu, or cuda (the GPU arm)")
     p.add_argument("--out", default="bench-out/new-version")
+    p.add_argument("--probe", default="", metavar="K1,K2",
+                   help="instead of the rounds: how well a challenger learns from K labels per category (each "
+                        "--version, --seeds draws), scored on the rest")
     args = p.parse_args(argv)
+    if args.probe:
+        out = {name: probe(Path(args.model), Path(path), args.replay or [], [int(k) for k in args.probe.split(",")],
+                           args.seeds, args.cache_dir, args.device, args.adapt_epochs)
+               for name, path in (v.split("=", 1) for v in args.version)}
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "probe.json").write_text(json.dumps(out, indent=1) + "\n")
+        return 0
     versions = dict(v.split("=", 1) for v in args.version)
     options = {"strata": args.strata, "claim": args.claim, "adapt_after": args.adapt_after,
                "adapt_epochs": args.adapt_epochs, "replay": args.replay, "cache_dir": args.cache_dir}

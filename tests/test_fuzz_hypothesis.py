@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from autorater.data.suite import Suite
 from autorater.serving.service.app import create_app
 from hardening_env import make_hardening_env, task_of, webhook_payload
+from tiny_suites import new_version
 
 EXAMPLES = {"predict": 150, "rate": 200, "webhook": 400, "ingest": 40, "metadata": 150}  # ingest: each kind of file
 SETTINGS = dict(deadline=None, derandomize=True, database=None, print_blob=False,
@@ -165,7 +166,7 @@ def test_ingest_takes_what_is_valid_and_refuses_the_rest_without_a_traceback(wor
 
     root = tmp_path_factory.mktemp(f"ingest-fuzz-{kind}")
     shutil.copytree(world["env"]["suite"].root, root / "suite")
-    suite = Suite.load(root / "suite")
+    suite = new_version(root / "suite")  # a version arrives unlabelled: its continuations are queued
     label_suite(world["env"]["model"], suite, root / "labels", audit_share=1.0)
     folder = LabelsFolder(root / "labels")
     answers = [Annotation("c1", "h7", "success", 0.5), Annotation("c2", "h8", "failure", 0.25)]

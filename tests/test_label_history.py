@@ -19,6 +19,7 @@ from autorater.data.files import jsonl_text
 from autorater.data.suite import Suite
 from autorater.serving.labelling.history import LabelHistory, arriving, suite_history
 from hardening_env import suite_rows, webhook_payload
+from tiny_suites import new_version
 
 STREAM = Path(__file__).parent / "data" / "labelstudio_webhook_stream.json"
 # (HTTP status, "status" of the answer) for each event of the stream, in order
@@ -96,7 +97,7 @@ def test_ingest_refuses_far_future_times_and_takes_deletions_from_the_suite_hist
     from autorater.serving.service.webhook import delete_annotations
 
     shutil.copytree(env["suite"].root, tmp_path / "suite")
-    suite = Suite.load(tmp_path / "suite")
+    suite = new_version(tmp_path / "suite")
     label_suite(env["model"], suite, tmp_path / "labels", audit_share=1.0)
     folder = LabelsFolder(tmp_path / "labels")
     export = annotations_to_export(folder.read_tasks(), [Annotation("c1", "h7", "success", 0.5),

@@ -33,7 +33,7 @@ from autorater.serving.labelling.history import (
 from autorater.serving.service import mlbackend
 from autorater.serving.service.app import create_app
 from hardening_env import suite_rows, task_of, webhook_payload
-from tiny_suites import frames
+from tiny_suites import frames, new_version
 
 JSON = {"content-type": "application/json"}
 
@@ -223,7 +223,7 @@ def test_ingest_of_an_export_with_bad_labels_keeps_the_others_and_names_each_ref
     from autorater.serving.labelstudio.formats import annotations_to_export
 
     shutil.copytree(env["suite"].root, tmp_path / "suite")
-    suite = Suite.load(tmp_path / "suite")
+    suite = new_version(tmp_path / "suite")
     label_suite(env["model"], suite, tmp_path / "labels", audit_share=1.0)
     folder = LabelsFolder(tmp_path / "labels")
     export = annotations_to_export(folder.read_tasks(), [Annotation(c, "h7", "success", 0.5) for c in

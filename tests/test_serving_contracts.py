@@ -21,13 +21,12 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from autorater.data.suite import Suite
 from autorater.data.video import FrameTooLarge, VideoLimits, read_video
 from autorater.models import AutoModel
 from autorater.serving.labelstudio.formats import label_interface
 from autorater.serving.service.app import create_app
 from hardening_env import make_pool, suite_rows, task_of, webhook_payload
-from tiny_suites import FPS, N_FRAMES
+from tiny_suites import FPS, N_FRAMES, new_version
 
 HUGE = "1" + "0" * 400  # an integer of 401 digits: float() and math.isfinite() raise OverflowError on it
 
@@ -85,7 +84,7 @@ def test_an_export_with_huge_integers_is_ingested_with_clear_problems(env, tmp_p
     from autorater.serving.labelstudio.formats import annotations_to_export
 
     shutil.copytree(env["suite"].root, tmp_path / "suite")
-    label_suite(env["model"], Suite.load(tmp_path / "suite"), tmp_path / "labels", audit_share=1.0)
+    label_suite(env["model"], new_version(tmp_path / "suite"), tmp_path / "labels", audit_share=1.0)
     folder = LabelsFolder(tmp_path / "labels")
     export = annotations_to_export(folder.read_tasks(), [Annotation("c1", "h7", "success", 0.5),
                                                           Annotation("c2", "h7", "failure", 0.25)])

@@ -36,7 +36,7 @@ from autorater.serving.labelstudio.formats import (
 )
 from autorater.serving.service.app import create_app
 from hardening_env import region, suite_rows, task_of, webhook_payload
-from tiny_suites import FPS, N_FRAMES
+from tiny_suites import FPS, N_FRAMES, new_version
 
 
 def _finite_and_loads(root) -> list:
@@ -304,7 +304,7 @@ def test_predict_has_one_deadline_for_the_whole_request(env):
 @pytest.fixture()
 def labelled(env, tmp_path):
     shutil.copytree(env["suite"].root, tmp_path / "suite")
-    suite = Suite.load(tmp_path / "suite")
+    suite = new_version(tmp_path / "suite")
     label_suite(env["model"], suite, tmp_path / "labels", audit_share=1.0)
     tasks = json.loads((tmp_path / "labels" / "labelstudio" / "tasks.json").read_text())
     assert len(tasks) == 4

@@ -37,7 +37,7 @@ def _bytes(folder: Path) -> dict[str, bytes]:
 def test_every_continuation_exactly_once_and_routing_follows_the_calibration(env, tmp_path):
     # the references' promise carried over (--certify references): the routing is the calibration's alone
     summary = label_suite(env["model"], env["suite"], tmp_path / "out", batch_size=5, audit_share=0.3,
-                          certify="references")
+                          certify="references", seed=0)
     rows = read_lines(tmp_path / "out" / "labels.jsonl")
     assert [r["continuation_id"] for r in rows] == env["suite"].continuation_ids()
     assert "NOT checked on this version" in summary["certification"]["promise"]
@@ -68,7 +68,7 @@ def test_the_audit_draw_is_uniform_over_sequential_ids_and_old_folders_keep_thei
 
     assert lumpy("blake2b") <= 0.25 and lumpy("crc32") >= 0.8
     out = tmp_path / "old"
-    label_suite(env["model"], env["suite"], out, audit_share=0.5, certify="references")
+    label_suite(env["model"], env["suite"], out, audit_share=0.5, certify="references", seed=0)
     job = json.loads((out / "job.json").read_text())
     assert job["audit_hash"] == "blake2b"
     del job["audit_hash"]  # a folder written before the draw changed, interrupted before assembling
@@ -76,7 +76,7 @@ def test_the_audit_draw_is_uniform_over_sequential_ids_and_old_folders_keep_thei
     (out / "labels.jsonl").unlink()
     for part in (out / "parts").glob("part-*.jsonl"):
         part.unlink()
-    label_suite(env["model"], env["suite"], out, audit_share=0.5, resume=True, certify="references")
+    label_suite(env["model"], env["suite"], out, audit_share=0.5, resume=True, certify="references", seed=0)
     rows = read_lines(out / "labels.jsonl")
     assert all(r["audit"] == (r["decision"] == "auto" and audit_draw(r["continuation_id"], 0, "crc32") < 0.5)
                for r in rows)

@@ -176,7 +176,7 @@ def labelled(env, tmp_path):
 
     shutil.copytree(env["suite"].root, tmp_path / "suite")
     suite = Suite.load(tmp_path / "suite")
-    label_suite(env["model"], suite, tmp_path / "labels", audit_share=0.3)
+    label_suite(env["model"], suite, tmp_path / "labels", audit_share=0.3, adapt=0)
     tasks = json.loads((tmp_path / "labels" / "labelstudio" / "tasks.json").read_text())
     return {"suite": suite, "labels": tmp_path / "labels", "tasks": tasks, "root": tmp_path}
 
@@ -194,6 +194,8 @@ def test_ingest_merges_human_labels_which_win_and_keeps_the_model_label(env, lab
             assert r["outcome"] == r["human_outcome"] == human[cid].outcome and r["label_source"] == "human"
             assert r["human_n"] == 2 and r["marker_s"] == pytest.approx(human[cid].marker_s, abs=1e-4)
             assert r["model_outcome"] in ("success", "failure")  # kept beside it
+        elif r.get("reason") == "human_labelled":  # a reference the annotator pool labelled before the job
+            assert r["decision"] == "human" and r["label_source"] == "human" and r["outcome"] == r["human_outcome"]
         else:
             assert r["decision"] == "auto" and r["outcome"] == r["model_outcome"] and r["label_source"] == "model"
     suite = Suite.load(labelled["suite"].root)  # still a valid suite, with the new labels in it

@@ -84,9 +84,9 @@ def train(source: Sequence[Suite] | "Pack", model_config: AutoraterConfig, tc: T
 
 def record_suites(out: str | Path, source: Sequence[Suite] | "Pack") -> None:
     """Where the training suites are, in the folder's ``metadata.json`` (a version challenger replays them)."""
-    if isinstance(source, Sequence) and (Path(out) / "metadata.json").is_file():
-        from autorater.rater import update_metadata
+    from autorater.rater import METADATA_FILE, update_metadata
 
+    if isinstance(source, Sequence) and (Path(out) / METADATA_FILE).is_file():
         update_metadata(out, train_suite_paths=sorted({str(Path(s.root).resolve()) for s in source}))
 
 

@@ -183,8 +183,8 @@ def add_commands(sub) -> None:
     _demo_command(sub)
 
 
-def _labelling_commands(sub) -> None:
-    """label, ingest, certify, leaderboard."""
+def _label_parser(sub) -> None:
+    """``autorater label``: its flags (the audit, the strata, version challengers)."""
     from autorater.serving.labelling.strata import STRATA, strata_help
 
     p = sub.add_parser("label", help="auto-label a new suite version; route the uncertain continuations to humans")
@@ -237,6 +237,11 @@ def _labelling_commands(sub) -> None:
     common.model_args(p)
     p.set_defaults(func=cmd_label)
 
+
+
+def _labelling_commands(sub) -> None:
+    """label, ingest, certify, leaderboard."""
+    _label_parser(sub)
     p = sub.add_parser("ingest", help="take human labels back (Label Studio JSON export or annotations.jsonl)")
     p.add_argument("--labels", required=True, help="labels folder written by `autorater label`")
     p.add_argument("--export", required=True, help="Label Studio JSON export, or a SUITE_FORMAT annotations.jsonl")

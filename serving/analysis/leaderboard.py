@@ -187,9 +187,22 @@ def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool =
     board["ranking"] = sorted(agents, key=lambda a: (-(board["agents"][a]["rate"] or 0),
                                                      -(board["agents"][a]["labelled_rate"] or 0)))
     board["waiting"] = sum(a["waiting"] for a in board["agents"].values())
+    board["certificates"] = certificates(LabelsFolder(labels_dir).read_summary())
     if with_truth:
         board["truth"] = _truth_comparison(suite, board)
     return board
+
+
+def certificates(summary: dict) -> dict:
+    """The certificates the auto-labels counted here stand on (``autorater certify``): each certified stratum, the
+    model that labels it and how many corrected audit answers would withdraw it (any certificate may still be
+    withdrawn by corrections), and the withdrawn ones with their dates."""
+    cert = summary.get("certification") or {}
+    standing = [{"stratum": k, "model": s.get("model"), "auto": s.get("auto"),
+                 "withdrawable_by": s.get("withdrawable_by")}
+                for k, s in sorted((cert.get("strata") or {}).items()) if s.get("state") == "certified"]
+    withdrawn = [r for r in cert.get("revoked") or [] if isinstance(r, dict)]
+    return {"promise": cert.get("promise"), "standing": standing, "withdrawn": withdrawn}
 
 
 MIN_SOURCE_REFERENCES = 5  # gold successes, and gold failures, a label source needs to have its own error rates

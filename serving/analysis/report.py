@@ -46,6 +46,7 @@ def format_leaderboard(board: dict) -> str:
                                                for c, v in board["categories"].items() if v["rate"] is not None))
     if board["waiting"]:
         lines.append(f"note: {board['waiting']} continuations still wait for a human label and are left out")
+    lines += certificate_lines(board.get("certificates") or {})
     pooling = board.get("pooling", {}).get("agents", {})
     if pooling.get("why"):
         lines.append(f"references: {pooling['why']}")
@@ -182,6 +183,18 @@ FIGURES = {"leaderboard": _ranking_figure, "time_to_completion": _time_figure, "
            "difficulty": _difficulty_figure}
 
 
+def certificate_lines(certs: dict) -> list[str]:
+    """What the counted auto-labels stand on: each standing certificate (corrections could still withdraw it) and
+    each withdrawn one with its date."""
+    lines = [f"certificate: {s['stratum']} ({s['model']}, {s['auto']} auto-labels) stands; "
+             + (f"{s['withdrawable_by']} corrected audit answers would withdraw it" if s.get("withdrawable_by")
+                else "corrections to its audit answers could withdraw it")
+             for s in certs.get("standing") or []]
+    lines += [f"certificate WITHDRAWN: {r['stratum']} (model {r.get('model')}) at certify run {r.get('run')}, "
+              f"{r.get('at')}: its labels went to humans" for r in certs.get("withdrawn") or []]
+    return lines
+
+
 def write_report(board: dict, out_html: str | os.PathLike) -> Path:
     """The HTML page (figures inline) and the JSON next to it (same name, .json)."""
     out_html = Path(out_html)
@@ -210,6 +223,8 @@ def write_report(board: dict, out_html: str | os.PathLike) -> Path:
         t = board["truth"]
         truth = (f"<p>Against the simulator truth: Spearman {t['spearman']:.3f}, MMRV {t['mmrv']:.3f}; the 95% "
                  f"intervals contain the true rate for {t['coverage']:.0%} of agents.</p>")
+    lines = certificate_lines(board.get("certificates") or {})
+    certs = "<p>" + "<br>".join(html.escape(line) for line in lines) + "</p>" if lines else ""
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>Leaderboard {html.escape(board['suite'])}</title>
 <style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}</style></head><body>
@@ -218,7 +233,7 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}</style></head><b
 and a random audit slice), corrected by the suite's gold references (pooled across agents, or each agent's own),
 else by the audit slice.{why}
 Every rate comes with its 95% interval; {board['waiting']} continuations still waiting for a human label are left
-out.</p>{truth}
+out.</p>{truth}{certs}
 <table><tr><th>rank</th><th>agent</th><th>success rate</th><th>95% interval</th><th>plain share of the labels</th>
 <th>human</th><th>auto</th>
 <th>audit</th><th>gold</th><th>waiting</th><th>median time to success (s)</th><th>consistency</th><th>method</th>

@@ -4,8 +4,11 @@ human labels taken back into it.
 - ``folder``: the labels folder and its one owner (``LabelsFolder``); ``history``: every change to a set of labels,
   one event a line.
 - ``label``: ``autorater label``: rate a version in batches, resumably, and route the uncertain cases to humans.
-- ``strata``: a version's strata and the plan of their audits; ``certify``: each version certified on its own audit,
-  stratum by stratum, round by round (anytime-valid tests); ``model_calibration``:
+- ``strata``: a version's strata and the plan of their audits; ``rounds``: the round-by-round decision, free of
+  files (what the simulations run); ``version``: a version's state rebuilt from the sealed plan, the journal and the
+  human labels, and the files derived from it; ``certify``: each version certified on its own audit, stratum by
+  stratum, round by round (anytime-valid tests); ``adapt``: version challengers, fine-tuned on a version's own labels;
+  ``ledger``: a suite version's labelling jobs (the first verdict binds); ``model_calibration``:
   ``autorater calibrate`` on a model folder (temperature, marker offset, selective policy).
 - ``ingest``: the annotators' labels back into a labels folder and the suite.
 - ``active``: which continuations to label next, and a round that may replace the champion.
@@ -18,7 +21,8 @@ from autorater._lazy import lazy_exports
 
 __all__, __getattr__ = lazy_exports(__name__, {
     "autorater.serving.labelling.active": ["STRATEGIES", "active_select", "run_round"],
-    "autorater.serving.labelling.certify": ["apply_verdicts", "certify", "format_certification"],
+    "autorater.serving.labelling.adapt": ["fine_tune", "finetune_recipe", "train_challenger"],
+    "autorater.serving.labelling.certify": ["certify", "format_certification"],
     "autorater.serving.labelling.folder": ["LabelJobError", "LabelRow", "LabelsFileError", "LabelsFolder",
                                            "folder_lock", "read_jsonl_rows"],
     "autorater.serving.labelling.history": ["LabelHistory", "suite_history"],

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import shutil
 import time
 from pathlib import Path
@@ -136,8 +137,8 @@ class Challenger:
 
 def train_challenger(root: Path, k: int, state, rules: Rules, human_rows: Mapping[str, Sequence[dict]],
                      human: Mapping[str, dict], suite: Suite, strata: Sequence[str], *, job: dict,
-                     device: str = DEFAULT_DEVICE, tracking_uri: str | None = None,
-                     progress: bool = False) -> Challenger:
+                     parent_logits: Mapping[str, float], device: str = DEFAULT_DEVICE,
+                     tracking_uri: str | None = None, progress: bool = False) -> Challenger:
     """Train the K-th challenger of a labels folder and commit its plans for ``strata`` (the module docstring).
 
     Args:
@@ -149,6 +150,7 @@ def train_challenger(root: Path, k: int, state, rules: Rules, human_rows: Mappin
         suite: the version.
         strata: the strata handed to it (their learning labels are in).
         job: the labelling job (its model is the parent).
+        parent_logits: the job's model's raw scores (its part files), for its re-thresholded candidate.
     """
     from autorater.rater import Rater, update_metadata
 
@@ -184,16 +186,41 @@ def train_challenger(root: Path, k: int, state, rules: Rules, human_rows: Mappin
     write_text_atomic(folder / "lineage.json", json.dumps(lineage, indent=1) + "\n")
     started = time.time()
     plans, ratings = _rate_and_plan(Rater.load(folder, device), suite, state, rules, strata, design, human, learned,
-                                    name, tc.cache_dir)
+                                    name, tc.cache_dir, parent_logits)
     write_text_atomic(folder / "ratings.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n" for r in ratings))
     return Challenger(k, folder, name, plans, learned, train_s, time.time() - started, run_id,
                       None if version is None else str(version))
 
 
+def candidate(key: str, index: int, name: str, logits: Mapping[str, float], held: Sequence[str],
+              human: Mapping[str, dict], learned: Sequence[str], rules: Rules):
+    """One candidate challenger of a stratum from its raw scores (``logits``: continuation id -> logit, for the
+    stratum's unlabelled continuations and ``held``): a temperature and shift fitted on the labels ``held`` (its
+    per-stratum threshold), its population and design set, its committed plan; (plan, calibrated p by id)."""
+    t, b = platt(np.array([logits[c] for c in held]), np.array([human[c]["outcome"] == "success" for c in held]))
+    scaled = {c: float(1 / (1 + np.exp(-(v / t + b)))) for c, v in logits.items()}
+    population = {c: (max(p, 1 - p), "success" if p >= 0.5 else "failure") for c, p in scaled.items()
+                  if c not in human}
+    design_set = {c: (max(scaled[c], 1 - scaled[c]), (scaled[c] >= 0.5) == (human[c]["outcome"] == "success"))
+                  for c in held}
+    return commit_challenger(key, index, name, population, design_set, learned, rules), scaled, (t, b)
+
+
+def expected_auto(plan) -> float:
+    """The auto-labels a committed plan's design expects to leave after its audit (-inf: none expected)."""
+    from autorater.calibration.audit import OVERSHOOT
+
+    d = plan.design
+    return -math.inf if d is None or math.isinf(d.expected_audit) else d.size - OVERSHOOT * d.expected_audit
+
+
 def _rate_and_plan(rater, suite: Suite, state, rules: Rules, strata: Sequence[str], design: Mapping[str, set],
-                   human: Mapping[str, dict], learned: Sequence[str], name: str, cache_dir: str):
-    """Rate each handed stratum's unlabelled continuations and its design set; a per-stratum temperature and shift
-    from the design set; the committed plans and the rating rows."""
+                   human: Mapping[str, dict], learned: Sequence[str], name: str, cache_dir: str,
+                   parent_logits: Mapping[str, float]):
+    """Each handed stratum's two candidates: the fine-tuned challenger (its threshold and level designed on the
+    held-out design set) and the job's model re-thresholded on *every* human label of the stratum (it learned none
+    of them: all design it). The one whose design expects more auto-labels is committed (a choice made on labels
+    only, before any of its audit answers). The committed plans and the rating rows."""
     from autorater.training.baselines import predict_cached
 
     stratum_of = state.plan["stratum_of"]
@@ -205,26 +232,26 @@ def _rate_and_plan(rater, suite: Suite, state, rules: Rules, strata: Sequence[st
             if "error" not in r}
     plans, out = [], []
     for key in strata:
-        mine = [c for c in wanted if stratum_of.get(c) == key and c in rows]
-        held = [c for c in mine if c in design[key]]
-        t, b = platt(np.array([rows[c]["logit"] for c in held]),
-                     np.array([human[c]["outcome"] == "success" for c in held]))
-        scaled = {c: 1 / (1 + np.exp(-(rows[c]["logit"] / t + b))) for c in mine}
-        population = {c: (max(p, 1 - p), "success" if p >= 0.5 else "failure") for c, p in scaled.items()
-                      if c not in human}
-        design_set = {c: (max(scaled[c], 1 - scaled[c]), (scaled[c] >= 0.5) == (human[c]["outcome"] == "success"))
-                      for c in held}
         index = state.states[key].model + 1
-        plans.append(commit_challenger(key, index, name, population, design_set, learned, rules))
-        for c in mine:
-            if c not in human:
-                r = rows[c]
-                out.append({**{f: r.get(f) for f in ("continuation_id", "marker_s", "failure_mode", "logit",
-                                                      "marker_spread_s")},
-                            "p_success": round(float(scaled[c]), 6), "outcome": population[c][1], "model": name,
-                            "stratum": key, "temperature": t, "shift": b})
+        mine = [c for c in wanted if stratum_of.get(c) == key and c in rows]
+        tuned = candidate(key, index, name, {c: rows[c]["logit"] for c in mine}, [c for c in mine if c in design[key]],
+                          human, learned, rules)
+        every = [c for c in stratum_of if stratum_of[c] == key and c in human and c in parent_logits]
+        own = [c for c in stratum_of if stratum_of[c] == key and c not in human and c in parent_logits]
+        job = candidate(key, index, f"{state.models[key][0].name}+threshold-{index}",
+                        {c: parent_logits[c] for c in (*own, *every)}, every, human, (), rules)
+        plan, scaled, (t, b) = max((tuned, job), key=lambda cand: expected_auto(cand[0]))
+        plans.append(plan)
+        source = rows if plan is tuned[0] else {c: {"continuation_id": c, "logit": parent_logits[c]} for c in own}
+        for c in (c for c in scaled if c not in human):
+            r = source.get(c) or {"continuation_id": c}
+            out.append({**{f: r[f] for f in ("continuation_id", "marker_s", "failure_mode", "logit",
+                                             "marker_spread_s") if r.get(f) is not None},
+                        "p_success": round(scaled[c], 6), "outcome": "success" if scaled[c] >= 0.5 else "failure",
+                        "model": plan.name, "stratum": key, "temperature": t, "shift": b})
     return plans, out
 
 
-__all__ = ["FINETUNE", "REPLAY_PER_LABEL", "Challenger", "fine_tune", "finetune_recipe", "platt", "replay_suites",
+__all__ = ["FINETUNE", "REPLAY_PER_LABEL", "Challenger", "candidate", "expected_auto", "fine_tune", "finetune_recipe",
+           "platt", "replay_suites",
            "train_challenger", "version_suite"]

@@ -45,6 +45,7 @@ from autorater.serving.labelling.version import (
     VersionState,
     chained,
     check_chain,
+    counts,
     derive_rows,
     human_majority,
     rules_of,
@@ -156,7 +157,9 @@ def certify(labels_dir: str | os.PathLike, video_url_prefix: str | None = None, 
             ledger.record_evidence(suite.root, job.get("job_id") or "")
         trained = None
         if rnd.ready and adapt:
-            trained = _adapt(folder, job, state, rows_by_id, human, suite, rnd.ready, device, tracking_uri, progress)
+            logits = {r["continuation_id"]: r["logit"] for r in base if "logit" in r}
+            trained = _adapt(folder, job, state, rows_by_id, human, suite, rnd.ready, logits, device, tracking_uri,
+                             progress)
         return _write_outputs(folder, suite, state, base, human, summary, video_url_prefix, trained)
 
 
@@ -174,13 +177,13 @@ def _categories(suite: Suite) -> dict[str, str]:
 
 
 def _adapt(folder: LabelsFolder, job: dict, state: VersionState, rows_by_id: dict, human: dict, suite: Suite,
-           ready: list[str], device: str, tracking_uri: str | None, progress: bool) -> dict:
+           ready: list[str], logits: dict, device: str, tracking_uri: str | None, progress: bool) -> dict:
     """Train the next challenger for the ready strata and commit its plans to the journal."""
     from autorater.serving.labelling.adapt import train_challenger
 
     k = len(state.challengers) + 1
     ch = train_challenger(folder.root / "models", k, state, rules_of(state.plan), rows_by_id, human, suite, ready,
-                          job=job, device=device, tracking_uri=tracking_uri, progress=progress)
+                          job=job, parent_logits=logits, device=device, tracking_uri=tracking_uri, progress=progress)
     record = chained(state.records, {
         "kind": "commit", "k": k, "name": ch.name, "folder": str(ch.folder.relative_to(folder.root)),
         "at": utc_now().isoformat(), "plans": [p.to_dict() for p in ch.plans], "learned": len(ch.learned),
@@ -199,7 +202,8 @@ def _ratings(folder: LabelsFolder, state: VersionState) -> dict[str, dict[str, d
         path = folder.root / c["folder"] / "ratings.jsonl"
         if not path.is_file():
             raise LabelsFileError(path, None, f"is missing: challenger {c['name']} was committed with its ratings")
-        out[c["name"]] = {r["continuation_id"]: r for r in read_jsonl_rows(path)}
+        for r in read_jsonl_rows(path):  # by the name of the model that rated it (a candidate's)
+            out.setdefault(r["model"], {})[r["continuation_id"]] = r
     return out
 
 
@@ -213,20 +217,6 @@ def _write_outputs(folder: LabelsFolder, suite: Suite, state: VersionState, base
     folder.write_labels(rows)
     folder.write_summary(summary)
     return cert
-
-
-def counts(rows: list[dict]) -> dict:
-    """The summary's counts of a labels folder's rows: ``auto`` and ``coverage`` count the model's labels only (an
-    audit item a human answered is a human label), ``provisional``, ``human`` (every other row), the audit asked,
-    the reasons."""
-    n = max(len(rows), 1)
-    auto = sum(r["decision"] == "auto" and r.get("label_source") != "human" for r in rows)
-    provisional = sum(r["decision"] == "provisional" and r.get("label_source") != "human" for r in rows)
-    return {"auto": auto, "provisional": provisional, "human": len(rows) - auto - provisional,
-            "coverage": auto / n, "audit": sum(bool(r.get("audit")) for r in rows),
-            "human_labelled": sum(r.get("label_source") == "human" for r in rows),
-            "reasons": {k: sum(r.get("reason") == k for r in rows if r["decision"] == "human")
-                        for k in sorted({r["reason"] for r in rows if r["decision"] == "human" and "reason" in r})}}
 
 
 def promise_line(claim: str, target: float, confidence: float, certified: int, strata: int) -> str:

@@ -166,6 +166,10 @@ def merge_labels(labels: list[dict], human: list[dict]) -> list[dict]:
     agg = majority_vote(label_table(human)) if human else None
     out = []
     for row in labels:
+        if row.get("reason") == "human_labelled" and row.get("label_source") == "human" and (
+                agg is None or row["continuation_id"] not in agg.index):
+            out.append(row)  # labelled before the job (the suite's own labels): the plan left it to them
+            continue
         row = {k: v for k, v in row.items() if k not in ("human_outcome", "human_marker_s", "human_n", "label_source")}
         cid = row["continuation_id"]
         if agg is not None and cid in agg.index:

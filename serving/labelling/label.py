@@ -40,9 +40,9 @@ from autorater.data.files import jsonl_text
 from autorater.data.suite import Suite
 from autorater.device import DEFAULT_DEVICE, ray_gpus
 from autorater.rater import Rater, folder_fingerprint, model_name, read_record
-from autorater.serving.labelling.certify import counts
 from autorater.serving.labelling.folder import JOB_FILE, LabelJobError, LabelsFileError, LabelsFolder
 from autorater.serving.labelling.strata import STRATA, parse_strata, plan_audit, stratum_fields
+from autorater.serving.labelling.version import counts
 
 MAX_BATCH_SIZE = 1024  # continuations rated at once (each a clip of frames in memory)
 ADAPTATIONS = 2  # version challengers that may follow each stratum's model, by default
@@ -237,10 +237,10 @@ def build_plan(scored: list[dict], auto: dict[str, bool], excluded: dict[str, st
 def verify_plan(folder: LabelsFolder, job: dict, plan: dict, base: list[dict], suite: Suite) -> None:
     """Recompute the sealed plan from the part files, the model's ``calibration.json`` and the job; a plan that differs
     (edited and sealed again) is refused naming the field. Skipped when the model folder is gone (the seal stands)."""
-    from autorater.rater import folder_fingerprint
+    from autorater.rater import CALIBRATION_FILE, folder_fingerprint
 
     model_dir = Path(job["model"])
-    if not (model_dir / "calibration.json").is_file():
+    if not (model_dir / CALIBRATION_FILE).is_file():
         return
     if folder_fingerprint(model_dir).get("calibration_sha1") != job.get("calibration_sha1"):
         raise LabelJobError(f"{model_dir}: its calibration.json changed after {folder.root} was labelled, so the "

@@ -196,7 +196,7 @@ def derive_rows(base: Sequence[dict], state: VersionState, ratings: Mapping[str,
                        audit=False, reason="video_error", error=b["error"])
         else:
             st, plan = state.states.get(key), current.get(key)
-            rated = b if plan is None or plan.index == 0 else ratings.get(plan.name, {}).get(cid, b)
+            rated = b if plan is None or plan.index == 0 else {**b, **ratings.get(plan.name, {}).get(cid, {})}
             row.update(model=rated.get("model", b.get("model")), p_success=rated["p_success"])
             if cid in excluded:
                 decision, reason = "human", excluded[cid]
@@ -225,6 +225,20 @@ def derive_rows(base: Sequence[dict], state: VersionState, ratings: Mapping[str,
     return rows, queue
 
 
+def counts(rows: list[dict]) -> dict:
+    """The summary's counts of a labels folder's rows: ``auto`` and ``coverage`` count the model's labels only (an
+    audit item a human answered is a human label), ``provisional``, ``human`` (every other row), the audit asked,
+    the reasons."""
+    n = max(len(rows), 1)
+    auto = sum(r["decision"] == "auto" and r.get("label_source") != "human" for r in rows)
+    provisional = sum(r["decision"] == "provisional" and r.get("label_source") != "human" for r in rows)
+    return {"auto": auto, "provisional": provisional, "human": len(rows) - auto - provisional,
+            "coverage": auto / n, "audit": sum(bool(r.get("audit")) for r in rows),
+            "human_labelled": sum(r.get("label_source") == "human" for r in rows),
+            "reasons": {k: sum(r.get("reason") == k for r in rows if r["decision"] == "human")
+                        for k in sorted({r["reason"] for r in rows if r["decision"] == "human" and "reason" in r})}}
+
+
 def _label(row: dict, h: Mapping | None) -> None:
     """The label a row carries: the humans' when there is one, else the model's while it is provisional or certified,
     else none yet."""
@@ -240,5 +254,5 @@ def _label(row: dict, h: Mapping | None) -> None:
         row.update(outcome=None, marker_s=None, failure_mode=None, label_source=None)
 
 
-__all__ = ["VersionState", "chain_of", "chained", "check_chain", "derive_rows", "human_majority",
+__all__ = ["VersionState", "chain_of", "chained", "check_chain", "counts", "derive_rows", "human_majority",
            "rules_of"]
