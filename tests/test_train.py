@@ -539,3 +539,24 @@ def test_a_video_listed_twice_is_encoded_once_and_both_rows_get_it(tmp_path):
     clips = cache.load(AutoModel.from_config(PRESETS["tiny"]), paths + paths)
     assert cache.misses == 3 and cache.hits == 3
     assert torch.equal(clips.features[:3], clips.features[3:]) and isinstance(suite, Suite)
+
+
+def test_one_name_per_field_the_flat_names_of_before_are_read_on_loading_only():
+    """A stage's field has one name (``tc.stream.match_weight``); the flat names recipe files and saved folders used
+    before (``match_weight``, ``outcome_steps``, ``augment_pixels``, ``fit_gate``, a nested ``events``) still load
+    (``from_dict``), and nothing writes them."""
+    from autorater.training.recipe import LEGACY_NAMES
+
+    defaults = TrainConfig()
+    flat = {name: getattr(getattr(defaults, stage), key) for name, (stage, key) in LEGACY_NAMES.items()}
+    old = {**{k: v for k, v in defaults.to_dict().items() if k not in TrainConfig.stages()}, **flat}
+    assert TrainConfig.from_dict(old) == defaults  # a metadata.json of before
+    assert TrainConfig.from_dict({"events": {"match_weight": 2.0}, "outcome": {"fit_gate": False}}) == \
+        defaults.replace(stream={"match_weight": 2.0}, gate={"fit": False})  # the nesting of issue 57
+    written = defaults.to_dict()
+    assert not set(written) & set(LEGACY_NAMES)  # every stage's field under its stage, none at the top
+    assert set(written["augment"]) == {"rotate", "mirror", "recolour", "relax", "crop", "pixels"}
+    with pytest.raises(ValueError, match="match_weight is now stream.match_weight"):
+        defaults.replace(match_weight=2.0)
+    with pytest.raises(TypeError):
+        TrainConfig(outcome_steps=5)
