@@ -24,11 +24,12 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -442,10 +443,25 @@ WEIGHT_FILES: dict[str, str] = {}
 
 def use_weights_file(name: str, path: str | Path) -> None:
     """Read frame encoder ``name``'s pretrained weights from ``path`` (a safetensors file ``export_weights`` wrote)
-    instead of its package, from now on in this process."""
+    instead of its package, from now on in this process (:func:`weights_from`: for one block only)."""
     if not Path(path).is_file():
         raise FileNotFoundError(f"{path}: no weights file for encoder {name!r} (fix: write it with export_weights)")
     WEIGHT_FILES[name] = str(path)
+
+
+@contextlib.contextmanager
+def weights_from(files: Mapping[str, str | Path]):
+    """The frame encoders built in the block read their pretrained weights from ``files`` (encoder name -> a
+    safetensors file ``export_weights`` wrote) instead of their packages; the process's own setting is back after
+    (a pack's weights go to the model built from the pack, and to nothing else)."""
+    before = dict(WEIGHT_FILES)
+    try:
+        for name, path in files.items():
+            use_weights_file(name, path)
+        yield
+    finally:
+        WEIGHT_FILES.clear()
+        WEIGHT_FILES.update(before)
 
 
 def export_weights(name: str, path: str | Path) -> Path:

@@ -40,7 +40,10 @@ def test_a_pack_trains_the_whole_encoder_through_the_cli_without_decord_or_the_w
     monkeypatch.setattr("autorater.encoders.WEIGHT_FILES", {})
     assert main(["train", "--from-pack", str(tmp_path / "pack"), "--config", str(tmp_path / "whole.json"), "--out",
                  str(tmp_path / "model"), "--device", "cpu", "--no-tracking", "--quiet"]) == 0
-    assert not WEIGHT_FILES  # the process's own registry untouched (the test's copy took the pack's)
+    import autorater.encoders as encoders
+
+    assert not WEIGHT_FILES  # the process's own registry untouched
+    assert not encoders.WEIGHT_FILES and not text._GIVEN  # nor, after the run, the copies the run used: scoped
     meta = json.loads((tmp_path / "model" / "metadata.json").read_text())
     assert meta["train_suites"] == [f"{suite.info.name}@{suite.info.version}"] and meta["n_train"] > 0
     monkeypatch.undo()

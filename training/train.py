@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from pathlib import Path
@@ -61,7 +62,8 @@ def train(source: Sequence[Suite] | "Pack", model_config: AutoraterConfig, tc: T
     """
     tc = tc or TrainConfig()
     start = time.time()
-    with seeded(tc.seed):
+    installed = getattr(source, "installed", contextlib.nullcontext)  # a pack's weights and vectors, for this run
+    with seeded(tc.seed), installed():
         model, data = inputs(source, model_config, tc, prepared, progress)
         if init_state is not None:
             check_fine_tuning((prepared[0] if prepared is not None else model).config, model_config)

@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Sequence
@@ -131,8 +132,9 @@ def training_texts(data: TrainingData, tc: TrainConfig) -> list[str]:
 
 class Pack:
     """A pack folder (module docstring), read: what training needs of it (``prepare``) and what the model folder
-    says of its data (``suite_names``). Reading it installs its sentence vectors and encoder weights in this process
-    (``give_vectors``, ``use_weights_file``), so that the model builds and reads words without their packages."""
+    says of its data (``suite_names``). Its encoder weights and sentence vectors go to the model built from it
+    (``weights_from``, ``give_vectors``), which builds and reads words without their packages; nothing else in the
+    process sees them."""
 
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
@@ -149,37 +151,50 @@ class Pack:
     def suite_names(self) -> list[str]:
         return list(self.meta["suite_names"])
 
-    def install(self) -> None:
-        """The pack's sentence vectors and encoder weights, in place of MiniLM's and the weights' packages."""
+    def vectors(self) -> dict[int, dict[str, torch.Tensor]]:
+        """The pack's sentence vectors: token budget -> instruction -> its vector."""
         from safetensors.torch import load_file
 
-        from autorater.encoders import use_weights_file
-        from autorater.models.parts.text import give_vectors
-
-        for name in self.meta["encoders"]:
-            use_weights_file(name, self.folder / ENCODERS / f"{name}.safetensors")
+        by_budget: dict[int, dict[str, torch.Tensor]] = {}
         if (self.folder / SENTENCES_FILE).is_file():
-            by_budget: dict[int, dict[str, torch.Tensor]] = {}
             for key, vector in load_file(str(self.folder / SENTENCES_FILE)).items():
                 budget, _, text = key.partition("|")
                 by_budget.setdefault(int(budget), {})[text] = vector
-            for budget, vectors in by_budget.items():
-                give_vectors(budget, vectors)
+        return by_budget
+
+    @contextlib.contextmanager
+    def installed(self):
+        """For the block (a training run from this pack): the models built read the pack's encoder weights and
+        sentence vectors in place of the weights' and MiniLM's packages; after it, nothing does."""
+        from autorater.encoders import weights_from
+        from autorater.models.parts.text import vectors_from
+
+        files = {name: self.folder / ENCODERS / f"{name}.safetensors" for name in self.meta["encoders"]}
+        with weights_from(files), vectors_from(self.vectors()):
+            yield
+
+    def build(self, config: AutoraterConfig, seed: int) -> Autorater:
+        """The model of ``config`` (built from ``seed``) with the pack's encoder weights, and its sentence vectors
+        given to it (``give_vectors``: it rates the pack's instructions after the run too); nothing else keeps them."""
+        from autorater.models.parts.text import give_vectors
+
+        with seeded(seed), self.installed():
+            model = AutoModel.from_config(config)
+        give_vectors(model, self.vectors())
+        return model
 
     def prepare(self, model_config: AutoraterConfig, tc: TrainConfig,
                 progress: bool = False) -> tuple[Autorater, TrainingData]:
         """``prepare``'s output from the pack: the model of ``model_config`` (its learned words and failure modes the
         pack's, built from ``tc.seed`` as ``prepare`` builds it) and the training data, checked to be what this model
         reads (the same cache key)."""
-        self.install()
         meta, cfg = self.meta, model_config
         learned = meta["model_config"]
         if spec_of(cfg).learns_words(cfg) and not cfg.vocab:
             cfg = cfg.replace(vocab=learned.get("vocab", []))
         if not cfg.failure_modes:
             cfg = cfg.replace(failure_modes=learned["failure_modes"])
-        with seeded(tc.seed):
-            model = AutoModel.from_config(cfg)
+        model = self.build(cfg, tc.seed)
         key = cache_key(model, not model.frame_encoder.caches_frames)
         if key != meta["cache_key"]:
             raise ValueError(f"{self.folder} holds the inputs of {meta['cache_key']!r}; this config reads {key!r} "

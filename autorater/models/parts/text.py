@@ -8,6 +8,8 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -15,13 +17,30 @@ from torch import nn
 from autorater.encoders import tokenize_words
 
 _MINILM: dict = {}  # max_tokens -> the frozen MiniLM (below), built on first use
-_GIVEN: dict[int, dict[str, torch.Tensor]] = {}  # max_tokens -> instruction -> its vector, given (a pack's)
+_GIVEN: dict[int, dict[str, torch.Tensor]] = {}  # max_tokens -> instruction -> its vector, for a block (vectors_from)
 
 
-def give_vectors(max_tokens: int, vectors: dict[str, torch.Tensor]) -> None:
-    """Sentence vectors computed elsewhere (a pack's, ``autorater.training.inputs.pack``), read before MiniLM is
-    asked: a machine without MiniLM's package trains on the instructions they cover."""
-    _GIVEN.setdefault(max_tokens, {}).update(vectors)
+@contextlib.contextmanager
+def vectors_from(vectors: dict[int, dict[str, torch.Tensor]]):
+    """Every :class:`SentenceText` reads these vectors (token budget -> instruction -> its vector) before MiniLM in
+    the block (a run from a pack: the models it builds), and none after."""
+    before = {k: dict(v) for k, v in _GIVEN.items()}
+    try:
+        for budget, given in vectors.items():
+            _GIVEN.setdefault(budget, {}).update(given)
+        yield
+    finally:
+        _GIVEN.clear()
+        _GIVEN.update(before)
+
+
+def give_vectors(model: nn.Module, vectors: dict[int, dict[str, torch.Tensor]]) -> None:
+    """Sentence vectors computed elsewhere (a pack's, ``autorater.training.inputs.pack``: token budget -> instruction
+    -> its vector) to every :class:`SentenceText` of ``model``, read before MiniLM is asked: a machine without MiniLM's
+    package trains and rates that model on the instructions they cover. Nothing else in the process sees them."""
+    for module in model.modules():
+        if isinstance(module, SentenceText):
+            module.given = dict(vectors.get(module.max_tokens, {}))
 
 
 def sentence_vectors(model: nn.Module, texts: list[str]) -> dict[str, torch.Tensor]:
@@ -54,6 +73,7 @@ class SentenceText(nn.Module):
         self.max_tokens = max_tokens
         self._encoder: list = []  # [MiniLM], built on first use
         self._memo: dict[str, torch.Tensor] = {}
+        self.given: dict[str, torch.Tensor] = {}  # instruction -> its vector, computed elsewhere (give_vectors)
 
     @torch.no_grad()
     def _vector(self, texts: list[str]) -> torch.Tensor:
@@ -66,7 +86,7 @@ class SentenceText(nn.Module):
         return F.normalize(mean, dim=-1)
 
     def forward(self, texts: list[str]) -> torch.Tensor:
-        given = _GIVEN.get(self.max_tokens, {})
+        given = {**_GIVEN.get(self.max_tokens, {}), **self.given}
         self._memo.update((t, given[t]) for t in texts if t not in self._memo and t in given)
         new = sorted({t for t in texts if t not in self._memo})
         if new:
@@ -130,4 +150,4 @@ def _pad(seqs: list[torch.Tensor]):
     return out, mask
 
 
-__all__ = ["SentenceText", "give_vectors", "sentence_vectors"]
+__all__ = ["SentenceText", "give_vectors", "sentence_vectors", "vectors_from"]
