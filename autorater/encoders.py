@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from dataclasses import dataclass
@@ -374,7 +375,8 @@ class TimmFeatures(FrameEncoder):
         # one copy: to the device, float32, channels-last (the fastest layout for these convolutions on a CPU)
         inner = inner.to(self.mean.device, torch.float32, memory_format=torch.channels_last)
         # bfloat16 on a GPU; on this CPU (2 cores) it measured no faster than float32 once the norms were folded
-        with torch.autocast(inner.device.type, dtype=torch.bfloat16, enabled=inner.device.type == "cuda"):
+        cuda = inner.device.type == "cuda"  # autocast knows only some device types: asked for on CUDA alone
+        with torch.autocast("cuda", dtype=torch.bfloat16) if cuda else contextlib.nullcontext():
             y = self.top(inner).float()
         if self.pixel_cells:
             colours = self._colours(images, y.shape[-2:]) if colours is None else \

@@ -216,8 +216,8 @@ class GeneralHead(nn.Module):
         x = F.layer_norm(x, x.shape[-1:])
         parts = [x, x - torch.cat([x[:, :1], x[:, :-1]], 1)]
         if self.reference:
-            first = active.float().argmax(1) if active is not None else torch.zeros(len(x), dtype=torch.long)
-            parts.append(x - x[torch.arange(len(x)), first.to(x.device)][:, None])
+            first = active.float().argmax(1) if active is not None else x.new_zeros(len(x), dtype=torch.long)
+            parts.append(x - x[torch.arange(len(x), device=x.device), first.to(x.device)][:, None])
         return torch.cat(parts, -1)
 
     def text(self, instructions: list[str]) -> torch.Tensor:
