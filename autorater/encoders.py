@@ -562,6 +562,9 @@ def timm_encoder(name: str, network: TimmNetwork, **spec) -> EncoderSpec:
 
 
 def _lite0_network(out_indices: tuple[int, ...] | None = None) -> nn.Module:
+    from autorater._compat import ensure_torchvision_importable
+
+    ensure_torchvision_importable()  # whoever asks first (a pack's weights check builds the network alone)
     import timm
 
     return timm.create_model("tf_efficientnet_lite0", pretrained=False, features_only=True,

@@ -33,9 +33,11 @@ PACK_FILE, CLIPS_FILE, SENTENCES_FILE = "pack.json", "clips.safetensors", "sente
 ENCODERS, HELD_OUT = "encoders", "held_out"
 FORMAT = "autorater-pack-2"  # the files' checksums, the clips compressed (xz)
 FORMATS = ("autorater-pack-1", FORMAT)  # read: -1 (issue 57: clips as they are, no checksum) with allow_unverified
-# What a machine needs to train from a pack (``autorater train --from-pack PACK --no-tracking``): checked by a test
-# that blocks every other package (tests/test_pack_imports.py)
-NEEDS = ("torch", "numpy", "safetensors")
+# What a machine needs to train from a pack (``autorater train --from-pack PACK --no-tracking``) beside the product:
+# torch; what the product imports on the way (numpy, scipy and pandas at module level, safetensors, tqdm's progress
+# bars); the general model's encoder network, timm's, and the torchvision timm imports. No decoder, weight package,
+# MiniLM, MLflow or krippendorff. Checked by a test that refuses every other package (tests/test_pack_imports.py)
+NEEDS = ("torch", "numpy", "scipy", "pandas", "safetensors", "tqdm", "timm", "torchvision")
 
 
 def meta_sha256(meta: dict) -> str:
