@@ -188,6 +188,12 @@ def model_config(d: dict, path: Path):
         config = AutoConfig.from_dict(d)
     except ValueError as err:
         raise field_error(path, "model_config", str(err)) from None
+    from autorater.encoders import frame_encoder_spec
+
+    try:
+        frame_encoder_spec(config.encoder)  # a registered encoder's name, never a path
+    except ValueError as err:
+        raise field_error(path, "model_config.encoder", str(err)) from None
     vocab = getattr(config, "vocab", [])
     bad = next((w for w in vocab if not (w.isascii() and w.isalpha() and w.islower())), None)
     if bad is not None or len(set(vocab)) != len(vocab):
