@@ -103,3 +103,27 @@ def test_the_whole_encoder_benchmark_is_a_loop_of_arms_over_the_products_trainin
         assert score["n"] == 4 and 0.0 <= score["ba"] <= 1.0
     (compared,) = result["paired"]["whole - frozen"]["unseen_scenarios"]
     assert compared["seed"] == 0 and -1.0 <= compared["difference"] <= 1.0
+
+
+def test_a_compressed_pack_holds_the_same_bytes_and_trains_to_bit_identical_weights(tmp_path, threads):
+    """The clips compressed (xz, the default) are the uncompressed file's bytes after decompression, smaller, and
+    a seeded training from either pack ends in the same weights, bit for bit."""
+    import lzma
+
+    from autorater.training.pack import Pack, write_pack
+    from autorater.training.recipe import recipe_for
+    from autorater.training.train import train
+    from model_suites import learnable_suite
+
+    suite = learnable_suite(tmp_path / "suite", n_scenarios=6, per_scenario=2)
+    config = PRESETS["tiny"]
+    tc = recipe_for(config, epochs=2, match_warmup_epochs=1, val_share=0.25, cache_dir=str(tmp_path / "cache"))
+    write_pack([suite], config, tc, tmp_path / "xz")
+    write_pack([suite], config, tc, tmp_path / "plain", compress=False)
+    packed, plain = (tmp_path / "xz" / "clips.safetensors.xz").read_bytes(), \
+        (tmp_path / "plain" / "clips.safetensors").read_bytes()
+    assert lzma.decompress(packed) == plain and len(packed) < len(plain)  # noise frames: 0.57 of the bytes
+    a, b = (train(Pack(tmp_path / name), config, tc).model.trainable_state_dict() for name in ("xz", "plain"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    start = Pack(tmp_path / "xz").prepare(config, tc)[0].trainable_state_dict()  # the same seed's untrained model
+    assert any(not torch.equal(a[k], start[k]) for k in a)  # it trained
