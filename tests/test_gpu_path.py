@@ -127,3 +127,33 @@ def test_a_compressed_pack_holds_the_same_bytes_and_trains_to_bit_identical_weig
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     start = Pack(tmp_path / "xz").prepare(config, tc)[0].trainable_state_dict()  # the same seed's untrained model
     assert any(not torch.equal(a[k], start[k]) for k in a)  # it trained
+
+
+def test_the_gpu_benchmark_trains_each_recipe_from_its_pack_and_reports_time_speed_and_held_out_scores(tmp_path,
+                                                                                                      threads):
+    """``benchmarks.gpu`` at tiny size on the CPU: each recipe (its preset made tiny) packed from the quality
+    benchmark's suite folders, trained from its pack by the product, rated on the pack's held-out set; gpu.json and
+    the table carry wall time, frames/s and BA / AUROC per held-out set."""
+    import dataclasses
+
+    from autorater.data.suite import Reference
+    from benchmarks.gpu import main
+    from model_suites import learnable_suite
+
+    for plan, make in (("babyai", learnable_suite), ("metaworld-one", camera_suite)):
+        root = tmp_path / "bench" / f"quality-{plan}" / "suites"
+        make(root / "train", n_scenarios=4, per_scenario=2)
+        held = make(root / "unseen_scenarios", n_scenarios=2, per_scenario=2, seed=1)
+        refs = [Reference(a.continuation_id, a.outcome, a.marker_s, a.failure_mode) for a in held.annotations[::2]]
+        dataclasses.replace(held, references=refs).write(held.root)
+    assert main(["--pack", "--run", "--recipes", "babyai,metaworld", "--preset", "babyai=tiny", "--preset",
+                 "metaworld=tiny-general", "--devices", "cpu", "--epochs", "1", "--suites", str(tmp_path / "bench"),
+                 "--packs", str(tmp_path / "packs"), "--cache-dir", str(tmp_path / "cache"), "--out",
+                 str(tmp_path / "out"), "--quiet"]) == 0
+    runs = json.loads((tmp_path / "out" / "gpu.json").read_text())["runs"]
+    assert [(r["recipe"], r["device"]) for r in runs] == [("babyai", "cpu"), ("metaworld", "cpu")]
+    for run in runs:
+        assert run["wall_s"] > 0 and run["frames_per_s"] > 0 and run["epochs"] == 1
+        score = run["scores"]["unseen_scenarios"]
+        assert score["n"] == 4 and 0.0 <= score["ba"] <= 1.0
+    assert (tmp_path / "packs" / "metaworld" / "clips.safetensors.xz").is_file()
