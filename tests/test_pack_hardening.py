@@ -156,6 +156,8 @@ CASES = {
         encoder="/tmp/evil")), "model_config"),
     "a held-out set named by a path": ("tiny-general", lambda p: edit_meta(p, lambda m: m.update(
         held_out={"../../x": m["held_out"]["unseen"]})), "field 'held_out'"),
+    "a source whose world is a list": ("tiny", lambda p: edit_meta(p, lambda m: m.update(
+        sources=[{"world": ["babyai"]}])), "field 'sources'"),
     "groups of another length": ("tiny", lambda p: edit_meta(p, lambda m: m.update(groups=m["groups"][:-1])),
                                  "field 'groups'"),
     "is_frames not a bool": ("tiny", lambda p: edit_meta(p, lambda m: m.update(is_frames="no")), "is_frames"),

@@ -122,8 +122,9 @@ def check_meta(meta, path: Path) -> int:
     if not _is_texts(suites, 10_000) or not suites:
         raise field_error(path, "suite_names", "a list of 1 to 10,000 names of suites")
     if not isinstance(meta["sources"], list) or len(meta["sources"]) != len(suites) or \
-            not all(s is None or isinstance(s, dict) for s in meta["sources"]):
-        raise field_error(path, "sources", f"a list of {len(suites)} objects or nulls (one per suite)")
+            not all(s is None or isinstance(s, dict) and is_name(s.get("world", "none")) for s in meta["sources"]):
+        raise field_error(path, "sources", f"a list of {len(suites)} objects (each world a name) or nulls, one per "
+                                           f"suite")
     if not isinstance(meta["cache_key"], str) or _text_problem(meta["cache_key"]):
         raise field_error(path, "cache_key", "not a string")
     if not isinstance(meta["is_frames"], bool):
