@@ -86,9 +86,12 @@ def test_training_from_a_pack_needs_torch_the_product_and_what_pack_says_nothing
     make = camera_suite if config.architecture == "general" else learnable_suite
     suite = make(tmp_path / "suite", n_scenarios=4, per_scenario=2)
     write_pack([suite], config, recipe_for(config, cache_dir=str(tmp_path / "cache")), tmp_path / "pack")
+    recipe = tmp_path / "recipe.json"  # one epoch, and a few steps of each outcome head trained apart
+    recipe.write_text(json.dumps({"preset": preset, "train": {"outcome_steps": 4, "match_warmup_epochs": 1}}))
     run = subprocess.run([sys.executable, "-c", BLOCKER, json.dumps(list(NEEDS)), "train", "--from-pack",
-                          str(tmp_path / "pack"), "--config", preset, "--out", str(tmp_path / "model"), "--epochs", "1",
-                          "--no-tracking", "--device", "cpu"], capture_output=True, text=True, timeout=600,
+                          str(tmp_path / "pack"), "--config", str(recipe), "--out", str(tmp_path / "model"),
+                          "--epochs", "1", "--no-tracking", "--device", "cpu"], capture_output=True, text=True,
+                         timeout=600,
                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OMP_NUM_THREADS": "1"})
     refused = json.loads(next((line[len("REFUSED "):] for line in run.stdout.splitlines()
                                if line.startswith("REFUSED ")), "null") or "null")
