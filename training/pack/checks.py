@@ -195,7 +195,7 @@ def model_config(d: dict, path: Path):
         frame_encoder_spec(config.encoder)  # a registered encoder's name, never a path
     except ValueError as err:
         raise field_error(path, "model_config.encoder", str(err)) from None
-    vocab = getattr(config, "vocab", [])
+    vocab = d.get("vocab") or []  # a list of strings (the config's own check): each a word
     bad = next((w for w in vocab if not (w.isascii() and w.isalpha() and w.islower())), None)
     if bad is not None or len(set(vocab)) != len(vocab):
         raise field_error(path, "model_config.vocab", f"{str(bad)[:40]!r} is not a word (lower-case letters), or a "

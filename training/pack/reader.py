@@ -157,8 +157,9 @@ class Pack:
 
     def _clips(self, model: Autorater, relative: str, rows: int, labels: bool) -> tuple[CachedClips, dict]:
         """The clips of ``rows`` rows the model reads, checked (shapes before reading, values after)."""
-        path, config = self.folder / relative, model.config
-        frames = config.clip_frames + max(getattr(config, "context_frames", 0), 0) + 1
+        path = self.folder / relative
+        decoded = model.processor.decode_args(0.0)  # the frames a clip is decoded to (and those before a takeover)
+        frames = decoded["num_frames"] + decoded.get("before", 0) + 1
         expect = checks.clip_schema(path, rows, frames, model.cached_shapes(), labels)
         t = self._read(relative, expect)
         checks.check_clips(t, path, expect.want)
@@ -174,7 +175,7 @@ class Pack:
         meta, cfg, path = self.meta, model_config, self.folder / PACK_FILE
         learned = checks.model_config(meta["model_config"], path)
         if spec_of(cfg).learns_words(cfg) and not cfg.vocab:
-            cfg = cfg.replace(vocab=list(getattr(learned, "vocab", [])))
+            cfg = cfg.replace(vocab=list(meta["model_config"].get("vocab", [])))  # checked with the config
         if not cfg.failure_modes:
             cfg = cfg.replace(failure_modes=list(learned.failure_modes))
         self.install(cfg)
