@@ -37,6 +37,17 @@ def build_whole_encoder():
     return rate_tiny(arm_config(PRESETS["tiny-general"], ARMS["block4"]))
 
 
+def build_gpu():
+    """Its recipes: the worlds' defaults, Meta-World's two with the whole encoder (trained end to end from packs at
+    tiny size by tests/test_gpu_path.py)."""
+    from benchmarks.gpu import RECIPES, recipe_config
+
+    configs = {name: recipe_config(name, {}) for name in RECIPES}
+    assert configs["babyai"] == PRESETS["babyai-grid"]
+    assert configs["metaworld"].outcome.blocks == configs["metaworld-parts"].outcome.blocks == 6
+    return rate_tiny(recipe_config("metaworld", {"metaworld": "tiny-general"}))
+
+
 def build_outcome_cost():
     """The cut it measures first (every cut is measured on a tiny suite by tests/test_benchmarks.py)."""
     return rate_tiny(PRESETS["tiny-general"].replace(outcome_blocks=1))
@@ -107,10 +118,10 @@ def build_history_cost(tmp_path):
 
 # What each module trains or measures, built small; None: it trains nothing of its own (its command line is checked)
 BUILDS = {"active_learning": build_active_learning, "camera_adaptation": build_camera_adaptation, "certify": None,
-          "certify_sim": build_certify_sim, "head_ablations": build_head_ablations, "history_cost": build_history_cost,
-          "labelling": None, "new_version": None, "outcome_cost": build_outcome_cost, "paired": None, "propose": None,
-          "quality": build_quality, "quality_scores": None, "quality_suites": None, "readability": build_readability,
-          "strip": None, "throughput": None, "whole_encoder": build_whole_encoder}
+          "certify_sim": build_certify_sim, "gpu": build_gpu, "head_ablations": build_head_ablations,
+          "history_cost": build_history_cost, "labelling": None, "new_version": None, "outcome_cost": build_outcome_cost,
+          "paired": None, "propose": None, "quality": build_quality, "quality_scores": None, "quality_suites": None,
+          "readability": build_readability, "strip": None, "throughput": None, "whole_encoder": build_whole_encoder}
 
 
 def test_every_benchmark_module_is_listed_here():

@@ -36,6 +36,7 @@ from autorater.calibration import outcome_metrics
 from autorater.config import AutoraterConfig
 from autorater.data.splits import split_groups
 from autorater.data.suite import Suite
+from autorater.device import module_device, resolve_device
 from autorater.model import Autorater
 from autorater.models import AutoModel
 from autorater.models.general import GeneralConfig
@@ -72,11 +73,20 @@ class OutcomeInputs:
         """(len(rows),) the head's logit of each row, in eval mode."""
         head.eval()
         with torch.no_grad():
-            return torch.cat([self.logit(head, rows[i:i + batch_size]) for i in range(0, len(rows), batch_size)])
+            return torch.cat([self.logit(head, rows[i:i + batch_size]).cpu()
+                              for i in range(0, len(rows), batch_size)])
 
     def logit(self, head: OutcomeHead, rows: np.ndarray) -> torch.Tensor:
+        """(len(rows),) on the head's device: the rows' inputs move there (they stay on the CPU)."""
         r = torch.as_tensor(rows)
-        return head(self.maps[r].float(), self.share[r], self.since_s[r], self.text[r])
+        maps, share, since, text = _moved(head, self.maps[r], self.share[r], self.since_s[r], self.text[r])
+        return head(maps.float(), share, since, text)
+
+
+def _moved(module: torch.nn.Module, *tensors: torch.Tensor) -> list[torch.Tensor]:
+    """``tensors`` on ``module``'s device: the cached inputs stay where they are (the CPU), each batch moves."""
+    device = module_device(module)
+    return [t.to(device) for t in tensors]
 
 
 REWIND_MARGIN_S = 1.0  # a rewound clip keeps the outcome frames this long before the marker (the annotators mark
@@ -119,7 +129,7 @@ def outcome_inputs(model: Autorater, data: TrainingData, tc: TrainConfig) -> Out
     ex, times = data.ex, data.clips.times_s
     takeover = torch.tensor(ex.takeover_s, dtype=torch.float32)
     share, since = outcome_times(times, takeover, index)
-    words = [model.outcome.text(ex.instructions[i:i + 512]) for i in range(0, len(ex), 512)]
+    words = [model.outcome.text(ex.instructions[i:i + 512]).cpu() for i in range(0, len(ex), 512)]
     swapped = ex.swapped or [False] * len(ex)
     inputs = OutcomeInputs(maps=maps, share=share, since_s=since, text=torch.cat(words).float(),
                            target=torch.tensor(ex.p_success, dtype=torch.float32),
@@ -132,7 +142,8 @@ def outcome_inputs(model: Autorater, data: TrainingData, tc: TrainConfig) -> Out
     if recipe.paraphrases and any(ex.paraphrases):
         texts = sorted({w for words_of_row in ex.paraphrases for w in words_of_row})
         at = {w: i for i, w in enumerate(texts)}
-        inputs.alt_text = torch.cat([model.outcome.text(texts[i:i + 512]) for i in range(0, len(texts), 512)]).float()
+        inputs.alt_text = torch.cat([model.outcome.text(texts[i:i + 512]).cpu()
+                                     for i in range(0, len(texts), 512)]).float()
         inputs.alt_rows = [[at[w] for w in words_of_row] for words_of_row in ex.paraphrases]
     if recipe.consistency and any(t is not None for t in ex.twins or []):
         row_of = {f"{si}/{cid}": i for i, (si, cid) in enumerate(zip(ex.suite_index, ex.continuation_ids))}
@@ -164,15 +175,17 @@ class OutcomeHeadPart:
 
     def loss(self, rows: np.ndarray, rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
         inputs, recipe, r = self.inputs, self.recipe, torch.as_tensor(rows)
-        maps, share, since = inputs.maps[r].float(), inputs.share[r], inputs.since_s[r]
+        maps, share, since = inputs.maps[r], inputs.share[r], inputs.since_s[r]
         text, target, weight = self._words(rows, rng), inputs.target[r], inputs.weight[r]
         if recipe.rewind:
             maps, share, since, text, target, weight = self._rewound(rows, rng, maps, share, since, text, target,
                                                                      weight)
+        maps, share, since, text, target, weight = _moved(self.module, maps, share, since, text, target, weight)
+        maps = maps.float()  # float16 travels, float32 computes
         named = {}
         if recipe.reached:
             logit, per_frame = self.module(maps, share, since, text, per_frame=True)
-            y = inputs.reached[r]
+            y = inputs.reached[r].to(logit.device)
             known = torch.isfinite(y)
             named["reached"] = (F.binary_cross_entropy_with_logits(per_frame[:len(rows)][known], y[known])
                                 if known.any() else logit.sum() * 0.0)
@@ -224,9 +237,10 @@ class OutcomeHeadPart:
         if not mine.any():
             return logit.sum() * 0.0
         other = twins[mine]
-        z = self.module(self.inputs.maps[other].float(), self.inputs.share[other], self.inputs.since_s[other],
-                        self._words(other.numpy(), rng))
-        return ((torch.sigmoid(logit[mine]) - torch.sigmoid(z)) ** 2).mean()
+        maps, share, since, text = _moved(self.module, self.inputs.maps[other], self.inputs.share[other],
+                                         self.inputs.since_s[other], self._words(other.numpy(), rng))
+        z = self.module(maps.float(), share, since, text)
+        return ((torch.sigmoid(logit[mine.to(logit.device)]) - torch.sigmoid(z)) ** 2).mean()
 
     def epoch_metrics(self) -> dict:
         return {}
@@ -321,7 +335,7 @@ def train_outcome_heads(model: Autorater, data: TrainingData, train_rows: np.nda
     for i in range(model.config.outcome.members):
         seed = tc.seed + 1000 * i
         with seeded(seed):
-            head = model.outcome.make_head()
+            head = model.outcome.make_head().to(module_device(model))  # drawn on the CPU: the same on any device
             curves.append(fit_outcome_head(head, inputs, train_rows, val_rows, tc, seed,
                                            _prefixed(log, f"outcome{i}_"),
                                            progress=f"outcome head {i + 1}" if progress else ""))
@@ -342,6 +356,7 @@ def train_parts(source: Sequence[Suite], model_config: AutoraterConfig, tc: Trai
         model, data = prepared if prepared is not None else prepare(source, model_config, tc, progress)
         if prepared is not None:  # a fresh model of this config on the same cache (Optuna trials)
             model = AutoModel.from_config(model_config.replace(failure_modes=model.config.failure_modes))
+    model.to(resolve_device(tc.device))  # every part trains there; the cached inputs stay on the CPU
     encoded = time.time()
     train_rows, val_rows = split_groups(data.groups or data.ex.scenario_keys, tc.val_share, tc.seed)
     curves = train_outcome_heads(model, data, train_rows, val_rows, tc, log, progress)
