@@ -119,9 +119,10 @@ def build_history_cost(tmp_path):
 # What each module trains or measures, built small; None: it trains nothing of its own (its command line is checked)
 BUILDS = {"active_learning": build_active_learning, "camera_adaptation": build_camera_adaptation, "certify": None,
           "certify_sim": build_certify_sim, "gpu": build_gpu, "head_ablations": build_head_ablations,
-          "history_cost": build_history_cost, "labelling": None, "new_version": None, "outcome_cost": build_outcome_cost,
-          "paired": None, "propose": None, "quality": build_quality, "quality_scores": None, "quality_suites": None,
-          "readability": build_readability, "strip": None, "throughput": None, "whole_encoder": build_whole_encoder}
+          "history_cost": build_history_cost, "labelling": None, "new_version": None,
+          "outcome_cost": build_outcome_cost, "paired": None, "propose": None, "quality": build_quality,
+          "quality_scores": None, "quality_suites": None, "readability": build_readability, "strip": None,
+          "throughput": None, "whole_encoder": build_whole_encoder}
 
 
 def test_every_benchmark_module_is_listed_here():
