@@ -54,7 +54,7 @@ def run_demo(out: Path, quick: bool = False, world: str = DEFAULT_WORLD, device:
     train_suite, ref_suite, new_suite = _generate(out, world, plan.quick if quick else plan.sizes)
     model_dir, cache_dir = _train(out, plan.preset, train_suite, quick, device)
     _calibrate(out, model_dir, ref_suite, device)
-    labels_dir = _label(out, model_dir, new_suite, device)
+    labels_dir = _label(out, model_dir, new_suite, device, quick)
     _answer_and_certify(out, labels_dir)
     _leaderboard(out, labels_dir)
     _evaluate(out, model_dir, cache_dir, train_suite, new_suite, quick, device)
@@ -75,12 +75,13 @@ def _generate(out: Path, world: str, sizes) -> tuple:
     train_dir, ref_dir, new_dir = out / "suite-train", out / "suite-references", out / "suite-v2"
     # the training suite needs no references of its own: the model is calibrated on the reference suite, and
     # references would be left out of training (wasting 15% of its labelled continuations)
-    for path, scenarios, per, seed, version, share in ((train_dir, n_train, k_train, 1, "v1", 0.0),
-                                                       (ref_dir, n_ref, k_ref, 4, "v1-references", 1.0),
-                                                       (new_dir, n_new, k_new, 2, "v2", 0.15)):
+    # the new version arrives unlabelled (annotators 0): only its references carry the annotators' labels
+    for path, scenarios, per, seed, version, share, annotators in (
+            (train_dir, n_train, k_train, 1, "v1", 0.0, 3), (ref_dir, n_ref, k_ref, 4, "v1-references", 1.0, 3),
+            (new_dir, n_new, k_new, 2, "v2", 0.15, 0)):
         if not (path / "suite.json").exists():
             generate_suite(path, world=world, scenarios=scenarios, continuations_per_scenario=per, seed=seed,
-                           version=version, reference_share=share)
+                           version=version, reference_share=share, annotators=annotators)
     train_suite, ref_suite, new_suite = Suite.load(train_dir), Suite.load(ref_dir), Suite.load(new_dir)
     print(format_stats(suite_stats(train_suite)))
     print(f"({time.time() - t:.0f} s)")
@@ -121,7 +122,7 @@ def _calibrate(out: Path, model_dir: Path, ref_suite, device: str) -> None:
     print(f"({time.time() - t:.0f} s)")
 
 
-def _label(out: Path, model_dir: Path, new_suite, device: str) -> Path:
+def _label(out: Path, model_dir: Path, new_suite, device: str, quick: bool = False) -> Path:
     """Step 4: the new version labelled: provisional auto-labels, the rest and an audit to the annotators."""
     from autorater.serving.labelling.folder import LabelsFolder
     from autorater.serving.labelling.label import format_summary, label_suite
@@ -131,8 +132,11 @@ def _label(out: Path, model_dir: Path, new_suite, device: str) -> Path:
     labels_dir = out / "labels-v2"
     if labels_dir.exists():  # a labels folder belongs to one model: this run's model is new
         shutil.rmtree(labels_dir)
+    from autorater.serving.labelling.ledger import LEDGER_FILE
+
+    (new_suite.root / LEDGER_FILE).unlink(missing_ok=True)  # the demo's model is new each run: so is its job
     summary = label_suite(model_dir, new_suite, labels_dir, workers=2, progress=True, device=device,
-                          strata=DEMO_STRATA)
+                          strata=DEMO_STRATA, **({"adapt_epochs": 1} if quick else {}))
     print(format_summary(summary))
     print(f"Label Studio: {LabelsFolder(labels_dir).tasks_file} ({summary['human_tasks']} tasks) "
           f"({time.time() - t:.0f} s)")
@@ -152,7 +156,8 @@ def _answer_and_certify(out: Path, labels_dir: Path) -> None:
         export = out / f"labelstudio-export-{round_no}.json"  # Label Studio's export lives outside the labels folder
         if simulate_queue_export(labels_dir, export, annotators=3, seed=3 + round_no) == 0:
             break
-        print(format_ingest(ingest(labels_dir, export), max_problems=5))
+        # not into the suite: a re-run of the demo labels the version as it arrived
+        print(format_ingest(ingest(labels_dir, export, append_to_suite=False), max_problems=5))
         print(format_certification(certify(labels_dir)))
     print(f"({time.time() - t:.0f} s)")
 

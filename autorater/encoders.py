@@ -176,6 +176,13 @@ class FrameEncoder(nn.Module):
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         return self.finish(self.cacheable(frames))
 
+    @torch.no_grad()
+    def cached_frame(self, size: int) -> tuple[torch.dtype, tuple[int, ...]]:
+        """What the feature cache stores of one frame of ``size`` x ``size`` px (``cacheable``'s output; floats are
+        stored as float16): its dtype and its shape."""
+        x = self.cacheable(torch.zeros(1, 1, size, size, 3, dtype=torch.uint8, device=module_device(self, "cpu")))
+        return (torch.float16 if x.is_floating_point() else x.dtype), tuple(x.shape[2:])
+
     def _per_frame(self, fn, frames: torch.Tensor) -> torch.Tensor:
         """(b, t, H, W, 3) uint8 frames -> fn on (n, 3, H, W) floats in [0, 1] -> (b, t, ...). A frame equal to the
         one before it (a short clip's padding repeats its last frame) is computed once and copied."""
@@ -360,6 +367,15 @@ class TimmFeatures(FrameEncoder):
     def cacheable(self, frames: torch.Tensor) -> torch.Tensor:
         return frames if self.bottom is None else self._per_frame(self.encode_bottom, frames)
 
+    @torch.no_grad()
+    def cached_frame(self, size: int) -> tuple[torch.dtype, tuple[int, ...]]:
+        """The frame itself (uint8) when the whole encoder trains, else the bottom's float16 map and the colours
+        beside it: its shape from the bottom run once, untraced (a trace costs seconds; a shape does not need one)."""
+        if self.bottom is None:
+            return torch.uint8, (size, size, 3)
+        y = self.bottom(torch.zeros(1, 3, size, size, device=self.mean.device))
+        return torch.float16, (y.shape[1] + 3 * self.pixel_cells ** 2, *y.shape[2:])
+
     def finish(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
         if self.top is None:
             return x
@@ -375,7 +391,8 @@ class TimmFeatures(FrameEncoder):
         # one copy: to the device, float32, channels-last (the fastest layout for these convolutions on a CPU)
         inner = inner.to(self.mean.device, torch.float32, memory_format=torch.channels_last)
         # bfloat16 on a GPU; on this CPU (2 cores) it measured no faster than float32 once the norms were folded
-        with torch.autocast(inner.device.type, dtype=torch.bfloat16, enabled=inner.device.type == "cuda"):
+        cuda = inner.device.type == "cuda"  # autocast knows only some device types: asked for on CUDA alone
+        with torch.autocast("cuda", dtype=torch.bfloat16) if cuda else contextlib.nullcontext():
             y = self.top(inner).float()
         if self.pixel_cells:
             colours = self._colours(images, y.shape[-2:]) if colours is None else \
@@ -560,6 +577,9 @@ def timm_encoder(name: str, network: TimmNetwork, **spec) -> EncoderSpec:
 
 
 def _lite0_network(out_indices: tuple[int, ...] | None = None) -> nn.Module:
+    from autorater._compat import ensure_torchvision_importable
+
+    ensure_torchvision_importable()  # whoever asks first (a pack's weights check builds the network alone)
     import timm
 
     return timm.create_model("tf_efficientnet_lite0", pretrained=False, features_only=True,

@@ -179,6 +179,11 @@ class Autorater(nn.Module):
         outputs, ``"x"`` the stream of every frame's (an architecture may add its own keys, per clip)."""
         return {"x": self.frame_encoder.cacheable(self.processor.prepare(frames, times_s, takeover_s)["x"])}
 
+    def cached_shapes(self) -> dict[str, tuple[torch.dtype, tuple[int, ...]]]:
+        """What the feature cache stores of a clip, by ``encode``'s keys: ``"x"`` of one frame (its dtype and shape;
+        a clip holds up to ``clip_frames`` of them), an architecture's other keys of the whole clip."""
+        return {"x": self.frame_encoder.cached_frame(self.config.image_size)}
+
     def finish_encoded(self, encoded: dict) -> dict:
         """An architecture's other encoded inputs (``encode``'s keys beside ``"x"``) through their trainable parts.
         As they are by default."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import krippendorff
 import numpy as np
 
 from ._checks import as_binary, as_float, as_probs, same_length
@@ -206,6 +205,8 @@ def _spread(markers: np.ndarray) -> dict:
 
 def _alpha(reliability: np.ndarray) -> float:
     """Krippendorff's alpha (nominal) of a (raters, units) matrix with NaN for missing; NaN if undefined."""
+    import krippendorff  # here, not at import: training imports the calibration package, and needs no alpha
+
     try:
         return float(krippendorff.alpha(reliability_data=reliability, level_of_measurement="nominal"))
     except ValueError:  # a single value, or no unit rated twice: alpha is undefined

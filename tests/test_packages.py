@@ -161,7 +161,8 @@ def test_imports_go_down_the_layers():
 
 
 def test_no_module_imports_a_private_module_of_another_package():
-    """``autorater.x._y`` is imported only from within ``autorater.x``."""
+    """``autorater.x._y`` is imported only from within ``autorater.x`` (the project's own packages: a library's
+    documented extension points may live in its underscored modules, as torch's dispatch modes do)."""
     import ast
     from pathlib import Path
 
@@ -178,7 +179,8 @@ def test_no_module_imports_a_private_module_of_another_package():
                     parts = m.split(".")
                     private = next((i for i, p in enumerate(parts) if p.startswith("_") and not p.startswith("__")),
                                    None)
-                    if private is not None and not here.startswith(".".join(parts[:private])):
+                    if private is not None and parts[0] in ("autorater", "benchmarks") and \
+                            not here.startswith(".".join(parts[:private])):
                         found.append(f"{here}:{node.lineno} {m}")
     assert not found, f"private modules imported from another package (make them public): {found}"
 

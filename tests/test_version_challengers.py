@@ -168,10 +168,11 @@ def test_a_routed_stratum_learns_from_its_first_labels_and_its_challenger_is_cer
     first_queue = json.loads((labels / "labelstudio" / "tasks.json").read_text())
     assert len(first_queue) == sum(r["audit"] for r in rows)  # only the audit is asked: the rest waits
     cert = {}
+    store = f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"
     with torch_threads(1):
         for k in range(8):
             ingest(labels, _answer_queue(labels, tmp_path / f"a{k}.jsonl", world["truth"]), append_to_suite=False)
-            cert = certify(labels)
+            cert = certify(labels, tracking_uri=store)
             if cert["state"] == "final":
                 break
     s = cert["strata"]["all"]
@@ -197,6 +198,14 @@ def test_a_routed_stratum_learns_from_its_first_labels_and_its_challenger_is_cer
     assert sum(r["outcome"] == world["truth"][r["continuation_id"]] for r in auto) / len(auto) >= 0.9
     assert LabelsFolder(labels).read_summary()["auto"] == len(auto)
     assert "model 1 challenger-1: learned from" in format_certification(cert)
+    # registered in MLflow as a version challenger, with its lineage
+    import mlflow
+
+    client = mlflow.tracking.MlflowClient(store)
+    run = client.get_run(cert["challengers"][0]["mlflow_run"])
+    assert cert["challengers"][0]["registered_version"] is not None
+    assert run.data.tags["autorater.version_challenger"] == "true"
+    assert run.data.tags["autorater.learned_labels"] == str(len(lineage["learned"]))
 
 
 def test_certify_trains_no_challenger_when_told_not_to(world, tmp_path):

@@ -26,6 +26,7 @@ import torch
 from autorater.config import AutoraterConfig
 from autorater.data.splits import split_groups
 from autorater.data.suite import Suite
+from autorater.device import resolve_device
 from autorater.model import Autorater, Targets
 from autorater.models import AutoModel
 from autorater.training import loop
@@ -37,7 +38,7 @@ from autorater.training.stages.base import Run
 from autorater.training.stages.joint import JointPart
 
 if TYPE_CHECKING:
-    from autorater.training.inputs.pack import Pack
+    from autorater.training.pack import Pack
 
 
 def train(source: Sequence[Suite] | "Pack", model_config: AutoraterConfig, tc: TrainConfig | None = None,
@@ -49,7 +50,7 @@ def train(source: Sequence[Suite] | "Pack", model_config: AutoraterConfig, tc: T
 
     Args:
         source: training suites (their reference episodes are left out), or a pack of them
-            (``autorater.training.inputs.pack.Pack``: the same inputs, encoded elsewhere).
+            (``autorater.training.pack.Pack``: the same inputs, encoded elsewhere).
         model_config: the architecture.
         tc: the recipe.
         out: write the best model folder here.
@@ -62,17 +63,19 @@ def train(source: Sequence[Suite] | "Pack", model_config: AutoraterConfig, tc: T
     """
     tc = tc or TrainConfig()
     start = time.time()
-    installed = getattr(source, "installed", contextlib.nullcontext)  # a pack's weights and vectors, for this run
-    with seeded(tc.seed), installed():
+    with seeded(tc.seed):
         model, data = inputs(source, model_config, tc, prepared, progress)
         if init_state is not None:
             check_fine_tuning((prepared[0] if prepared is not None else model).config, model_config)
+        model.to(resolve_device(tc.device))  # every part trains there; the cached inputs stay on the CPU
         encoded = time.time()
         stages = plan(model, tc, init_state)
         train_rows, val_rows = split_groups(data.groups or data.ex.scenario_keys, tc.val_share, tc.seed)
-        done = run_plan(stages, Run(model, data, train_rows, val_rows, tc.seed, tc.schedule(), tc.min_steps,
-                                    tc.augment, fresh=init_state is None, log=log, progress=progress,
-                                    should_stop=should_stop))
+        installed = getattr(source, "installed", contextlib.nullcontext)  # a pack's weights and vectors: for the
+        with installed():  # models this run builds (a part's rest trained apart), and for none after
+            done = run_plan(stages, Run(model, data, train_rows, val_rows, tc.seed, tc.schedule(), tc.min_steps,
+                                        tc.augment, fresh=init_state is None, log=log, progress=progress,
+                                        should_stop=should_stop))
     result = TrainResult(model=model, history=done.history, best=dict(done.best), n_train=len(train_rows),
                          n_val=len(val_rows), verdict=done.verdict, notes=done.notes, recipe=done.recipe)
     if len(stages) > 1:

@@ -35,8 +35,9 @@ def cmd_certify(args) -> int:
     from autorater.serving.labelling.certify import certify, format_certification
     from autorater.serving.labelling.folder import LabelsFolder
 
+    store = args.tracking_uri or f"sqlite:///{Path(args.workdir).expanduser().resolve() / 'mlflow.db'}"  # made if used
     cert = certify(args.labels, video_url_prefix=args.video_url_prefix, adapt=not args.no_adapt, device=args.device,
-                   tracking_uri=args.tracking_uri, progress=not args.quiet)
+                   tracking_uri=store, progress=not args.quiet)
     print(format_certification(cert))
     folder = LabelsFolder(args.labels)
     summary = folder.read_summary()
@@ -261,9 +262,7 @@ def _labelling_commands(sub) -> None:
     p.add_argument("--no-adapt", action="store_true", help="train no version challenger this run (strata whose "
                                                            "learning labels are in wait for the next run)")
     p.add_argument("--device", default="cpu", help="where a challenger trains and rates: cpu (default), cuda, auto")
-    p.add_argument("--tracking-uri", default=None, help="the MLflow store a challenger is registered in (default: "
-                                                        "none)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    common.model_args(p)  # --tracking-uri: where a challenger is registered (a version challenger, with its lineage)
     p.set_defaults(func=cmd_certify)
 
     p = sub.add_parser("leaderboard", help="per-agent success rates with 95%% intervals (PPI), JSON and HTML; across "

@@ -43,16 +43,19 @@ def chosen_recipe(config: str | None, sources: list) -> dict:
 
 def cmd_pack(args) -> int:
     from autorater.data.suite import Suite
-    from autorater.training.inputs.pack import write_pack
+    from autorater.training.pack import NEEDS, Pack, write_pack
 
     common.threads()
     suites = [Suite.load(d) for d in args.suite]
     model_cfg, train_cfg, recipe = _recipe(args, [s.info.source for s in suites])
-    out = write_pack(suites, model_cfg, train_cfg, args.out, progress=not args.quiet)
-    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
-    print(f"pack written to {out} ({size / 2**20:.1f} MiB); train from it anywhere torch runs, no decoder or weight "
-          f"package needed: autorater train --from-pack {out} --config {args.config or recipe['preset']} --out MODEL "
-          f"--device cuda")
+    out = write_pack(suites, model_cfg, train_cfg, args.out, progress=not args.quiet, compress=not args.no_compress)
+    files = Pack(out).meta["files"]
+    size = sum(f["bytes"] for f in files.values()) + (out / "pack.json").stat().st_size
+    print(f"pack written to {out}: {size / 2**20:.1f} MiB in {len(files) + 1} files (checksums in pack.json)")
+    print(f"the machine that trains from it needs Python >= 3.11, {', '.join(NEEDS)} and autorater (`pip install "
+          f"--no-deps` of its wheel; torch the machine's own build): no decoder, weight package or MLflow")
+    print(f"train there: autorater train --from-pack {out} --config {args.config or recipe['preset']} --out MODEL "
+          f"--device cuda --no-tracking")
     return 0
 
 
@@ -65,10 +68,10 @@ def cmd_train(args) -> int:
     if bool(args.suite) == bool(args.from_pack):
         raise SystemExit("error: train from --suite (one or more) or from --from-pack PACK, not both or neither")
     if args.from_pack:
-        from autorater.training.inputs.pack import Pack
+        from autorater.training.pack import Pack
 
-        suites = Pack(args.from_pack)
-        sources = list(suites.meta["sources"])
+        suites = Pack(args.from_pack, allow_unverified=args.allow_unverified)
+        sources = suites.sources
     else:
         suites = [Suite.load(d) for d in args.suite]
         sources = [s.info.source for s in suites]
@@ -258,6 +261,9 @@ def _train_commands(sub) -> None:
     p.add_argument("--from-pack", help="train from a pack (autorater pack) instead of suites: no decoder or weight "
                                        "package needed (a GPU machine's way in)")
     p.add_argument("--out", required=True, help="model folder to write")
+    p.add_argument("--allow-unverified", action="store_true",
+                   help="train from a pack written before packs carried checksums (autorater-pack-1); without it "
+                        "such a pack is refused")
     _recipe_args(p)
     p.add_argument("--experiment", default="autorater", help="MLflow experiment")
     p.add_argument("--run-name", default=None)
@@ -270,6 +276,8 @@ def _train_commands(sub) -> None:
     common.device_arg(p)
     p.add_argument("--suite", action="append", required=True, help="training suite (repeat for several)")
     p.add_argument("--out", required=True, help="pack folder to write")
+    p.add_argument("--no-compress", action="store_true", help="store the clips as they are (default: xz-compressed, "
+                                                              "read back in a stream)")
     _recipe_args(p)
     common.model_args(p, tracking=False)
     p.set_defaults(func=cmd_pack)

@@ -44,6 +44,7 @@ from autorater.models.events import event_loss_space
 from autorater.models.parts import outcome, stream
 from autorater.models.parts.outcome import (
     FRAME_RULE,
+    OUTCOME_INDEX,
     OUTCOME_INPUT,
     OutcomeConfig,
     OutcomePath,
@@ -224,8 +225,8 @@ class GeneralHead(nn.Module):
         x = F.layer_norm(x, x.shape[-1:])
         parts = [x, x - torch.cat([x[:, :1], x[:, :-1]], 1)]
         if self.reference:
-            first = active.float().argmax(1) if active is not None else torch.zeros(len(x), dtype=torch.long)
-            parts.append(x - x[torch.arange(len(x)), first.to(x.device)][:, None])
+            first = active.float().argmax(1) if active is not None else x.new_zeros(len(x), dtype=torch.long)
+            parts.append(x - x[torch.arange(len(x), device=x.device), first.to(x.device)][:, None])
         return torch.cat(parts, -1)
 
     def text(self, instructions: list[str]) -> torch.Tensor:
@@ -289,6 +290,16 @@ class GeneralModel(Autorater):
         out = {"x": self.frame_encoder.cacheable(prepared.pop("x"))}
         if OUTCOME_INPUT in prepared:
             out.update(prepared, **{OUTCOME_INPUT: self.outcome.encoder.cacheable(prepared[OUTCOME_INPUT])})
+        return out
+
+    def cached_shapes(self) -> dict[str, tuple[torch.dtype, tuple[int, ...]]]:
+        """The stream's frame and, with an outcome path, its ``outcome.frames`` frames (at ``outcome.size``) and their
+        index (int64)."""
+        out = super().cached_shapes()
+        if self.config.outcome.frames:
+            k = self.config.outcome.frames
+            dtype, frame = self.outcome.encoder.cached_frame(self.config.outcome.size)
+            out.update({OUTCOME_INPUT: (dtype, (k, *frame)), OUTCOME_INDEX: (torch.int64, (k,))})
         return out
 
     def finish_encoded(self, encoded: dict) -> dict:

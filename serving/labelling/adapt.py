@@ -66,6 +66,8 @@ def fine_tune(parent, suites: Sequence[Suite], out: Path, tc, *, tracking_uri: s
         return train(list(suites), parent.config, tc, out=out, progress=progress, init_state=init), None, None
     from autorater.training.tracking import track_training
 
+    if tracking_uri.startswith("sqlite:///"):  # the store's folder, made when a challenger is first registered
+        Path(tracking_uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     result, run_id, version = track_training(
         tracking_uri, experiment, run_name, parent.config, tc, list(suites), out=out, progress=progress,
         fn=lambda log: train(list(suites), parent.config, tc, out=out, log=log, progress=progress, init_state=init))

@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from autorater.device import module_device
 from autorater.models.parts.outcome import inputs_of, outcome_loss, outcome_times
 from autorater.training.inputs.batches import Batch, TrainingData, seeded
 from autorater.training.loop import Schedule, convergence_verdict, fit
@@ -101,11 +102,20 @@ class OutcomeInputs:
         """(len(rows),) the head's logit of each row, in eval mode."""
         head.eval()
         with torch.no_grad():
-            return torch.cat([self.logit(head, rows[i:i + batch_size]) for i in range(0, len(rows), batch_size)])
+            return torch.cat([self.logit(head, rows[i:i + batch_size]).cpu()
+                              for i in range(0, len(rows), batch_size)])
 
     def logit(self, head: nn.Module, rows: np.ndarray) -> torch.Tensor:
+        """(len(rows),) on the head's device: the rows' inputs move there (they stay on the CPU)."""
         r = torch.as_tensor(rows)
-        return head(self.maps[r].float(), self.share[r], self.since_s[r], self.text[r])
+        maps, share, since, text = moved(head, self.maps[r], self.share[r], self.since_s[r], self.text[r])
+        return head(maps.float(), share, since, text)
+
+
+def moved(module: nn.Module, *tensors: torch.Tensor) -> list[torch.Tensor]:
+    """``tensors`` on ``module``'s device: the cached inputs stay where they are (the CPU), each batch moves."""
+    device = module_device(module)
+    return [t.to(device) for t in tensors]
 
 
 REWIND_MARGIN_S = 1.0  # a rewound clip keeps the outcome frames this long before the marker (the annotators mark
@@ -149,7 +159,7 @@ def outcome_inputs(path: nn.Module, data: TrainingData, recipe: OutcomeRecipe) -
     ex, times = data.ex, data.clips.times_s
     takeover = torch.tensor(ex.takeover_s, dtype=torch.float32)
     share, since = outcome_times(times, takeover, index)
-    words = [path.text(ex.instructions[i:i + 512]) for i in range(0, len(ex), 512)]
+    words = [path.text(ex.instructions[i:i + 512]).cpu() for i in range(0, len(ex), 512)]
     swapped = ex.swapped or [False] * len(ex)
     inputs = OutcomeInputs(maps=maps, share=share, since_s=since, text=torch.cat(words).float(),
                            target=torch.tensor(ex.p_success, dtype=torch.float32),
@@ -161,7 +171,8 @@ def outcome_inputs(path: nn.Module, data: TrainingData, recipe: OutcomeRecipe) -
     if recipe.paraphrases and any(ex.paraphrases):
         texts = sorted({w for words_of_row in ex.paraphrases for w in words_of_row})
         at = {w: i for i, w in enumerate(texts)}
-        inputs.alt_text = torch.cat([path.text(texts[i:i + 512]) for i in range(0, len(texts), 512)]).float()
+        inputs.alt_text = torch.cat([path.text(texts[i:i + 512]).cpu()
+                                     for i in range(0, len(texts), 512)]).float()
         inputs.alt_rows = [[at[w] for w in words_of_row] for words_of_row in ex.paraphrases]
     if recipe.consistency and any(t is not None for t in ex.twins or []):
         row_of = {f"{si}/{cid}": i for i, (si, cid) in enumerate(zip(ex.suite_index, ex.continuation_ids))}
@@ -186,15 +197,17 @@ class OutcomeHeadPart:
 
     def loss(self, rows: np.ndarray, rng: np.random.Generator) -> tuple[torch.Tensor, dict]:
         inputs, recipe, r = self.inputs, self.recipe, torch.as_tensor(rows)
-        maps, share, since = inputs.maps[r].float(), inputs.share[r], inputs.since_s[r]
+        maps, share, since = inputs.maps[r], inputs.share[r], inputs.since_s[r]
         text, target, weight = self._words(rows, rng), inputs.target[r], inputs.weight[r]
         if recipe.rewind:
             maps, share, since, text, target, weight = self._rewound(rows, rng, maps, share, since, text, target,
                                                                      weight)
+        maps, share, since, text, target, weight = moved(self.module, maps, share, since, text, target, weight)
+        maps = maps.float()  # float16 travels, float32 computes
         named = {}
         if recipe.reached:
             logit, per_frame = self.module(maps, share, since, text, per_frame=True)
-            y = inputs.reached[r]
+            y = inputs.reached[r].to(logit.device)
             known = torch.isfinite(y)
             named["reached"] = (F.binary_cross_entropy_with_logits(per_frame[:len(rows)][known], y[known])
                                 if known.any() else logit.sum() * 0.0)
@@ -246,9 +259,10 @@ class OutcomeHeadPart:
         if not mine.any():
             return logit.sum() * 0.0
         other = twins[mine]
-        z = self.module(self.inputs.maps[other].float(), self.inputs.share[other], self.inputs.since_s[other],
-                        self._words(other.numpy(), rng))
-        return ((torch.sigmoid(logit[mine]) - torch.sigmoid(z)) ** 2).mean()
+        maps, share, since, text = moved(self.module, self.inputs.maps[other], self.inputs.share[other],
+                                        self.inputs.since_s[other], self._words(other.numpy(), rng))
+        z = self.module(maps.float(), share, since, text)
+        return ((torch.sigmoid(logit[mine.to(logit.device)]) - torch.sigmoid(z)) ** 2).mean()
 
     def epoch_metrics(self) -> dict:
         return {}
@@ -316,7 +330,7 @@ class OutcomeStage(PartStage):
         for i in range(path.config.members):
             seed = run.seed + 1000 * i
             with seeded(seed):
-                head = path.make_head()
+                head = path.make_head().to(module_device(path))  # drawn on the CPU: the same on any device
                 curves.append(fit_outcome_head(head, inputs, run.train_rows, run.val_rows, recipe, schedule, seed,
                                                prefixed(run.log, f"outcome{i}_"),
                                                progress=f"outcome head {i + 1}" if run.progress else ""))
@@ -342,5 +356,5 @@ class OutcomeStage(PartStage):
 
 
 __all__ = ["ALONE", "REWIND_MARGIN_S", "OutcomeHeadPart", "OutcomeInputs", "OutcomeRecipe", "OutcomeStage",
-           "fit_outcome_head", "heads_verdict", "outcome_inputs", "outcome_targets", "reached_targets",
+           "fit_outcome_head", "heads_verdict", "moved", "outcome_inputs", "outcome_targets", "reached_targets",
            "rewound_frames"]

@@ -34,7 +34,7 @@ def mirror(x: torch.Tensor, flip: torch.Tensor, pixel_cells: int) -> torch.Tenso
     ``pixel_cells`` 0: decoded frames (b, t, H, W, 3), flipped along W; k > 0: "pixels" cells, flipped along
     the grid's columns and, inside each cell, along the k x k sub-grid.
     """
-    rows = flip.nonzero().flatten()
+    rows = flip.to(x.device).nonzero().flatten()
     if not len(rows):
         return x
     out = x.clone()
@@ -42,11 +42,11 @@ def mirror(x: torch.Tensor, flip: torch.Tensor, pixel_cells: int) -> torch.Tenso
         out[rows] = x[rows].flip(3)
         return out
     k = pixel_cells
-    channels = torch.arange(x.shape[2]).view(-1, k, k).flip(-1).flatten()
+    channels = torch.arange(x.shape[2], device=x.device).view(-1, k, k).flip(-1).flatten()
     out[rows] = x[rows][:, :, channels].flip(-1)
     return out
 
 
 def mirror_all(x: torch.Tensor, pixel_cells: int) -> torch.Tensor:
     """Every clip of the batch mirrored (:func:`mirror` with ``flip`` all True)."""
-    return mirror(x, torch.ones(len(x), dtype=torch.bool), pixel_cells)
+    return mirror(x, torch.ones(len(x), dtype=torch.bool, device=x.device), pixel_cells)

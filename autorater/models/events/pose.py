@@ -58,13 +58,13 @@ def moves(cells: torch.Tensor, k: int) -> torch.Tensor:
     prev, cur = x[:, :-1], x[:, 1:]
     errors = []
     for after, before in _pairs(g).values():
-        a, p = cur[..., after], prev[..., before]  # (b, t-1, 3, n)
+        a, p = cur[..., after.to(x.device)], prev[..., before.to(x.device)]  # (b, t-1, 3, n)
         seen = ((a.sum(2) > _VISIBLE) & (p.sum(2) > _VISIBLE)).float()
         n = seen.sum(-1)
         err = ((a - p).abs().sum(2) * seen).sum(-1) / n.clamp(min=1)
         errors.append(torch.where(n > 0, err, torch.full_like(err, float("inf"))))
     best = torch.stack(errors, -1).argmin(-1)  # ties: the first, "stay"
-    return torch.cat([torch.zeros(b, 1, dtype=torch.long), best], 1)
+    return torch.cat([torch.zeros(b, 1, dtype=torch.long, device=best.device), best], 1)
 
 
 # Heading h (quarter turns to the left of the first frame's) -> the step forward in the first frame's (dx, dy).
@@ -76,13 +76,15 @@ def front_side(cells: torch.Tensor, k: int) -> torch.Tensor:
     of, or behind the agent's first pose (BabyAI's "on your left / right", "in front of you", "behind you")."""
     step = moves(cells, k)
     b, t = step.shape
-    heading = torch.zeros(b, dtype=torch.long)
-    position = torch.zeros(b, 2, dtype=torch.long)
-    out = torch.zeros(b, t, 4)
+    device = step.device  # every tensor below on the cells' device
+    ahead = _AHEAD.to(device)
+    heading = torch.zeros(b, dtype=torch.long, device=device)
+    position = torch.zeros(b, 2, dtype=torch.long, device=device)
+    out = torch.zeros(b, t, 4, device=device)
     for i in range(t):
         heading = (heading + (step[:, i] == 2).long() - (step[:, i] == 3).long()) % 4
-        position = position + (step[:, i] == 1).long()[:, None] * _AHEAD[heading]
-        dx, dy = (position + _AHEAD[heading]).unbind(-1)
+        position = position + (step[:, i] == 1).long()[:, None] * ahead[heading]
+        dx, dy = (position + ahead[heading]).unbind(-1)
         out[:, i] = torch.stack([dx < 0, dx > 0, dy > 0, dy < 0], -1).float()
     return out
 

@@ -35,7 +35,7 @@ def vectors_from(vectors: dict[int, dict[str, torch.Tensor]]):
 
 
 def give_vectors(model: nn.Module, vectors: dict[int, dict[str, torch.Tensor]]) -> None:
-    """Sentence vectors computed elsewhere (a pack's, ``autorater.training.inputs.pack``: token budget -> instruction
+    """Sentence vectors computed elsewhere (a pack's, ``autorater.training.pack``: token budget -> instruction
     -> its vector) to every :class:`SentenceText` of ``model``, read before MiniLM is asked: a machine without MiniLM's
     package trains and rates that model on the instructions they cover. Nothing else in the process sees them."""
     for module in model.modules():
@@ -43,10 +43,15 @@ def give_vectors(model: nn.Module, vectors: dict[int, dict[str, torch.Tensor]]) 
             module.given = dict(vectors.get(module.max_tokens, {}))
 
 
+def sentence_budgets(model: nn.Module) -> set[int]:
+    """The token budgets of every :class:`SentenceText` of ``model`` (the vectors it reads are per budget)."""
+    return {m.max_tokens for m in model.modules() if isinstance(m, SentenceText)}
+
+
 def sentence_vectors(model: nn.Module, texts: list[str]) -> dict[str, torch.Tensor]:
     """The frozen sentence vectors every :class:`SentenceText` of ``model`` reads of ``texts`` (by its token budget):
     ``"<max_tokens>|<text>"`` -> (3 x 384,) float32 (what a pack carries: ``give_vectors`` reads them back)."""
-    budgets = sorted({m.max_tokens for m in model.modules() if isinstance(m, SentenceText)})
+    budgets = sorted(sentence_budgets(model))
     out = {}
     for budget in budgets:
         words = SentenceText(budget)
@@ -150,4 +155,4 @@ def _pad(seqs: list[torch.Tensor]):
     return out, mask
 
 
-__all__ = ["SentenceText", "give_vectors", "sentence_vectors", "vectors_from"]
+__all__ = ["SentenceText", "give_vectors", "sentence_budgets", "sentence_vectors", "vectors_from"]
