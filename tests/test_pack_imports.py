@@ -87,7 +87,8 @@ def test_training_from_a_pack_needs_torch_the_product_and_what_pack_says_nothing
     suite = make(tmp_path / "suite", n_scenarios=4, per_scenario=2)
     write_pack([suite], config, recipe_for(config, cache_dir=str(tmp_path / "cache")), tmp_path / "pack")
     recipe = tmp_path / "recipe.json"  # one epoch, and a few steps of each outcome head trained apart
-    recipe.write_text(json.dumps({"preset": preset, "train": {"outcome": {"steps": 4}, "stream": {"match_warmup_epochs": 1}}}))
+    recipe.write_text(json.dumps({"preset": preset, "train": {"outcome": {"steps": 4},
+                                                              "stream": {"match_warmup_epochs": 1}}}))
     run = subprocess.run([sys.executable, "-c", BLOCKER, json.dumps(list(NEEDS)), "train", "--from-pack",
                           str(tmp_path / "pack"), "--config", str(recipe), "--out", str(tmp_path / "model"),
                           "--epochs", "1", "--no-tracking", "--device", "cpu"], capture_output=True, text=True,
