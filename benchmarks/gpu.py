@@ -11,7 +11,7 @@ as ``python -m benchmarks.quality``):
   with the encoder and the stream, not apart).
 
 Two steps, so that the GPU machine needs no decoder and no weight package (what it needs: ``autorater pack`` prints
-it, ``autorater.training.pack.NEEDS``)::
+it, ``autorater.training.inputs.pack.NEEDS``)::
 
     python -m benchmarks.gpu --pack --packs .gpu                                   # CPU: suites -> one pack a recipe
     python -m benchmarks.gpu --run --packs .gpu --devices cuda,cpu --out OUT        # where the GPU is
@@ -72,7 +72,7 @@ def plan_suites(plan: str, args) -> tuple[list, dict]:
 
 def pack(args) -> None:
     """One pack per recipe (``--recipes``), its held-out sets inside."""
-    from autorater.training.pack import write_pack
+    from autorater.training.inputs.pack import write_pack
 
     for name in args.recipes.split(","):
         config = recipe_config(name, args.presets)
@@ -87,7 +87,7 @@ def train_one(name: str, device: str, args) -> dict:
     """Recipe ``name`` trained on ``device`` from its pack and scored on the pack's held-out sets."""
     import torch
 
-    from autorater.training.pack import Pack
+    from autorater.training.inputs.pack import Pack
     from autorater.training.train import train
     from benchmarks.whole_encoder import scores
 

@@ -10,7 +10,7 @@ the simulator truth: balanced accuracy and AUROC of P(success); the arms are com
 (``autorater.calibration.compare.paired_comparison``: the gain in balanced accuracy, its interval over scenarios).
 
 Two steps, so that the machine with the GPU needs neither decord nor the weight packages (the product's packs,
-``autorater.training.pack``)::
+``autorater.training.inputs.pack``)::
 
     python -m benchmarks.whole_encoder --pack --packs .gpu          # CPU: one pack per arm, held-out sets inside
     python -m benchmarks.whole_encoder --run --packs .gpu --out OUT --device cuda     # any torch device
@@ -51,7 +51,7 @@ def pack(args) -> None:
     """One pack per arm (``--arms``): the training suites and every held-out set found under ``--suites``."""
     from autorater.data.suite import Suite
     from autorater.models import PRESETS
-    from autorater.training.pack import write_pack
+    from autorater.training.inputs.pack import write_pack
 
     root = Path(args.suites)
     train = [Suite.load(root / name) for name in ("train", "train_swaps") if (root / name).is_dir()]
@@ -81,7 +81,7 @@ def run(args) -> dict:
     import torch
 
     from autorater.models import PRESETS
-    from autorater.training.pack import Pack
+    from autorater.training.inputs.pack import Pack
     from autorater.training.train import train
 
     result, ratings = {"device": args.device, "torch": torch.__version__, "runs": [], "paired": {}}, {}
@@ -107,7 +107,7 @@ def paired(ratings: dict, args) -> dict:
     """For each pair of arms and held-out set, seed by seed: the gain in balanced accuracy and its paired interval
     over scenarios (``paired_comparison``)."""
     from autorater.calibration.compare import paired_comparison
-    from autorater.training.pack import Pack
+    from autorater.training.inputs.pack import Pack
 
     arms, out = args.arms.split(","), {}
     for a, b in [(a, b) for i, a in enumerate(arms) for b in arms[i + 1:]]:

@@ -7,7 +7,7 @@ webhook writes there. A module that needs another environment defines its own ``
 precedence over this one in that module (the serving, certify, CLI and active-learning tests).
 
 Every test leaves the process's registries of given weights and sentence vectors as it found them (a pack read in a
-test installs its encoder weights and vectors for the process: ``autorater.training.pack``).
+test installs its encoder weights and vectors for the process: ``autorater.training.inputs.pack``).
 """
 
 import pytest

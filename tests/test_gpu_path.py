@@ -27,7 +27,7 @@ def test_a_pack_trains_the_whole_encoder_through_the_cli_without_decord_or_the_w
     from autorater.app.cli import main
     from autorater.encoders import WEIGHT_FILES
     from autorater.models.parts import text
-    from autorater.training.pack import NEEDS
+    from autorater.training.inputs.pack import NEEDS
 
     suite = camera_suite(tmp_path / "suite", n_scenarios=4, per_scenario=2)
     (tmp_path / "whole.json").write_text(json.dumps(WHOLE))
@@ -59,7 +59,7 @@ def test_a_pack_trains_the_whole_encoder_through_the_cli_without_decord_or_the_w
 
 
 def test_a_model_trained_from_a_pack_is_the_model_trained_from_the_suites(tmp_path, threads):
-    from autorater.training.pack import Pack, write_pack
+    from autorater.training.inputs.pack import Pack, write_pack
     from autorater.training.recipe import recipe_for
     from autorater.training.train import train
 
@@ -75,7 +75,7 @@ def test_a_model_trained_from_a_pack_is_the_model_trained_from_the_suites(tmp_pa
 
 
 def test_a_pack_refuses_a_config_that_reads_other_inputs(tmp_path, threads):
-    from autorater.training.pack import Pack, write_pack
+    from autorater.training.inputs.pack import Pack, write_pack
     from autorater.training.recipe import recipe_for
 
     suite = camera_suite(tmp_path / "suite", n_scenarios=2, per_scenario=2)
@@ -118,7 +118,7 @@ def test_a_compressed_pack_holds_the_same_bytes_and_trains_to_bit_identical_weig
     a seeded training from either pack ends in the same weights, bit for bit."""
     import lzma
 
-    from autorater.training.pack import Pack, write_pack
+    from autorater.training.inputs.pack import Pack, write_pack
     from autorater.training.recipe import recipe_for
     from autorater.training.train import train
     from model_suites import learnable_suite

@@ -27,7 +27,7 @@ CLIPS = "clips.safetensors.xz"
 
 @pytest.fixture(scope="module")
 def packs(tmp_path_factory):
-    from autorater.training.pack import write_pack
+    from autorater.training.inputs.pack import write_pack
     from autorater.training.recipe import recipe_for
 
     before = one_thread()
@@ -50,7 +50,7 @@ def read_meta(pack: Path) -> dict:
 
 
 def write_meta(pack: Path, meta: dict, reseal: bool = True) -> None:
-    from autorater.training.pack.folder import meta_sha256
+    from autorater.training.inputs.pack.folder import meta_sha256
 
     if reseal:
         meta["checksum"] = meta_sha256(meta)
@@ -278,7 +278,7 @@ def test_a_pack_of_the_first_format_trains_only_when_allowed_and_to_the_same_wei
 
 def test_a_damaged_held_out_set_is_refused_when_it_is_rated(packs, tmp_path):
     """Training never reads the held-out sets; rating one (a benchmark's) checks it as the training clips are."""
-    from autorater.training.pack import Pack, PackError
+    from autorater.training.inputs.pack import Pack, PackError
     from autorater.training.recipe import recipe_for
 
     pack = copy_of(packs, "tiny-general", tmp_path)

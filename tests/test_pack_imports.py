@@ -1,7 +1,8 @@
-"""What a machine needs to train from a pack is exactly what ``autorater pack`` says (``autorater.training.pack.NEEDS``
-and the product): ``autorater train --from-pack`` runs in a fresh process where every other package is refused at
-import (a finder in front of Python's), the product's own imports checked by who asks: a package the product imports is
-refused unless it is in NEEDS; what those packages import for themselves (torch's own optional imports) is theirs."""
+"""What a machine needs to train from a pack is exactly what ``autorater pack`` says
+(``autorater.training.inputs.pack.NEEDS`` and the product): ``autorater train --from-pack`` runs in a fresh process
+where every other package is refused at import (a finder in front of Python's), the product's own imports checked by
+who asks: a package the product imports is refused unless it is in NEEDS; what those packages import for themselves
+(torch's own optional imports) is theirs."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 import torch
 
 from autorater.models import PRESETS
-from autorater.training.pack import NEEDS
+from autorater.training.inputs.pack import NEEDS
 from model_suites import camera_suite, learnable_suite, one_thread
 
 BLOCKER = textwrap.dedent('''
@@ -79,7 +80,7 @@ def threads():
 
 @pytest.mark.parametrize("preset", ["tiny", "tiny-general"])
 def test_training_from_a_pack_needs_torch_the_product_and_what_pack_says_nothing_else(preset, tmp_path, threads):
-    from autorater.training.pack import write_pack
+    from autorater.training.inputs.pack import write_pack
     from autorater.training.recipe import recipe_for
 
     config = PRESETS[preset]

@@ -86,7 +86,7 @@ def _param_value(value: Any) -> str:
 
 def suite_names(suites) -> list[str]:
     """``name@version`` of each training suite: of a list of suites, or of a pack's (its ``suite_names``)."""
-    if not isinstance(suites, Sequence):  # a pack (autorater.training.pack.Pack)
+    if not isinstance(suites, Sequence):  # a pack (autorater.training.inputs.pack.Pack)
         return suites.suite_names
     return [s if isinstance(s, str) else f"{s.info.name}@{s.info.version}" for s in suites]
 

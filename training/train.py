@@ -38,7 +38,7 @@ from autorater.training.stages.base import Run
 from autorater.training.stages.joint import JointPart
 
 if TYPE_CHECKING:
-    from autorater.training.pack import Pack
+    from autorater.training.inputs.pack import Pack
 
 
 def train(source: Sequence[Suite] | "Pack", model_config: AutoraterConfig, tc: TrainConfig | None = None,
@@ -50,7 +50,7 @@ def train(source: Sequence[Suite] | "Pack", model_config: AutoraterConfig, tc: T
 
     Args:
         source: training suites (their reference episodes are left out), or a pack of them
-            (``autorater.training.pack.Pack``: the same inputs, encoded elsewhere).
+            (``autorater.training.inputs.pack.Pack``: the same inputs, encoded elsewhere).
         model_config: the architecture.
         tc: the recipe.
         out: write the best model folder here.

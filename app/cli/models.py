@@ -43,7 +43,7 @@ def chosen_recipe(config: str | None, sources: list) -> dict:
 
 def cmd_pack(args) -> int:
     from autorater.data.suite import Suite
-    from autorater.training.pack import NEEDS, Pack, write_pack
+    from autorater.training.inputs.pack import NEEDS, Pack, write_pack
 
     common.threads()
     suites = [Suite.load(d) for d in args.suite]
@@ -68,7 +68,7 @@ def cmd_train(args) -> int:
     if bool(args.suite) == bool(args.from_pack):
         raise SystemExit("error: train from --suite (one or more) or from --from-pack PACK, not both or neither")
     if args.from_pack:
-        from autorater.training.pack import Pack
+        from autorater.training.inputs.pack import Pack
 
         suites = Pack(args.from_pack, allow_unverified=args.allow_unverified)
         sources = suites.sources

@@ -8,5 +8,6 @@ _HOMES = {
     "autorater.training.inputs.batches": ["TrainingData", "make_batch", "predict_rows", "prepare", "seeded"],
     "autorater.training.inputs.cache": ["CachedClips", "FeatureCache"],
     "autorater.training.inputs.dataset": ["Examples", "build_examples", "marker_indices", "suite_examples"],
+    "autorater.training.inputs.pack": ["Pack", "write_pack"],
 }
 __all__, __getattr__ = lazy_exports(__name__, _HOMES)

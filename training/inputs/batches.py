@@ -82,7 +82,7 @@ class InputSettings(Protocol):
 def prepare(suites: Sequence[Suite], model_config: AutoraterConfig, tc: InputSettings,
             progress: bool = False) -> tuple[Autorater, TrainingData]:
     """Labels from the annotations, the vocabulary and failure modes, the model, and cached features; from a pack of
-    them (``autorater.training.pack.Pack``, not a list of suites), the pack's."""
+    them (``autorater.training.inputs.pack.Pack``, not a list of suites), the pack's."""
     if not isinstance(suites, Sequence):  # a pack: the same inputs, prepared elsewhere
         return suites.prepare(model_config, tc, progress)
     ex = build_examples(suites, aggregation=tc.aggregation)

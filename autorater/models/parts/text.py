@@ -35,7 +35,7 @@ def vectors_from(vectors: dict[int, dict[str, torch.Tensor]]):
 
 
 def give_vectors(model: nn.Module, vectors: dict[int, dict[str, torch.Tensor]]) -> None:
-    """Sentence vectors computed elsewhere (a pack's, ``autorater.training.pack``: token budget -> instruction
+    """Sentence vectors computed elsewhere (a pack's, ``autorater.training.inputs.pack``: token budget -> instruction
     -> its vector) to every :class:`SentenceText` of ``model``, read before MiniLM is asked: a machine without MiniLM's
     package trains and rates that model on the instructions they cover. Nothing else in the process sees them."""
     for module in model.modules():

@@ -32,8 +32,8 @@ Example:
     ...                                                                                      # doctest: +SKIP
 """
 
-from autorater.training.pack.files import PackError
-from autorater.training.pack.folder import FORMAT, NEEDS, PACK_FILE, sentence_vectors, training_texts, write_pack
-from autorater.training.pack.reader import Pack
+from autorater.training.inputs.pack.files import PackError
+from autorater.training.inputs.pack.folder import FORMAT, NEEDS, PACK_FILE, sentence_vectors, training_texts, write_pack
+from autorater.training.inputs.pack.reader import Pack
 
 __all__ = ["FORMAT", "NEEDS", "PACK_FILE", "Pack", "PackError", "sentence_vectors", "training_texts", "write_pack"]

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from autorater.data.paths import encodable, is_name, unprintable
-from autorater.training.pack.files import REPACK, Expect, PackError, fail
+from autorater.training.inputs.pack.files import REPACK, Expect, PackError, fail
 
 MAX_TEXT = 2000  # characters of any text of a pack (an instruction, an id, a category)
 MAX_ROWS = 10_000_000  # rows of a pack

@@ -27,7 +27,7 @@ from autorater.models.parts.text import sentence_vectors
 from autorater.training.inputs.batches import TrainingData, mirrorable, prepare
 from autorater.training.inputs.cache import CachedClips, cache_key
 from autorater.training.inputs.dataset import Examples
-from autorater.training.pack.files import COMPRESSED, file_record, write_tensors
+from autorater.training.inputs.pack.files import COMPRESSED, file_record, write_tensors
 from autorater.training.recipe import TrainConfig
 
 PACK_FILE, CLIPS_FILE, SENTENCES_FILE = "pack.json", "clips.safetensors", "sentences.safetensors"

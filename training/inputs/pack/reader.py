@@ -24,9 +24,9 @@ from autorater.models.parts.text import give_vectors
 from autorater.training.inputs.batches import TrainingData, seeded
 from autorater.training.inputs.cache import CachedClips, cache_key, rate_clips
 from autorater.training.inputs.dataset import Examples
-from autorater.training.pack import checks
-from autorater.training.pack.files import COMPRESSED, REPACK, PackError, fail, open_member, read_tensors
-from autorater.training.pack.folder import (
+from autorater.training.inputs.pack import checks
+from autorater.training.inputs.pack.files import COMPRESSED, REPACK, PackError, fail, open_member, read_tensors
+from autorater.training.inputs.pack.folder import (
     CLIPS_FILE,
     ENCODERS,
     FORMAT,
@@ -85,7 +85,7 @@ def read_meta(folder: Path, allow_unverified: bool = False) -> dict:
 class Pack:
     """A pack folder (the package's docstring), checked as it is read (``checks.py``): ``pack.json`` when it is opened,
     the tensors, vectors and weights before training (``prepare``) or rating (``rate_held_out``); a
-    :class:`~autorater.training.pack.files.PackError` (a ValueError: one line, the file, the field, the fix)
+    :class:`~autorater.training.inputs.pack.files.PackError` (a ValueError: one line, the file, the field, the fix)
     otherwise. ``allow_unverified``: read a pack written before checksums (``autorater-pack-1``)."""
 
     def __init__(self, folder: str | Path, allow_unverified: bool = False):
