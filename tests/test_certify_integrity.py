@@ -235,3 +235,25 @@ def test_continuations_whose_videos_the_model_was_trained_on_are_never_audited(e
     assert learned == keep and not any(r.get("audit_rank") is not None for r in rows if r["continuation_id"] in keep)
     summary = LabelsFolder(labels).read_summary()
     assert summary["reasons"]["learned"] == len(keep)
+
+
+def test_the_queue_is_rewritten_every_round_even_when_nothing_was_auto_labelled(env, tmp_path):
+    # a model without calibration labels nothing alone: every continuation is queued once, and once answered the queue
+    # empties (the demo's smoke run once answered the same queue fifteen times)
+    model = tmp_path / "model"
+    shutil.copytree(env["model"], model)
+    (model / "calibration.json").unlink()
+    labels, _ = _labelled(env, tmp_path, version=fresh_version(env, tmp_path / "v"))
+    shutil.rmtree(labels)
+    label_suite(model, fresh_version(env, tmp_path / "v2"), labels, strata="none", adapt=0)
+    queued = json.loads((labels / "labelstudio" / "tasks.json").read_text())
+    assert queued
+    rows = {r["continuation_id"]: r for r in read_lines(labels / "labels.jsonl")}
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps({"continuation_id": t["data"]["continuation_id"], "annotator_id": "h1",
+                                           "outcome": "success"}) + "\n" for t in queued))
+    ingest(labels, answers, append_to_suite=False)
+    assert certify(labels)["state"] == "none"
+    assert json.loads((labels / "labelstudio" / "tasks.json").read_text()) == []
+    summary = LabelsFolder(labels).read_summary()
+    assert summary["auto"] == 0 and summary["human_labelled"] == len(rows)

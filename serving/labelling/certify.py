@@ -135,8 +135,12 @@ def certify(labels_dir: str | os.PathLike, video_url_prefix: str | None = None, 
     with folder.lock("labelling, ingest or certify job"):
         job, summary = folder.read_job(), folder.read_summary()
         cert = summary.get("certification") or {}
-        if cert.get("state") == "none" and cert.get("evidence") == "audit":
-            return cert  # nothing was auto-labelled: nothing to certify
+        if cert.get("state") == "none" and cert.get("evidence") == "audit":  # nothing auto-labelled: nothing to
+            rows = folder.read_labels()  # certify; the queue is what still waits for a human label, every run
+            folder.write_queue_round(Suite.load(job["suite"]), [r for r in rows if r.get("label_source") != "human"],
+                                     video_url_prefix)
+            folder.write_summary({**summary, **counts(rows)})
+            return cert
         plan = _read_plan(folder, job, summary)
         suite = Suite.load(job["suite"])
         by = ledger.superseded_by(suite.root, job.get("job_id") or "")

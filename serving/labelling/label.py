@@ -44,6 +44,7 @@ from autorater.serving.labelling.folder import JOB_FILE, LabelJobError, LabelsFi
 from autorater.serving.labelling.strata import STRATA, parse_strata, plan_audit, stratum_fields
 from autorater.serving.labelling.version import counts
 
+LEDGER_NOTE = "the suite's labelling_jobs.jsonl"
 MAX_BATCH_SIZE = 1024  # continuations rated at once (each a clip of frames in memory)
 ADAPTATIONS = 2  # version challengers that may follow each stratum's model, by default
 ADAPT_AFTER = 10  # human labels per category of a stratum before a challenger learns from them, by default
@@ -510,6 +511,13 @@ def format_summary(summary: dict) -> str:
                      f"drift against calibration suite {drift['calibration_suite']}: {drift['message']}")
     if summary["reasons"]:
         lines.append("sent to humans because: " + ", ".join(f"{k} {v}" for k, v in summary["reasons"].items()))
+    reasons = summary["reasons"]
+    if reasons.get("learned"):
+        lines.append(f"WARNING: the model was trained on the videos of {reasons['learned']} continuations of this "
+                     f"version (its training suites hold them): their labels were learned, so no audit draws them")
+    if reasons.get("bound"):
+        lines.append(f"note: {reasons['bound']} continuations were decided by an earlier labelling job of this "
+                     f"version (its verdicts bind: {LEDGER_NOTE})")
     cert = summary.get("certification")
     if cert:
         lines.append(f"promise: {cert['promise']}")
