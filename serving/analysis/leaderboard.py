@@ -187,7 +187,8 @@ def leaderboard(labels_dir: str | os.PathLike, seed: int = 0, with_truth: bool =
     board["ranking"] = sorted(agents, key=lambda a: (-(board["agents"][a]["rate"] or 0),
                                                      -(board["agents"][a]["labelled_rate"] or 0)))
     board["waiting"] = sum(a["waiting"] for a in board["agents"].values())
-    board["certificates"] = certificates(LabelsFolder(labels_dir).read_summary())
+    folder = LabelsFolder(labels_dir)
+    board["certificates"] = certificates(folder.read_summary() if folder.summary.is_file() else {})
     if with_truth:
         board["truth"] = _truth_comparison(suite, board)
     return board
