@@ -12,7 +12,8 @@ the audit order, the product's own rounds run: ``label`` (rated once per version
 re-decided from the same part files with its own seed), then round after round the simulated annotators answer the
 queue (a Label Studio export), ``ingest`` (not into the suite), ``certify`` (which trains a challenger where a
 stratum's learning labels are in), until every stratum is certified or routed; the continuations then left to humans
-count as human labels. Each order is an independent team: the version's labelling-job ledger is reset between them.
+count as human labels. The orders run one at a time across versions and arms, and the results are written after each (a
+cut run is balanced). Each order is an independent team: the version's labelling-job ledger is reset between them.
 
 Per version, arm and target: **human labels per continuation** (every continuation not auto-labelled costs one),
 coverage (auto-labelled share), the true agreement of what was certified (pooled and worst order), the share of orders
@@ -170,21 +171,28 @@ def run(model: Path, references: Path | None, versions: dict[str, Path], targets
     print(HEADER, flush=True)
     for target in targets:
         calibrated = calibrated_copy(model, refs, out, target) if refs is not None else model
-        for name, path in versions.items():
-            suite = Suite.load(unlabelled_copy(path, out / "versions" / name))
-            truth = {t["continuation_id"]: t["outcome"] for t in load_truth(path)}
-            base = None
-            for arm in arms:
-                started, draws = time.time(), []
-                for seed in range(seeds):
+        suites = {name: Suite.load(unlabelled_copy(path, out / "versions" / name)) for name, path in versions.items()}
+        truths = {name: {t["continuation_id"]: t["outcome"] for t in load_truth(path)}
+                  for name, path in versions.items()}
+        draws, started, base = {}, {}, {}
+        for seed in range(seeds):  # order by order across versions and arms: a cut run is balanced, written as it goes
+            for name in versions:
+                for arm in arms:
+                    key = f"{name}@{target:.2f}/adapt-{arm}"
                     folder = out / f"{target:.2f}" / name / f"adapt-{arm}" / f"order-{seed:03d}"
-                    draws.append(one_order(calibrated, suite, folder, seed, base, {**options, "adapt": arm}, truth,
-                                           target, device))
-                    base = base or folder
-                key = f"{name}@{target:.2f}/adapt-{arm}"
-                results["versions"][key] = summarise(name, arm, target, draws, time.time() - started)
-                print(format_row(results["versions"][key]), flush=True)
-                (out / "new-version.json").write_text(json.dumps(results, indent=1) + "\n")
+                    clock = time.time()
+                    draws.setdefault(key, []).append(one_order(calibrated, suites[name], folder, seed, base.get(name),
+                                                               {**options, "adapt": arm}, truths[name], target, device))
+                    started[key] = started.get(key, 0.0) + time.time() - clock
+                    base.setdefault(name, folder)
+                    d = draws[key][-1]
+                    print(f"{key} order {seed}: {d['humans_per_continuation']:.3f} human labels a continuation, "
+                          f"agreement {d['agreement']}, {d['challengers']} challengers, {d['rounds']} rounds",
+                          flush=True)
+                    results["versions"][key] = summarise(name, arm, target, draws[key], started[key])
+                    (out / "new-version.json").write_text(json.dumps(results, indent=1) + "\n")
+                    if seed == seeds - 1:
+                        print(format_row(results["versions"][key]), flush=True)
     plot(results, out / "new-version.png")
     return results
 
