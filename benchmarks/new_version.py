@@ -84,6 +84,8 @@ def one_order(model: Path, suite, folder: Path, seed: int, base: Path | None, op
     right = [r["model_outcome"] == truth[r["continuation_id"]] for r in auto]
     agreement = float(np.mean(right)) if right else None
     challengers = cert.get("challengers") or []
+    if curve[-1] != (len(rows) - len(auto), len(rows)):  # the continuations left in the queue: labelled by hand
+        curve.append((len(rows) - len(auto), len(rows)))
     return {"seed": seed, "continuations": len(rows), "auto": len(auto), "coverage": len(auto) / len(rows),
             "humans_per_continuation": 1 - len(auto) / len(rows), "agreement": agreement,
             "held": agreement is None or agreement >= target, "rounds": rounds,
