@@ -136,8 +136,8 @@ def format_row(s: dict) -> str:
 
 
 def plot(results: dict, path: Path) -> None:
-    """Human labels spent against continuations labelled, round by round (each version's first order), an arm a
-    line style."""
+    """Human labels spent against continuations labelled, round by round, the queue's rest by hand at the end (each
+    version's first order), an arm a line style."""
     from autorater.calibration import new_figure
 
     fig = new_figure(7.5, 4.5)
