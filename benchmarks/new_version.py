@@ -176,7 +176,7 @@ def run(model: Path, references: Path | None, versions: dict[str, Path], targets
         suites = {name: Suite.load(unlabelled_copy(path, out / "versions" / name)) for name, path in versions.items()}
         truths = {name: {t["continuation_id"]: t["outcome"] for t in load_truth(path)}
                   for name, path in versions.items()}
-        draws, started, base = {}, {}, {}
+        draws, wall, base = {}, {}, {}
         for seed in range(seeds):  # order by order across versions and arms: a cut run is balanced, written as it goes
             for name in versions:
                 for arm in arms:
@@ -185,13 +185,13 @@ def run(model: Path, references: Path | None, versions: dict[str, Path], targets
                     clock = time.time()
                     draws.setdefault(key, []).append(one_order(calibrated, suites[name], folder, seed, base.get(name),
                                                                {**options, "adapt": arm}, truths[name], target, device))
-                    started[key] = started.get(key, 0.0) + time.time() - clock
+                    wall[key] = wall.get(key, 0.0) + time.time() - clock
                     base.setdefault(name, folder)
                     d = draws[key][-1]
                     print(f"{key} order {seed}: {d['humans_per_continuation']:.3f} human labels a continuation, "
                           f"agreement {d['agreement']}, {d['challengers']} challengers, {d['rounds']} rounds",
                           flush=True)
-                    results["versions"][key] = summarise(name, arm, target, draws[key], started[key])
+                    results["versions"][key] = summarise(name, arm, target, draws[key], wall[key])
                     (out / "new-version.json").write_text(json.dumps(results, indent=1) + "\n")
                     if seed == seeds - 1:
                         print(format_row(results["versions"][key]), flush=True)
