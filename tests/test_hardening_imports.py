@@ -168,7 +168,7 @@ def test_a_change_is_finished_by_the_next_open_after_a_crash_after_its_journal(t
     suite.annotations, suite.references = [], []
     suite.write(change=change)
     applied = []
-    import autorater.data.files as files
+    import autorater.data.files.change as files
 
     real = files._apply
     files._apply = lambda root, staged: applied.append(staged)  # "crash" right after the journal is written

@@ -1,16 +1,10 @@
-"""Writing files so that a crash leaves the old file or the new one, never a part (fsync + atomic replace).
+"""Several files of one folder changed at once, so that a crash leaves all of the old ones or all of the new.
 
-Every file the product writes goes through here (or through a library that is handed a temp path that
-is then fsynced and renamed with :func:`commit`): the bytes go to ``NAME.<random>.tmp`` beside the target, are
-flushed and fsynced, the temp file is renamed over the target, and the folder is fsynced so that the
-rename itself survives a power cut. An error of a write names its file ("File too large: summary.json").
-
-Several files of one folder change at once through :class:`FolderChange` (temps, a journal ``.change.json``, the
-renames); a journal is replayed only inside its folder (:func:`recover_folder`). A folder's one writer holds its
-lock (:func:`folder_lock`, the ``.lock`` file, never opened through a symlink).
-
-Example:
-    >>> write_text_atomic("out/summary.json", json_text({"n": 3}))   # doctest: +SKIP
+Each new file goes to a temp beside its target (``O_EXCL | O_NOFOLLOW``) and is fsynced; then a small journal
+(``.change.json``: target -> temp) is written, and from that moment the change has happened: the renames follow, and a
+crash before they end is finished by the next writer or reader (:func:`recover_folder`, :func:`recover_if_free`). A
+journal is replayed only inside its folder (dir-fd, no-follow). Single files are written by
+:mod:`autorater.data.files.writes`.
 """
 
 from __future__ import annotations
@@ -18,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -27,225 +20,17 @@ import stat
 from pathlib import Path, PurePosixPath
 from typing import Callable, Iterable, Iterator
 
+from autorater.data.files.base import (
+    DIR_FLAGS,
+    LOCK_FILE,
+    NOFOLLOW,
+    fsync_dir,
+    naming,
+    open_lock,
+    open_new,
+    temp_path,
+)
 from autorater.data.paths import PathError, open_regular, printable, relative_parts
-
-
-def fsync_dir(folder: str | os.PathLike) -> None:
-    """fsync a folder (its entries: a rename inside it). Best effort where the OS does not allow it."""
-    try:
-        fd = os.open(str(folder), os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
-@contextlib.contextmanager
-def naming(path: str | os.PathLike) -> Iterator[None]:
-    """Give ``path`` to an OSError that names no file (a write past the size limit, "File too large"; a full disk),
-    so that the message says which file."""
-    try:
-        yield
-    except OSError as err:
-        if err.filename is None and err.errno is not None:
-            raise OSError(err.errno, err.strerror, str(path)) from None
-        raise
-
-
-def temp_path(path: str | os.PathLike) -> Path:
-    """A fresh temp file name beside ``path`` (same folder, so the rename is atomic): ``NAME.<random>.tmp``, so that
-    a file or symlink planted under a predictable name is never written through."""
-    path = Path(path)
-    return path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
-
-
-def open_new(path: str | os.PathLike, mode: str = "wb"):
-    """Create ``path`` and open it for writing; refused (``FileExistsError``) when anything is there already, a
-    symlink included (``O_CREAT | O_EXCL | O_NOFOLLOW``)."""
-    fd = os.open(str(path), _NEW_FILE, 0o666)
-    try:
-        return os.fdopen(fd, mode, **({"encoding": "utf-8"} if "b" not in mode else {}))
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def commit(tmp: str | os.PathLike, path: str | os.PathLike) -> Path:
-    """fsync the finished temp file ``tmp``, rename it over ``path`` and fsync the folder."""
-    fd = os.open(str(tmp), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    _settle(Path(path).parent)
-    os.replace(tmp, path)
-    fsync_dir(Path(path).parent)
-    return Path(path)
-
-
-def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically and durably (the temp file created with ``O_EXCL | O_NOFOLLOW``)."""
-    path = Path(path)
-    _settle(path.parent)
-    tmp = temp_path(path)
-    try:
-        with naming(path), open_new(tmp) as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.replace(tmp, path)
-        except IsADirectoryError as err:  # named by its temp: say which file it was to replace
-            raise IsADirectoryError(err.errno, f"{err.strerror} (a folder is where the file would be written)",
-                                    str(path)) from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
-    return path
-
-
-def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
-    """Write UTF-8 ``text`` to ``path`` atomically and durably; text UTF-8 cannot hold (a lone surrogate, read from a
-    file changed by hand) is a ValueError naming the file and the line, and nothing is written."""
-    return write_bytes_atomic(path, _utf8(text, path))
-
-
-def _utf8(text: str, path: str | os.PathLike) -> bytes:
-    """``text`` as UTF-8 bytes for ``path``; a lone surrogate is a ValueError naming the file, the line and the text
-    around it (escaped), never a UnicodeEncodeError that names no file."""
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError as err:
-        line = text.count("\n", 0, err.start) + 1
-        around = printable(text[max(0, err.start - 40):err.end + 20])
-        raise ValueError(f"cannot write {printable(str(path))}: its line {line} would hold text UTF-8 cannot hold (a "
-                         f"lone surrogate): ...{around}...; nothing was written (fix: the text came from a file "
-                         f"changed by hand or a value passed in: correct it)") from None
-
-
-def json_text(obj, indent: int | None = 1) -> str:
-    """``obj`` as JSON text ending in a newline; NaN and infinities are refused (ValueError), not written."""
-    return json.dumps(obj, indent=indent, ensure_ascii=False, allow_nan=False) + "\n"
-
-
-def jsonl_text(rows) -> str:
-    """JSON Lines text of dicts (NaN and infinities refused)."""
-    return "".join(json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in rows)
-
-
-def append_line_durably(path: str | os.PathLike, line: str) -> None:
-    """Append one line (a log, such as a problems file) and fsync it."""
-    with naming(path), open(path, "a", encoding="utf-8") as f:
-        f.write(line if line.endswith("\n") else line + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def content_sha1(path: str | os.PathLike) -> str:
-    """The SHA-1 of a file's bytes, read in 1 MiB blocks (OSError when it cannot be read)."""
-    h = hashlib.sha1()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def sha1_file(path: str | os.PathLike) -> str | None:
-    """:func:`content_sha1`, or None when there is no such file."""
-    return content_sha1(path) if Path(path).is_file() else None
-
-
-# ----------------------------------------------------------------------------------------------
-# A folder's one writer
-
-
-LOCK_FILE = ".lock"  # the writers' lock of a folder (a suite, a labels folder)
-
-
-class FolderBusyError(ValueError):
-    """Another writer holds the folder's lock, and the caller would not wait."""
-
-
-def open_lock(folder: str | os.PathLike) -> int:
-    """``folder/.lock`` opened for :func:`fcntl.flock` (created if missing): never through a symlink, never a FIFO
-    (an OSError naming it, with the fix). Returns the descriptor."""
-    path = Path(folder) / LOCK_FILE
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | _NOFOLLOW | os.O_CLOEXEC, 0o666)
-    except OSError as err:
-        if err.errno not in (errno.ELOOP, errno.ENXIO):
-            raise
-        fd = None
-    if fd is not None and stat.S_ISREG(os.fstat(fd).st_mode):
-        return fd
-    if fd is not None:
-        os.close(fd)
-    raise OSError(errno.EINVAL, "the lock file is not a plain file (a symbolic link, a FIFO) (fix: delete it)",
-                  str(path))
-
-
-@contextlib.contextmanager
-def folder_lock(folder: str | os.PathLike, what: str, wait: bool = False,
-                busy: type[Exception] = FolderBusyError) -> Iterator[None]:
-    """An exclusive lock on ``folder`` (its ``.lock``, created with the folder if need be) while one writer works
-    there. A second writer waits for it (``wait``) or is refused at once with ``busy`` ("another ``what`` is writing
-    there"). A new folder is locked like an existing one."""
-    folder = Path(folder)
-    while True:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = open_lock(folder)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise busy(f"{folder} is busy: another {what} is writing there; wait for it to finish") from None
-        if _still_linked(fd, folder / LOCK_FILE):
-            break
-        os.close(fd)  # the writer before removed the new folder it left empty (its lock with it): start again
-    try:
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-
-
-def _still_linked(fd: int, path: Path) -> bool:
-    try:
-        there = os.stat(path, follow_symlinks=False)
-    except OSError:
-        return False
-    held = os.fstat(fd)
-    return (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino)
-
-
-def remove_if_unused(folder: str | os.PathLike) -> bool:
-    """Remove ``folder`` when it holds nothing but its lock: a new folder a writer created and then wrote nothing
-    into. For the writer holding the lock (one waiting for it starts again, :func:`folder_lock`); True when
-    removed."""
-    folder = Path(folder)
-    try:
-        if any(p.name != LOCK_FILE for p in folder.iterdir()):
-            return False
-        (folder / LOCK_FILE).unlink(missing_ok=True)
-        folder.rmdir()
-    except OSError:
-        return False
-    return True
-
-
-# ----------------------------------------------------------------------------------------------
-# Several files of one folder changed at once
-
 
 CHANGE_FILE = ".change.json"  # the journal of a change of several files: once it exists, the change has happened
 MAX_JOURNAL_BYTES = 16 << 20  # about 150,000 files in one change
@@ -416,7 +201,7 @@ def _read_journal(root: Path) -> dict[str, str | None] | None:
     checked by name to be a file inside the folder with the temp autorater writes beside it; None when there is no
     journal. JournalError when it is not one autorater wrote."""
     try:
-        fd = os.open(root / CHANGE_FILE, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(root / CHANGE_FILE, os.O_RDONLY | os.O_NONBLOCK | NOFOLLOW | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as err:
@@ -466,7 +251,7 @@ def _opened(root: Path, files: dict[str, str | None],
     A temp already gone was renamed by an earlier replay (the step is left out); for a commit's own change
     (``staged``) it is an OSError, as is anything unsafe (a JournalError when replaying a journal).
     """
-    fds: dict[PurePosixPath, int] = {PurePosixPath(): os.open(root, _DIR)}
+    fds: dict[PurePosixPath, int] = {PurePosixPath(): os.open(root, DIR_FLAGS)}
 
     def refuse(why: str) -> Exception:
         return OSError(errno.EINVAL, f"cannot change {root}: {why}; nothing was changed") if staged \
@@ -506,7 +291,7 @@ def _folder_fd(folder: PurePosixPath, fds: dict[PurePosixPath, int], refuse) -> 
         below = at / part
         if below not in fds:
             try:
-                fds[below] = os.open(part, _DIR | _NOFOLLOW, dir_fd=fds[at])
+                fds[below] = os.open(part, DIR_FLAGS | NOFOLLOW, dir_fd=fds[at])
             except FileNotFoundError:
                 return None
             except OSError as err:
@@ -577,13 +362,13 @@ def remove_stale_temps(root: str | os.PathLike, subfolders: Iterable[str] = (), 
     the temps of changes that never happened (``.NAME.<id>.part``) in the folder and every sub-folder. Sub-folders
     are opened without following a symlink. For the folder's writer; returns how many were removed."""
     subfolders = set(subfolders)
-    top = os.open(root, _DIR)
+    top = os.open(root, DIR_FLAGS)
     try:
         removed = _remove_temps(top, tmp=True, part=parts, owned=owned)
         for entry in list(os.scandir(top)):
             if entry.is_dir(follow_symlinks=False) and (parts or entry.name in subfolders):
                 try:
-                    sub = os.open(entry.name, _DIR | _NOFOLLOW, dir_fd=top)
+                    sub = os.open(entry.name, DIR_FLAGS | NOFOLLOW, dir_fd=top)
                 except OSError:
                     continue
                 try:
@@ -632,16 +417,5 @@ def recover_if_free(root: str | os.PathLike) -> bool:
         os.close(fd)
 
 
-def _settle(folder: Path) -> None:
-    """Before a single file of ``folder`` is replaced: finish a change of several files a crash left there, so that
-    finishing it later cannot undo this write."""
-    if (folder / CHANGE_FILE).exists():
-        with contextlib.suppress(OSError):
-            recover_folder(folder)
-
-
-__all__ = ["CHANGE_FILE", "LOCK_FILE", "MAX_JOURNAL_BYTES", "FolderBusyError", "FolderChange", "JournalError",
-           "append_line_durably", "commit", "content_sha1", "folder_lock", "fsync_dir", "identity", "json_text",
-           "jsonl_text", "naming", "open_lock", "open_new", "pending_files", "recover_folder", "recover_if_free",
-           "remove_if_unused", "remove_stale_temps", "sha1_file", "temp_path", "write_bytes_atomic",
-           "write_text_atomic"]
+__all__ = ["CHANGE_FILE", "MAX_JOURNAL_BYTES", "FolderChange", "JournalError", "identity", "pending_files",
+           "recover_folder", "recover_if_free", "remove_stale_temps"]
